@@ -1,0 +1,9 @@
+"""The wire contract of mcsync: what the hub and the member agent both speak.
+
+Nothing here does I/O or knows which side it runs on. Both `hub` and `member` import
+these names; neither redefines them (SPEC §1).
+"""
+
+from shared.version import __version__
+
+__all__ = ["__version__"]

@@ -1,0 +1,37 @@
+"""Metric names, labels, buckets and the duration clamp of SPEC §2.6 and §6.
+
+Only the contract lives here (names and numbers); each side owns its registry.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+EXPORT_DURATION_METRIC: Final = "mcsync_service_export_duration_milliseconds"
+EXPORT_DURATION_LABEL: Final = "origin_cluster_id"
+
+# The upper six match Azure fleet-networking's buckets for the same metric (SPEC §6).
+EXPORT_DURATION_BUCKETS_MS: Final[tuple[float, ...]] = (
+    10.0,
+    25.0,
+    50.0,
+    100.0,
+    250.0,
+    500.0,
+    1000.0,
+    2500.0,
+    5000.0,
+    10000.0,
+    25000.0,
+    50000.0,
+)
+EXPORT_DURATION_RIGHT_BOUND_MS: Final = 100000.0
+# A non-positive duration (clock skew between the stamp and the observer) is recorded as this.
+EXPORT_DURATION_NON_POSITIVE_MS: Final = 1000.0
+
+
+def clamp_export_duration_ms(duration_ms: float) -> float:
+    """Apply the clamps of SPEC §2.6: ≤ 0 → 1000 ms; above the right bound → the right bound."""
+    if duration_ms <= 0:
+        return EXPORT_DURATION_NON_POSITIVE_MS
+    return min(duration_ms, EXPORT_DURATION_RIGHT_BOUND_MS)

@@ -1,0 +1,481 @@
+"""Pydantic v2 models of every object on the wire between hub, agent and CLI (SPEC §4.1).
+
+Objects are Kubernetes-shaped (`apiVersion`, `kind`, `metadata`, `spec`, `status`) and
+camelCase on the wire; Python code uses snake_case attributes. Aliases are generated, and
+`serialize_by_alias` makes every dump camelCase, so no caller has to remember `by_alias`.
+Use `to_wire()` to produce the JSON-ready dict both sides send.
+
+Validation here is the hub's first line of defence (SPEC §4.4: malformed input is 422 with
+the field named): names are DNS labels, ports are in range and unique, enums are closed.
+`spec` models forbid unknown fields, because a misspelt field would silently change a
+conflict verdict; `metadata` and `status` ignore unknown fields so that a client may send
+back an object it read.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from shared import constants
+
+# --- name rules (Kubernetes' own) -------------------------------------------------------
+
+DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1035_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN_RE = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+# Label/annotation keys: optional DNS-subdomain prefix and a name part (Kubernetes qualified name).
+QUALIFIED_NAME_RE = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+
+Namespace = Annotated[
+    str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL_RE.pattern)
+]
+ServiceName = Annotated[
+    str, Field(min_length=1, max_length=63, pattern=DNS1035_LABEL_RE.pattern)
+]
+ClusterId = Annotated[
+    str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL_RE.pattern)
+]
+PortName = Annotated[str, Field(max_length=63)]
+
+
+def is_dns1123_label(value: str) -> bool:
+    return len(value) <= 63 and bool(DNS1123_LABEL_RE.match(value))
+
+
+def is_dns1035_label(value: str) -> bool:
+    return len(value) <= 63 and bool(DNS1035_LABEL_RE.match(value))
+
+
+def _check_string_map(value: dict[str, str] | None, what: str) -> dict[str, str] | None:
+    if value is None:
+        return None
+    for key, item in value.items():
+        prefix, _, name = key.rpartition("/")
+        if len(name) > 63 or len(prefix) > 253 or not QUALIFIED_NAME_RE.match(key):
+            raise ValueError(f"{what} key {key!r} is not a valid qualified name")
+        if len(item) > 65536:
+            raise ValueError(f"{what} value of {key!r} is longer than 65536 characters")
+    return value
+
+
+class WireModel(BaseModel):
+    """Base of every wire model: camelCase aliases, accepted by name or alias."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="ignore",
+    )
+
+
+class StrictWireModel(WireModel):
+    """A wire model that rejects unknown fields (used for `spec`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def to_wire(model: BaseModel) -> dict[str, Any]:
+    """The JSON-ready dict of a model as it travels: camelCase, no null fields."""
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# --- common pieces ----------------------------------------------------------------------
+
+
+class ObjectMeta(WireModel):
+    name: str = Field(min_length=1, max_length=253)
+    namespace: str | None = Field(default=None, max_length=63)
+    resource_version: str | None = None
+    creation_timestamp: AwareDatetime | None = None
+    # None on a PUT means "keep what the hub has"; the hub always answers a dict.
+    annotations: dict[str, str] | None = None
+    labels: dict[str, str] | None = None
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotations(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        return _check_string_map(value, "annotation")
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        checked = _check_string_map(value, "label")
+        for key, item in (checked or {}).items():
+            if len(item) > 63:
+                raise ValueError(f"label value of {key!r} is longer than 63 characters")
+        return checked
+
+
+class ListMeta(WireModel):
+    resource_version: str | None = None
+    continue_: str | None = Field(default=None, alias="continue")
+
+
+class Condition(WireModel):
+    type: str = Field(min_length=1, max_length=316)
+    status: Literal["True", "False", "Unknown"]
+    reason: str = Field(min_length=1, max_length=1024)
+    message: str = Field(default="", max_length=32768)
+    observed_generation: int | None = Field(default=None, ge=0)
+    last_transition_time: AwareDatetime | None = None
+
+
+# --- InternalServiceExport --------------------------------------------------------------
+
+
+class ServicePort(StrictWireModel):
+    name: PortName = ""
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+    port: int = Field(ge=1, le=65535)
+    app_protocol: str | None = Field(default=None, min_length=1, max_length=316)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if value and not is_dns1123_label(value):
+            raise ValueError(f"port name {value!r} is not a DNS-1123 label")
+        return value
+
+
+class ClientIPConfig(StrictWireModel):
+    timeout_seconds: int | None = Field(default=None, ge=1, le=86400)
+
+
+class SessionAffinityConfig(StrictWireModel):
+    client_ip: ClientIPConfig | None = Field(default=None, alias="clientIP")
+
+
+class ServiceReference(StrictWireModel):
+    cluster_id: ClusterId
+    kind: Literal["Service"] = "Service"
+    namespace: Namespace
+    name: ServiceName
+    uid: str = Field(default="", max_length=128)
+    resource_version: str = Field(min_length=1, max_length=128)
+    generation: int = Field(default=0, ge=0)
+    exported_since: AwareDatetime
+    export_creation_timestamp: AwareDatetime
+
+
+ServiceImportType = Literal["ClusterSetIP", "Headless"]
+SessionAffinity = Literal["None", "ClientIP"]
+InternalTrafficPolicy = Literal["Cluster", "Local"]
+TrafficDistribution = Literal["PreferClose", "PreferSameZone", "PreferSameNode"]
+IPFamily = Literal["IPv4", "IPv6"]
+
+
+def _check_ports(ports: list[ServicePort]) -> list[ServicePort]:
+    names: set[str] = set()
+    numbers: set[tuple[str, int]] = set()
+    for index, port in enumerate(ports):
+        if port.name:
+            if port.name in names:
+                raise ValueError(f"ports[{index}]: duplicate port name {port.name!r}")
+            names.add(port.name)
+        elif len(ports) > 1:
+            raise ValueError(f"ports[{index}]: a port must be named when there are several")
+        key = (port.protocol, port.port)
+        if key in numbers:
+            raise ValueError(f"ports[{index}]: duplicate port {port.port}/{port.protocol}")
+        numbers.add(key)
+    return ports
+
+
+class InternalServiceExportSpec(StrictWireModel):
+    """The exported spec of SPEC §2.3: what other clusters see of one cluster's Service."""
+
+    ports: list[ServicePort] = Field(default_factory=list, max_length=1000)
+    type: ServiceImportType = "ClusterSetIP"
+    session_affinity: SessionAffinity = "None"
+    session_affinity_config: SessionAffinityConfig | None = None
+    internal_traffic_policy: InternalTrafficPolicy | None = None
+    traffic_distribution: TrafficDistribution | None = None
+    ip_families: list[IPFamily] = Field(default_factory=list, max_length=2)
+    exported_labels: dict[str, str] = Field(default_factory=dict)
+    exported_annotations: dict[str, str] = Field(default_factory=dict)
+    service_reference: ServiceReference
+
+    @field_validator("ports")
+    @classmethod
+    def _ports(cls, value: list[ServicePort]) -> list[ServicePort]:
+        return _check_ports(value)
+
+    @field_validator("ip_families")
+    @classmethod
+    def _ip_families(cls, value: list[IPFamily]) -> list[IPFamily]:
+        if len(set(value)) != len(value):
+            raise ValueError("ipFamilies lists a family twice")
+        return value
+
+    @field_validator("exported_labels")
+    @classmethod
+    def _exported_labels(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_string_map(value, "exportedLabels") or {}
+
+    @field_validator("exported_annotations")
+    @classmethod
+    def _exported_annotations(cls, value: dict[str, str]) -> dict[str, str]:
+        return _check_string_map(value, "exportedAnnotations") or {}
+
+
+class InternalServiceExportStatus(WireModel):
+    conditions: list[Condition] = Field(default_factory=list)
+    # Derived by the hub at read time from the exporting cluster's heartbeat (SPEC §5).
+    cluster_state: str | None = None
+
+
+class InternalServiceExport(WireModel):
+    api_version: Literal["mcsync.io/v1alpha1"] = constants.API_VERSION  # type: ignore[assignment]
+    kind: Literal["InternalServiceExport"] = constants.KIND_EXPORT  # type: ignore[assignment]
+    metadata: ObjectMeta
+    spec: InternalServiceExportSpec
+    status: InternalServiceExportStatus = Field(default_factory=InternalServiceExportStatus)
+
+    @model_validator(mode="after")
+    def _names_agree(self) -> InternalServiceExport:
+        ref = self.spec.service_reference
+        if self.metadata.name != ref.name:
+            raise ValueError(
+                f"metadata.name {self.metadata.name!r} differs from "
+                f"spec.serviceReference.name {ref.name!r}"
+            )
+        if self.metadata.namespace not in (None, ref.namespace):
+            raise ValueError(
+                f"metadata.namespace {self.metadata.namespace!r} differs from "
+                f"spec.serviceReference.namespace {ref.namespace!r}"
+            )
+        return self
+
+    def condition(self, type_: str) -> Condition | None:
+        return next((c for c in self.status.conditions if c.type == type_), None)
+
+
+class InternalServiceExportList(WireModel):
+    api_version: str = constants.API_VERSION
+    kind: Literal["InternalServiceExportList"] = constants.KIND_EXPORT_LIST  # type: ignore[assignment]
+    metadata: ListMeta = Field(default_factory=ListMeta)
+    items: list[InternalServiceExport] = Field(default_factory=list)
+
+
+class AnnotationPatchMeta(WireModel):
+    model_config = ConfigDict(extra="forbid")
+
+    resource_version: str = Field(min_length=1, max_length=64)
+    # JSON merge patch: a null value removes the annotation.
+    annotations: dict[str, str | None] = Field(default_factory=dict)
+
+    @field_validator("annotations")
+    @classmethod
+    def _keys(cls, value: dict[str, str | None]) -> dict[str, str | None]:
+        _check_string_map({k: v or "" for k, v in value.items()}, "annotation")
+        return value
+
+
+class AnnotationPatch(WireModel):
+    """Body of `PATCH .../serviceexports/{ns}/{name}`: a merge patch of annotations only."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metadata: AnnotationPatchMeta
+
+
+class SyncResult(WireModel):
+    """Answer of the full-state sync `PUT /api/v1/clusters/{cluster}/serviceexports`."""
+
+    api_version: str = constants.API_VERSION
+    kind: Literal["SyncResult"] = "SyncResult"
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    withdrawn: int = 0
+    resource_version: str | None = None
+
+
+# --- ServiceImport ----------------------------------------------------------------------
+
+
+class ServiceImportSpec(WireModel):
+    ports: list[ServicePort] = Field(default_factory=list)
+    type: ServiceImportType = "ClusterSetIP"
+    session_affinity: SessionAffinity = "None"
+    session_affinity_config: SessionAffinityConfig | None = None
+    internal_traffic_policy: InternalTrafficPolicy | None = None
+    traffic_distribution: TrafficDistribution | None = None
+    ip_families: list[IPFamily] = Field(default_factory=list)
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class ImportClusterStatus(WireModel):
+    cluster: str
+    state: str | None = None  # Ready / Stale, derived at read time
+
+
+class ImportPortStatus(WireModel):
+    name: str = ""
+    protocol: str = "TCP"
+    port: int
+    app_protocol: str | None = None
+    clusters: list[str] = Field(default_factory=list)
+
+
+class ServiceImportStatus(WireModel):
+    clusters: list[ImportClusterStatus] = Field(default_factory=list)
+    ports: list[ImportPortStatus] = Field(default_factory=list)
+    conflicts: list[str] = Field(default_factory=list)
+    winning_cluster: str | None = None
+
+
+class ServiceImport(WireModel):
+    api_version: str = constants.API_VERSION
+    kind: Literal["ServiceImport"] = constants.KIND_IMPORT  # type: ignore[assignment]
+    metadata: ObjectMeta
+    spec: ServiceImportSpec = Field(default_factory=ServiceImportSpec)
+    status: ServiceImportStatus = Field(default_factory=ServiceImportStatus)
+
+
+class ServiceImportList(WireModel):
+    api_version: str = constants.API_VERSION
+    kind: Literal["ServiceImportList"] = constants.KIND_IMPORT_LIST  # type: ignore[assignment]
+    metadata: ListMeta = Field(default_factory=ListMeta)
+    items: list[ServiceImport] = Field(default_factory=list)
+
+
+# --- MemberCluster ----------------------------------------------------------------------
+
+
+class MemberClusterMeta(ObjectMeta):
+    @field_validator("name")
+    @classmethod
+    def _cluster_name(cls, value: str) -> str:
+        if not is_dns1123_label(value):
+            raise ValueError(f"cluster name {value!r} is not a DNS-1123 label")
+        return value
+
+
+class MemberClusterStatus(WireModel):
+    # Ready: heartbeat within the TTL; Stale: heartbeats stopped; Pending: none received yet.
+    state: Literal["Ready", "Stale", "Pending"] = "Pending"
+    last_heartbeat_time: AwareDatetime | None = None
+    agent_version: str | None = None
+    export_count: int = 0
+    conflict_count: int = 0
+
+
+class MemberCluster(WireModel):
+    api_version: str = constants.API_VERSION
+    kind: Literal["MemberCluster"] = constants.KIND_CLUSTER  # type: ignore[assignment]
+    metadata: MemberClusterMeta
+    status: MemberClusterStatus = Field(default_factory=MemberClusterStatus)
+
+
+class RegisteredMemberCluster(MemberCluster):
+    """The answer of `POST /api/v1/clusters`: the only place the member token is ever shown."""
+
+    token: str
+
+
+class MemberClusterList(WireModel):
+    api_version: str = constants.API_VERSION
+    kind: Literal["MemberClusterList"] = constants.KIND_CLUSTER_LIST  # type: ignore[assignment]
+    metadata: ListMeta = Field(default_factory=ListMeta)
+    items: list[MemberCluster] = Field(default_factory=list)
+
+
+class Heartbeat(WireModel):
+    agent_version: str = Field(min_length=1, max_length=64)
+
+
+class HeartbeatResponse(WireModel):
+    hub_version: str
+    min_agent_version: str
+    server_time: AwareDatetime
+    state: str
+
+
+class VersionInfo(WireModel):
+    hub_version: str
+    api_version: str = constants.API_VERSION
+    min_agent_version: str
+
+
+# --- errors -----------------------------------------------------------------------------
+
+
+class StatusCause(WireModel):
+    field: str | None = None
+    message: str
+    reason: str | None = None
+
+
+class StatusDetails(WireModel):
+    name: str | None = None
+    kind: str | None = None
+    causes: list[StatusCause] = Field(default_factory=list)
+    retry_after_seconds: int | None = None
+
+
+class Status(WireModel):
+    """A failed request, Kubernetes style. Never carries a stack trace."""
+
+    api_version: str = "v1"
+    kind: Literal["Status"] = "Status"
+    status: Literal["Failure", "Success"] = "Failure"
+    code: int
+    reason: str
+    message: str
+    details: StatusDetails | None = None
+
+
+# --- watch ------------------------------------------------------------------------------
+
+
+class BookmarkMeta(WireModel):
+    resource_version: str
+
+
+class BookmarkObject(WireModel):
+    """The object of a BOOKMARK event: only the revision the watcher has reached."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    api_version: str = constants.API_VERSION
+    kind: str = constants.KIND_EXPORT
+    metadata: BookmarkMeta
+
+
+WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
+
+
+class WatchEvent(WireModel):
+    """One newline-delimited JSON line of the change feed (SPEC §4.3).
+
+    ERROR carries a `Status` (410 when the watcher fell behind the retained history
+    while connected); the client then relists.
+    """
+
+    type: WatchEventType
+    object: InternalServiceExport | BookmarkObject | Status
+
+    @property
+    def resource_version(self) -> str | None:
+        meta = getattr(self.object, "metadata", None)
+        return getattr(meta, "resource_version", None)
