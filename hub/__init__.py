@@ -1,0 +1,1 @@
+"""The mcsync hub: REST API, conflict judge and storage of every exported service."""

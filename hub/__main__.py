@@ -1,0 +1,271 @@
+"""`mcsync-hub` (also `python -m hub`): run the hub, or apply its migrations (SPEC §7).
+
+    mcsync-hub [serve] [--host H] [--port P] [--database-url URL] [--no-migrate] …
+    mcsync-hub migrate [--database-url URL]
+
+Every flag has an `MCSYNC_*` environment variable (the tokens themselves are environment
+or file only: a flag would show them in `ps`). argparse only collects strings; all
+validation happens once, in `HubSettings`, so a flag and its variable can never disagree
+about what is valid. Anything wrong at start — a bad value, an unusable token file, an
+unsupported or unreachable database — ends the program with exit code 2 and ONE line on
+stderr naming the flag (or variable) and the problem, never a traceback.
+
+Serving: uvicorn, driven programmatically on our own event loop so that the store is
+opened (and an unreachable database reported) before the server binds. On SIGTERM,
+uvicorn stops accepting connections and gives in-flight requests `--shutdown-grace-seconds`;
+`HubServer` first tells open watch streams to end, since they would otherwise hold the
+drain open until the grace period ran out. A graceful stop exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import uvicorn
+from pydantic import ValidationError
+
+from hub.api.credentials import (
+    Credentials,
+    CredentialsError,
+    check_token_sources,
+    load_credentials,
+)
+from hub.app import begin_shutdown, create_app, open_store
+from hub.logs import configure_logging, fields
+from hub.settings import ENV_PREFIX, HubSettings, redact_url
+from hub.store import DatabaseUnavailable, migrate
+from hub.tracing import tracer_provider_from_env
+from shared.version import __version__
+
+log = logging.getLogger("mcsync.hub")
+
+PROG = "mcsync-hub"
+EXIT_CONFIG = 2
+SECRET_FIELDS = frozenset({"admin_token", "reader_token"})
+
+# (flag, settings field, help) of `serve`; `migrate` takes the ones marked shared.
+SERVE_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("--host", "host", "interface to listen on (default 0.0.0.0)"),
+    ("--port", "port", "TCP port (default 8080)"),
+    ("--database-url", "database_url", "sqlite:///path or postgresql://user@host/db"),
+    ("--admin-token-file", "admin_token_file", "admin token file (generated if absent)"),
+    ("--reader-token-file", "reader_token_file", "reader token file"),
+    ("--cluster-ttl", "cluster_ttl", "seconds without a heartbeat before Stale (default 90)"),
+    ("--max-body-bytes", "max_body_bytes", "largest request body (default 1 MiB)"),
+    ("--log-format", "log_format", "json or text (default text)"),
+    ("--log-level", "log_level", "debug, info, warning or error (default info)"),
+    ("--min-agent-version", "min_agent_version", "oldest agent version that may export"),
+    ("--history-limit", "history_limit", "revisions of change history kept for watches"),
+    ("--pool-size", "pool_size", "database connections per hub process"),
+    ("--watch-bookmark-seconds", "watch_bookmark_seconds", "BOOKMARK interval of idle watches"),
+    ("--retry-after-seconds", "retry_after_seconds", "Retry-After of 503 answers"),
+    (
+        "--shutdown-grace-seconds",
+        "shutdown_grace_seconds",
+        "time in-flight requests get on SIGTERM",
+    ),
+)
+MIGRATE_FLAGS = tuple(f for f in SERVE_FLAGS if f[1] in ("database_url", "log_format", "log_level"))
+FLAG_OF = {field: flag for flag, field, _ in SERVE_FLAGS} | {"migrate": "--no-migrate"}
+
+
+class StartupError(Exception):
+    """Ends the program with exit code 2; the message is the one line printed."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (SPEC §7), not usage text plus error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_CONFIG, f"{PROG}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog=PROG, description="The mcsync hub: REST API over a database.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="{serve,migrate}")
+    serve = commands.add_parser("serve", help="run the hub (the default)")
+    for flag, field, text in SERVE_FLAGS:
+        serve.add_argument(flag, dest=field, default=None, help=f"{text} [{env_name(field)}]")
+    serve.add_argument(
+        "--no-migrate",
+        dest="migrate",
+        action="store_const",
+        const=False,
+        default=None,
+        help=f"do not apply migrations at start [{env_name('migrate')}=false]",
+    )
+    migrate_cmd = commands.add_parser("migrate", help="apply the database migrations and exit")
+    for flag, field, text in MIGRATE_FLAGS:
+        migrate_cmd.add_argument(flag, dest=field, default=None, help=f"{text} [{env_name(field)}]")
+    return parser
+
+
+def env_name(field: str) -> str:
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+def _describe(error: Any, *, given: dict[str, Any]) -> str:
+    loc = error.get("loc") or ()
+    field = str(loc[0]) if loc else ""
+    message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+    if not field:
+        return message
+    source = FLAG_OF.get(field, env_name(field)) if field in given else env_name(field)
+    value = error.get("input")
+    if (
+        field not in SECRET_FIELDS
+        and isinstance(value, str | int | float)
+        and len(str(value)) < 200
+    ):
+        if field == "database_url":
+            value = redact_url(str(value))
+        if str(value) not in message:
+            message = f"{message} (got {str(value)!r})"
+    return f"{source}: {message}"
+
+
+def build_settings(given: dict[str, Any]) -> HubSettings:
+    """`HubSettings` from the flags given (over the environment); StartupError if invalid."""
+    try:
+        return HubSettings(**given)
+    except ValidationError as exc:
+        raise StartupError(_describe(exc.errors()[0], given=given)) from None
+
+
+def parse(argv: Sequence[str]) -> tuple[str, dict[str, Any]]:
+    """The subcommand and the flags given (unset flags omitted, so the environment counts)."""
+    args = list(argv)
+    if not args or args[0] not in ("serve", "migrate", "-h", "--help", "--version"):
+        args.insert(0, "serve")  # `serve` is the default subcommand
+    namespace = build_parser().parse_args(args)
+    given = {k: v for k, v in vars(namespace).items() if k != "command" and v is not None}
+    return namespace.command, given
+
+
+# --- serve ------------------------------------------------------------------------------
+
+
+class HubServer(uvicorn.Server):
+    """uvicorn, telling the app's watches to end before it waits for connections to drain."""
+
+    def __init__(self, config: uvicorn.Config, *, app: Any) -> None:
+        super().__init__(config)
+        self._hub_app = app
+
+    async def shutdown(self, sockets: Any = None) -> None:
+        begin_shutdown(self._hub_app)
+        await super().shutdown(sockets=sockets)
+
+
+def _unreachable(settings: HubSettings, exc: Exception) -> StartupError:
+    return StartupError(
+        f"--database-url: cannot use the database at {settings.redacted_database_url}: {exc}"
+    )
+
+
+async def _migrate(settings: HubSettings) -> None:
+    try:
+        await migrate.upgrade_async(settings.database_url)
+    except (DatabaseUnavailable, ValueError) as exc:
+        raise _unreachable(settings, exc) from None
+    log.info(
+        "database schema at head",
+        extra=fields(database=settings.redacted_database_url, revision=migrate.head()),
+    )
+
+
+def _credentials(settings: HubSettings) -> Credentials:
+    try:
+        return load_credentials(settings)
+    except CredentialsError as exc:
+        raise StartupError(str(exc)) from None
+
+
+async def _serve(settings: HubSettings, tracer_provider: Any) -> None:
+    if settings.migrate:
+        await _migrate(settings)
+    # Alembic logs two lines per schema check; /readyz checks on every probe.
+    logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)
+    try:
+        store = await open_store(settings)
+    except (DatabaseUnavailable, ValueError) as exc:
+        raise _unreachable(settings, exc) from None
+    try:
+        # After the database answered: a hub that cannot start must not leave a freshly
+        # generated admin token file behind.
+        credentials = _credentials(settings)
+        if not settings.migrate and not await store.schema_at_head():
+            log.warning(
+                "the database schema is not at head; /readyz answers 503 until "
+                "`mcsync-hub migrate` has run"
+            )
+        app = create_app(
+            settings, store=store, credentials=credentials, tracer_provider=tracer_provider
+        )
+        config = uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_config=None,  # ours (hub.logs) is configured already
+            access_log=False,  # the request observer writes one line per request
+            lifespan="on",
+            timeout_graceful_shutdown=settings.shutdown_grace_seconds,
+            server_header=False,
+        )
+        server = HubServer(config, app=app)
+        # uvicorn re-raises the signal that stopped it once it has shut down; with these
+        # no-op handlers in place that re-raise lands here, and a graceful stop exits 0.
+        previous = {
+            sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGTERM, signal.SIGINT)
+        }
+        try:
+            await server.serve()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    finally:
+        await store.close()
+
+
+def run_serve(settings: HubSettings) -> int:
+    try:
+        check_token_sources(settings)
+    except CredentialsError as exc:
+        raise StartupError(str(exc)) from None
+    provider = tracer_provider_from_env()
+    try:
+        asyncio.run(_serve(settings, provider))
+    finally:
+        if provider is not None:
+            provider.shutdown()
+    log.info("hub stopped")
+    return 0
+
+
+def run_migrate(settings: HubSettings) -> int:
+    asyncio.run(_migrate(settings))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    command, given = parse(sys.argv[1:] if argv is None else argv)
+    try:
+        settings = build_settings(given)
+        configure_logging(log_format=settings.log_format, level=settings.log_level)
+        if command == "migrate":
+            return run_migrate(settings)
+        return run_serve(settings)
+    except StartupError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+
+if __name__ == "__main__":
+    sys.exit(main())

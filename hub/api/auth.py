@@ -1,0 +1,122 @@
+"""Who is calling, and may they (SPEC §4.4): bearer tokens as FastAPI dependencies.
+
+Three roles. `admin` (configured) may do everything. `reader` (configured) may read
+everything, including watches, and nothing else. A `member` token (issued at
+registration, stored by the hub only as a hash) acts only under its own
+`/api/v1/clusters/{cluster}/…`, including reading its own cluster record; anything else
+is 403. No token, a malformed header or an unknown token is 401 with
+`WWW-Authenticate: Bearer`.
+
+Configured tokens are compared with `hmac.compare_digest` so the comparison takes the
+same time however many leading characters match. The token itself never leaves this
+module: nothing here logs, and errors name the role, never the token.
+
+Routes pick one of the `Annotated` aliases at the bottom, so the access rule of each
+endpoint is visible in its signature (and OpenAPI shows the bearer scheme).
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from hub.api.deps import ContextDep, StoreDep
+from hub.api.errors import forbidden, unauthorized
+
+Role = Literal["admin", "reader", "member"]
+
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    description="admin, reader or member-cluster token (SPEC §4.4)",
+)
+
+
+@dataclass(frozen=True)
+class Principal:
+    role: Role
+    cluster: str | None = None  # set for members only
+
+    def describe(self) -> str:
+        return f"member of cluster {self.cluster!r}" if self.role == "member" else self.role
+
+
+def _matches(candidate: str, configured: str) -> bool:
+    return hmac.compare_digest(candidate.encode("utf-8"), configured.encode("utf-8"))
+
+
+async def authenticate(
+    ctx: ContextDep,
+    store: StoreDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+) -> Principal:
+    """The caller's role, from `Authorization: Bearer <token>`; 401 when there is none."""
+    if credentials is None or not credentials.credentials.strip():
+        raise unauthorized("this endpoint needs an Authorization: Bearer <token> header")
+    token = credentials.credentials.strip()
+    if _matches(token, ctx.credentials.admin.get_secret_value()):
+        return Principal("admin")
+    reader = ctx.credentials.reader
+    if reader is not None and _matches(token, reader.get_secret_value()):
+        return Principal("reader")
+    cluster = await store.clusters.authenticate(token)
+    if cluster is not None:
+        return Principal("member", cluster)
+    raise unauthorized("the bearer token is not known to this hub")
+
+
+AuthenticatedDep = Annotated[Principal, Depends(authenticate)]
+
+
+def _path_cluster(request: Request) -> str | None:
+    value = request.path_params.get("cluster")
+    return str(value) if value is not None else None
+
+
+def _member_scope_error(principal: Principal) -> Exception:
+    return forbidden(
+        f"a member token acts only under /api/v1/clusters/{principal.cluster}/; "
+        "this request is outside it"
+    )
+
+
+async def require_admin(principal: AuthenticatedDep) -> Principal:
+    if principal.role != "admin":
+        if principal.role == "member":
+            raise _member_scope_error(principal)
+        raise forbidden(f"only the admin may do this; the caller is the {principal.describe()}")
+    return principal
+
+
+async def require_reader(principal: AuthenticatedDep) -> Principal:
+    """Admin or reader: fleet-wide reads."""
+    if principal.role == "member":
+        raise _member_scope_error(principal)
+    return principal
+
+
+async def require_member(principal: AuthenticatedDep, request: Request) -> Principal:
+    """Admin or the member of the path's cluster: writes under /clusters/{cluster}/."""
+    if principal.role == "admin":
+        return principal
+    if principal.role == "reader":
+        raise forbidden("the reader token may only read (GET)")
+    if principal.cluster != _path_cluster(request):
+        raise _member_scope_error(principal)
+    return principal
+
+
+async def require_member_or_reader(principal: AuthenticatedDep, request: Request) -> Principal:
+    """Admin, reader, or the member of the path's cluster: reads under /clusters/{cluster}/."""
+    if principal.role == "member" and principal.cluster != _path_cluster(request):
+        raise _member_scope_error(principal)
+    return principal
+
+
+AdminAccess = Annotated[Principal, Depends(require_admin)]
+ReaderAccess = Annotated[Principal, Depends(require_reader)]
+MemberAccess = Annotated[Principal, Depends(require_member)]
+MemberOrReaderAccess = Annotated[Principal, Depends(require_member_or_reader)]

@@ -1,0 +1,125 @@
+"""MemberCluster routes (SPEC §4.2): registration, listing, deregistration, heartbeats.
+
+Registration is the only moment a member token exists in clear: the store keeps its hash
+and the answer carries it once, as the top-level `token` of a RegisteredMemberCluster.
+The heartbeat answers the hub's version and `minAgentVersion`, which is how an agent
+learns it is too old to export (SPEC §5); the hub only logs the mismatch, the agent acts.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+
+from hub.api.auth import AdminAccess, MemberAccess, MemberOrReaderAccess, ReaderAccess
+from hub.api.deps import SettingsDep, StoreDep
+from hub.api.errors import documented
+from hub.api.params import ClusterPath
+from hub.logs import fields
+from shared.constants import API_PREFIX
+from shared.models import (
+    Heartbeat,
+    HeartbeatResponse,
+    MemberCluster,
+    MemberClusterList,
+    RegisteredMemberCluster,
+    to_wire,
+)
+from shared.timefmt import utcnow
+from shared.version import __version__, is_older
+
+log = logging.getLogger("mcsync.hub.clusters")
+
+router = APIRouter(prefix=API_PREFIX, tags=["clusters"])
+
+
+@router.post(
+    "/clusters",
+    status_code=201,
+    response_model=RegisteredMemberCluster,
+    summary="Register a member cluster; the answer shows its token, once",
+    responses=documented(401, 403, 409, 413, 422, 503),
+)
+async def register_cluster(
+    cluster: MemberCluster, _access: AdminAccess, store: StoreDep
+) -> Response:
+    name = cluster.metadata.name
+    registered, token = await store.clusters.register(name, cluster.metadata.labels or {})
+    log.info("cluster registered", extra=fields(cluster=name))
+    answer = RegisteredMemberCluster(**registered.model_dump(), token=token)
+    return JSONResponse(to_wire(answer), status_code=201)
+
+
+@router.get(
+    "/clusters",
+    response_model=MemberClusterList,
+    summary="Every registered cluster with its state, last heartbeat and export counts",
+    responses=documented(401, 403, 503),
+)
+async def list_clusters(_access: ReaderAccess, store: StoreDep) -> Response:
+    return JSONResponse(to_wire(MemberClusterList(items=await store.clusters.list())))
+
+
+@router.get(
+    "/clusters/{cluster}",
+    response_model=MemberCluster,
+    summary="One cluster (its own member token may read it too)",
+    responses=documented(401, 403, 404, 422, 503),
+)
+async def get_cluster(
+    cluster: ClusterPath, _access: MemberOrReaderAccess, store: StoreDep
+) -> Response:
+    return JSONResponse(to_wire(await store.clusters.get(cluster)))
+
+
+@router.delete(
+    "/clusters/{cluster}",
+    response_model=MemberCluster,
+    summary="Deregister a cluster, withdrawing all its exports",
+    responses=documented(401, 403, 404, 422, 503),
+)
+async def delete_cluster(cluster: ClusterPath, _access: AdminAccess, store: StoreDep) -> Response:
+    last = await store.clusters.delete(cluster)
+    log.info(
+        "cluster deregistered; its exports are withdrawn",
+        extra=fields(cluster=cluster, exports=last.status.export_count),
+    )
+    return JSONResponse(to_wire(last))
+
+
+@router.post(
+    "/clusters/{cluster}/heartbeat",
+    response_model=HeartbeatResponse,
+    summary="Member liveness; answers the hub's version and minAgentVersion",
+    responses=documented(401, 403, 404, 413, 422, 503),
+)
+async def heartbeat(
+    cluster: ClusterPath,
+    beat: Heartbeat,
+    _access: MemberAccess,
+    store: StoreDep,
+    settings: SettingsDep,
+) -> Response:
+    record = await store.clusters.heartbeat(cluster, agent_version=beat.agent_version)
+    try:
+        too_old = is_older(beat.agent_version, settings.min_agent_version)
+    except ValueError:
+        too_old = True  # an unparseable version cannot be shown to be new enough
+    if too_old:
+        log.warning(
+            "agent is older than minAgentVersion; it should stop exporting",
+            extra=fields(
+                cluster=cluster,
+                agentVersion=beat.agent_version,
+                minAgentVersion=settings.min_agent_version,
+            ),
+        )
+    answer = HeartbeatResponse(
+        hub_version=__version__,
+        min_agent_version=settings.min_agent_version,
+        server_time=utcnow(),
+        state=record.status.state,
+    )
+    return JSONResponse(to_wire(answer))

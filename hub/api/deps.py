@@ -1,0 +1,61 @@
+"""How routes reach the hub's state: one `HubContext` per app, handed out by dependencies.
+
+The app's only state is the `HubContext` kept at `app.state.mcsync` (the one clearly named
+registry): settings, credentials, metrics, the store (opened by the lifespan) and the
+shutdown signal that long-lived watch streams observe. Routes declare what they need
+through the `Annotated` aliases below (FastAPI's dependency guide), which keeps them
+testable and keeps module globals out of the hub.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Request
+from starlette.applications import Starlette
+
+from hub.api.credentials import Credentials
+from hub.metrics import HubMetrics
+from hub.settings import HubSettings
+from hub.store import DatabaseUnavailable, Store
+
+STATE_ATTR = "mcsync"
+
+
+@dataclass
+class HubContext:
+    settings: HubSettings
+    credentials: Credentials
+    metrics: HubMetrics
+    store: Store | None = None
+    # Set when the server starts draining (SIGTERM) or the app shuts down: watches end.
+    shutdown: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def context_of(app: Starlette) -> HubContext:
+    ctx = getattr(app.state, STATE_ATTR, None)
+    if not isinstance(ctx, HubContext):
+        raise RuntimeError("this app was not built by hub.app.create_app")
+    return ctx
+
+
+def get_context(request: Request) -> HubContext:
+    return context_of(request.app)
+
+
+def get_settings(ctx: Annotated[HubContext, Depends(get_context)]) -> HubSettings:
+    return ctx.settings
+
+
+def get_store(ctx: Annotated[HubContext, Depends(get_context)]) -> Store:
+    if ctx.store is None:
+        # Only between process start and the end of the lifespan's startup.
+        raise DatabaseUnavailable("the hub is starting: its database is not open yet")
+    return ctx.store
+
+
+ContextDep = Annotated[HubContext, Depends(get_context)]
+SettingsDep = Annotated[HubSettings, Depends(get_settings)]
+StoreDep = Annotated[Store, Depends(get_store)]

@@ -1,0 +1,338 @@
+"""InternalServiceExport routes (SPEC §4.2): a member's exports, and the fleet-wide list.
+
+Each handler reads top to bottom: access rule (in the signature), path/body agreement,
+one store call, one decision log line, the answer. The store judges conflicts inside its
+own transaction, so a handler never computes a verdict; it only reports what the store
+answered. A request refused here (401/403/413/422) never reaches the store, so nothing
+stored changes on a rejected request.
+
+Answers are rendered with `shared.models.to_wire` (camelCase, no nulls) — the same form
+the agent sends — rather than FastAPI's response serialisation; the `response_model`
+declarations still document them in OpenAPI.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from hub.api.auth import MemberAccess, MemberOrReaderAccess, ReaderAccess
+from hub.api.deps import ContextDep, StoreDep
+from hub.api.errors import ApiError, documented
+from hub.api.params import (
+    ClusterPath,
+    ListOptions,
+    ListOptionsDep,
+    NamePath,
+    NamespacePath,
+    WatchOptionsDep,
+)
+from hub.api.watch import WATCH_MEDIA_TYPE, open_watch
+from hub.logs import fields
+from hub.store import Store
+from shared.conditions import CONFLICT
+from shared.constants import API_PREFIX
+from shared.models import (
+    DNS1123_LABEL_RE,
+    AnnotationPatch,
+    InternalServiceExport,
+    InternalServiceExportList,
+    ListMeta,
+    SyncResult,
+    to_wire,
+)
+
+log = logging.getLogger("mcsync.hub.exports")
+
+router = APIRouter(prefix=API_PREFIX, tags=["serviceexports"])
+
+ONE = "/clusters/{cluster}/serviceexports/{namespace}/{name}"
+COLLECTION = "/clusters/{cluster}/serviceexports"
+PATCH_CONTENT_TYPES = ("application/merge-patch+json", "application/json")
+
+_WATCH_RESPONSE = {
+    "description": "a list, or with `watch=true` a stream of newline-delimited WatchEvents",
+    "content": {WATCH_MEDIA_TYPE: {"schema": {"type": "string"}}},
+}
+
+
+def wire(
+    model: InternalServiceExport | InternalServiceExportList | SyncResult, *, status_code: int = 200
+) -> JSONResponse:
+    return JSONResponse(to_wire(model), status_code=status_code)
+
+
+def _check_agreement(
+    export: InternalServiceExport, *, cluster: str, namespace: str, name: str, prefix: str = ""
+) -> None:
+    """422 unless the body describes the export the path names."""
+    ref = export.spec.service_reference
+    if ref.cluster_id != cluster:
+        raise ApiError.invalid(
+            f"{prefix}spec.serviceReference.clusterId",
+            f"{ref.cluster_id!r} differs from the cluster in the path, {cluster!r}",
+        )
+    if ref.namespace != namespace:
+        raise ApiError.invalid(
+            f"{prefix}spec.serviceReference.namespace",
+            f"{ref.namespace!r} differs from the namespace in the path, {namespace!r}",
+        )
+    if export.metadata.name != name:
+        raise ApiError.invalid(
+            f"{prefix}metadata.name",
+            f"{export.metadata.name!r} differs from the name in the path, {name!r}",
+        )
+
+
+def _verdict(export: InternalServiceExport) -> str:
+    condition = export.condition(CONFLICT)
+    return f"{condition.status}/{condition.reason}" if condition else "none"
+
+
+def _log_decision(
+    message: str, export: InternalServiceExport, *, cluster: str, **extra: object
+) -> None:
+    log.info(
+        message,
+        extra=fields(
+            cluster=cluster,
+            namespace=export.metadata.namespace or export.spec.service_reference.namespace,
+            name=export.metadata.name,
+            resourceVersion=export.metadata.resource_version,
+            verdict=_verdict(export),
+            **extra,
+        ),
+    )
+
+
+async def _list(store: Store, *, cluster_id: str | None, options: ListOptions) -> JSONResponse:
+    try:
+        page = await store.exports.list(
+            cluster_id=cluster_id,
+            namespace=options.namespace,
+            name=options.name,
+            conflict=options.conflict,
+            limit=options.limit,
+            continue_token=options.continue_token,
+        )
+    except ValueError as exc:  # the store checks the opaque continue token
+        raise ApiError.invalid("continue", str(exc)) from None
+    return wire(
+        InternalServiceExportList(
+            metadata=ListMeta(
+                resource_version=page.resource_version, continue_=page.continue_token
+            ),
+            items=page.items,
+        )
+    )
+
+
+@router.put(
+    ONE,
+    response_model=InternalServiceExport,
+    summary="Create or replace one export (idempotent)",
+    responses={
+        201: {"model": InternalServiceExport, "description": "created"},
+        **documented(401, 403, 404, 413, 422, 503),
+    },
+)
+async def put_export(
+    cluster: ClusterPath,
+    namespace: NamespacePath,
+    name: NamePath,
+    export: InternalServiceExport,
+    _access: MemberAccess,
+    store: StoreDep,
+    ctx: ContextDep,
+) -> Response:
+    """200 when replaced or unchanged, 201 when created; answers the stored object with
+    its verdict. 404 when the cluster is not registered."""
+    _check_agreement(export, cluster=cluster, namespace=namespace, name=name)
+    result = await store.exports.put(cluster, export)
+    outcome = "created" if result.created else "replaced" if result.changed else "unchanged"
+    ctx.metrics.export_writes.labels(outcome).inc()
+    _log_decision(f"export {outcome}", result.object, cluster=cluster)
+    return wire(result.object, status_code=201 if result.created else 200)
+
+
+@router.get(
+    ONE,
+    response_model=InternalServiceExport,
+    summary="Read one export",
+    responses=documented(401, 403, 404, 422, 503),
+)
+async def get_export(
+    cluster: ClusterPath,
+    namespace: NamespacePath,
+    name: NamePath,
+    _access: MemberOrReaderAccess,
+    store: StoreDep,
+) -> Response:
+    return wire(await store.exports.get(cluster, namespace, name))
+
+
+@router.delete(
+    ONE,
+    response_model=InternalServiceExport,
+    summary="Withdraw one export; answers its last state",
+    responses=documented(401, 403, 404, 422, 503),
+)
+async def delete_export(
+    cluster: ClusterPath,
+    namespace: NamespacePath,
+    name: NamePath,
+    _access: MemberAccess,
+    store: StoreDep,
+    ctx: ContextDep,
+) -> Response:
+    last = await store.exports.delete(cluster, namespace, name)
+    ctx.metrics.export_writes.labels("withdrawn").inc()
+    _log_decision("export withdrawn", last, cluster=cluster)
+    return wire(last)
+
+
+async def require_patch_content_type(request: Request) -> None:
+    """415 unless the body is a JSON merge patch (or plain JSON)."""
+    raw = request.headers.get("content-type", "")
+    media_type = raw.split(";", 1)[0].strip().lower()
+    if media_type not in PATCH_CONTENT_TYPES:
+        raise ApiError(
+            415,
+            f"PATCH takes {' or '.join(PATCH_CONTENT_TYPES)}, "
+            f"not {media_type or 'no content type'}",
+        )
+
+
+@router.patch(
+    ONE,
+    response_model=InternalServiceExport,
+    summary="Merge-patch metadata.annotations under a resourceVersion precondition",
+    responses=documented(401, 403, 404, 409, 413, 415, 422, 503),
+    dependencies=[Depends(require_patch_content_type)],
+    openapi_extra={
+        "requestBody": {
+            "content": {
+                t: {"schema": {"$ref": "#/components/schemas/AnnotationPatch"}}
+                for t in PATCH_CONTENT_TYPES
+            },
+            "required": True,
+        }
+    },
+)
+async def patch_export(
+    cluster: ClusterPath,
+    namespace: NamespacePath,
+    name: NamePath,
+    patch: Annotated[AnnotationPatch, Body()],
+    _access: MemberAccess,
+    store: StoreDep,
+    ctx: ContextDep,
+) -> Response:
+    """409 when `metadata.resourceVersion` is not the stored one (nothing is written); a
+    null annotation value removes the key."""
+    patched = await store.exports.patch_annotations(
+        cluster,
+        namespace,
+        name,
+        resource_version=patch.metadata.resource_version,
+        annotations=patch.metadata.annotations,
+    )
+    ctx.metrics.export_writes.labels("annotated").inc()
+    _log_decision(
+        "export annotations patched",
+        patched,
+        cluster=cluster,
+        keys=",".join(sorted(patch.metadata.annotations)),
+    )
+    return wire(patched)
+
+
+@router.get(
+    COLLECTION,
+    response_model=InternalServiceExportList,
+    summary="List one cluster's exports, or watch them (watch=true)",
+    responses={200: _WATCH_RESPONSE, **documented(401, 403, 410, 422, 503)},
+)
+async def list_cluster_exports(
+    cluster: ClusterPath,
+    _access: MemberOrReaderAccess,
+    options: ListOptionsDep,
+    watch: WatchOptionsDep,
+    store: StoreDep,
+    ctx: ContextDep,
+) -> Response:
+    if watch.watch:
+        return await open_watch(store=store, ctx=ctx, cluster_id=cluster, options=watch)
+    return await _list(store, cluster_id=cluster, options=options)
+
+
+@router.put(
+    COLLECTION,
+    response_model=SyncResult,
+    summary="Full-state sync: upsert the given exports, withdraw the cluster's others",
+    responses=documented(401, 403, 404, 413, 422, 503),
+)
+async def sync_cluster_exports(
+    cluster: ClusterPath,
+    exports: InternalServiceExportList,
+    _access: MemberAccess,
+    store: StoreDep,
+    ctx: ContextDep,
+) -> Response:
+    for index, export in enumerate(exports.items):
+        ref = export.spec.service_reference
+        _check_agreement(
+            export,
+            cluster=cluster,
+            namespace=ref.namespace,
+            name=ref.name,
+            prefix=f"items[{index}].",
+        )
+    try:
+        result = await store.exports.sync(cluster, exports.items)
+    except ValueError as exc:  # e.g. the same export listed twice
+        raise ApiError.invalid("items", str(exc)) from None
+    for outcome, count in (
+        ("created", result.created),
+        ("replaced", result.updated),
+        ("unchanged", result.unchanged),
+        ("withdrawn", result.withdrawn),
+    ):
+        if count:
+            ctx.metrics.export_writes.labels(outcome).inc(count)
+    log.info(
+        "exports synced",
+        extra=fields(
+            cluster=cluster,
+            created=result.created,
+            updated=result.updated,
+            unchanged=result.unchanged,
+            withdrawn=result.withdrawn,
+        ),
+    )
+    return wire(result)
+
+
+@router.get(
+    "/serviceexports",
+    response_model=InternalServiceExportList,
+    summary="List every export of the fleet, or watch them all (watch=true)",
+    responses={200: _WATCH_RESPONSE, **documented(401, 403, 410, 422, 503)},
+)
+async def list_all_exports(
+    _access: ReaderAccess,
+    options: ListOptionsDep,
+    watch: WatchOptionsDep,
+    store: StoreDep,
+    ctx: ContextDep,
+    cluster: Annotated[
+        str | None,
+        Query(max_length=63, pattern=DNS1123_LABEL_RE.pattern, description="only this cluster"),
+    ] = None,
+) -> Response:
+    if watch.watch:
+        return await open_watch(store=store, ctx=ctx, cluster_id=cluster, options=watch)
+    return await _list(store, cluster_id=cluster, options=options)

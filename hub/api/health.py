@@ -1,0 +1,81 @@
+"""Unauthenticated operational routes: liveness, readiness, metrics and versions.
+
+`/healthz` answers as long as the process serves HTTP (a restart would not help a
+database outage, so liveness deliberately ignores the database). `/readyz` answers 200
+only when the database answers AND its schema is at the newest migration, so a load
+balancer stops sending traffic to a replica that could only answer 503 — and a replica
+started with `--no-migrate` before the migration job ran stays out of rotation until it
+has. Both answer a shared `Status` either way, so a probe's log says why.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+
+from hub.api.deps import ContextDep
+from hub.api.errors import documented, status_response, unavailable_status
+from hub.store import DatabaseUnavailable
+from hub.store import migrate as migrations
+from shared.constants import API_PREFIX
+from shared.models import Status, VersionInfo, to_wire
+from shared.version import __version__
+
+router = APIRouter(tags=["operations"])
+
+
+def _ok(message: str) -> JSONResponse:
+    status = Status(status="Success", code=200, reason="OK", message=message)
+    return JSONResponse(to_wire(status))
+
+
+@router.get("/healthz", response_model=Status, summary="Liveness: the process serves HTTP")
+async def healthz() -> Response:
+    return _ok("alive")
+
+
+@router.get(
+    "/readyz",
+    response_model=Status,
+    summary="Readiness: the database answers and its schema is at head",
+    responses=documented(503),
+)
+async def readyz(ctx: ContextDep) -> Response:
+    retry = ctx.settings.retry_after_seconds
+    store = ctx.store
+    if store is None:
+        status, headers = unavailable_status(
+            "the database is not open yet", retry_after_seconds=retry
+        )
+        return status_response(status, headers=headers)
+    try:
+        await store.ping()
+        at_head = await store.schema_at_head()
+    except DatabaseUnavailable as exc:
+        ctx.metrics.database_errors.inc()
+        status, headers = unavailable_status(str(exc), retry_after_seconds=retry)
+        return status_response(status, headers=headers)
+    if not at_head:
+        message = (
+            f"the database schema is not at migration {migrations.head()}; run `mcsync-hub migrate`"
+        )
+        status, headers = unavailable_status(message, retry_after_seconds=retry)
+        return status_response(status, headers=headers)
+    return _ok("database reachable, schema at head")
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics of this hub replica",
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
+)
+async def metrics(ctx: ContextDep) -> Response:
+    body, content_type = ctx.metrics.render()
+    return Response(body, media_type=content_type)
+
+
+@router.get(f"{API_PREFIX}/version", response_model=VersionInfo, summary="Hub and API versions")
+async def version(ctx: ContextDep) -> Response:
+    info = VersionInfo(hub_version=__version__, min_agent_version=ctx.settings.min_agent_version)
+    return JSONResponse(to_wire(info))

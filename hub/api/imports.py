@@ -1,0 +1,65 @@
+"""ServiceImport routes (SPEC §3, §4.2): the per-service view the store derives on writes.
+
+Read-only: a ServiceImport is never written through the API; it changes only as a side
+effect of export writes, inside their transactions.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse, Response
+
+from hub.api.auth import ReaderAccess
+from hub.api.deps import StoreDep
+from hub.api.errors import ApiError, documented
+from hub.api.params import MAX_LIST_LIMIT, NamePath, NamespacePath
+from shared.constants import API_PREFIX
+from shared.models import DNS1123_LABEL_RE, ListMeta, ServiceImport, ServiceImportList, to_wire
+
+router = APIRouter(prefix=API_PREFIX, tags=["serviceimports"])
+
+
+@router.get(
+    "/serviceimports",
+    response_model=ServiceImportList,
+    summary="Every derived ServiceImport, with per-cluster status and conflicts",
+    responses=documented(401, 403, 422, 503),
+)
+async def list_imports(
+    _access: ReaderAccess,
+    store: StoreDep,
+    namespace: Annotated[
+        str | None,
+        Query(max_length=63, pattern=DNS1123_LABEL_RE.pattern, description="only this namespace"),
+    ] = None,
+    conflict: Annotated[
+        bool | None, Query(description="true: only conflicting; false: only clean")
+    ] = None,
+    limit: Annotated[int | None, Query(ge=1, le=MAX_LIST_LIMIT)] = None,
+    continue_: Annotated[str | None, Query(alias="continue", max_length=4096)] = None,
+) -> Response:
+    try:
+        page = await store.imports.list(
+            namespace=namespace, conflict=conflict, limit=limit, continue_token=continue_
+        )
+    except ValueError as exc:
+        raise ApiError.invalid("continue", str(exc)) from None
+    answer = ServiceImportList(
+        metadata=ListMeta(resource_version=page.resource_version, continue_=page.continue_token),
+        items=page.items,
+    )
+    return JSONResponse(to_wire(answer))
+
+
+@router.get(
+    "/serviceimports/{namespace}/{name}",
+    response_model=ServiceImport,
+    summary="One derived ServiceImport",
+    responses=documented(401, 403, 404, 422, 503),
+)
+async def get_import(
+    namespace: NamespacePath, name: NamePath, _access: ReaderAccess, store: StoreDep
+) -> Response:
+    return JSONResponse(to_wire(await store.imports.get(namespace, name)))

@@ -1,0 +1,122 @@
+"""`create_app`: the hub's FastAPI application, assembled from its settings.
+
+Everything the routes need hangs off one `HubContext` (`hub.api.deps`) stored on the
+app, so two apps in one process (tests, a benchmark with two "replicas") share nothing:
+each has its own settings, credentials, metrics registry, store and shutdown signal.
+
+The lifespan opens the Store unless one is handed in (the CLI opens it itself, so that an
+unreachable database stops the program with one clear line instead of a traceback) and
+closes only a store it opened. On the way out it first sets the shutdown signal, so open
+watch streams end before the store they wait on is closed.
+
+Middleware, outermost first: OpenTelemetry (only when a tracer provider is given), the
+request observer (log line, metrics, last-resort 500), the body-size limit (413 before
+any parsing). Error answers are installed by `hub.api.errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+
+from hub.api import clusters, exports, health, imports
+from hub.api.bodylimit import BodyTooLargeMiddleware
+from hub.api.credentials import Credentials, load_credentials
+from hub.api.deps import STATE_ATTR, HubContext, context_of
+from hub.api.errors import install_error_handlers
+from hub.api.observe import RequestObserverMiddleware
+from hub.logs import fields
+from hub.metrics import HubMetrics
+from hub.settings import HubSettings
+from hub.store import Store
+from shared.version import __version__
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+log = logging.getLogger("mcsync.hub")
+
+DESCRIPTION = """\
+The mcsync hub: every InternalServiceExport of the fleet, the conflict verdict of each,
+the derived ServiceImports, and a change feed (`?watch=true`). Authenticate with
+`Authorization: Bearer <token>` (admin, reader, or a member cluster's token). Every error
+is a Kubernetes-style `Status`.
+"""
+
+
+async def open_store(settings: HubSettings) -> Store:
+    """Open the Store `settings` describe (no migrations: see `hub.store.migrate`)."""
+    return await Store.open(
+        settings.database_url,
+        cluster_ttl=timedelta(seconds=settings.cluster_ttl),
+        history_limit=settings.history_limit,
+        pool_size=settings.pool_size,
+    )
+
+
+def create_app(
+    settings: HubSettings,
+    *,
+    store: Store | None = None,
+    credentials: Credentials | None = None,
+    tracer_provider: TracerProvider | None = None,
+) -> FastAPI:
+    """The hub app for `settings`.
+
+    `store`: an open Store to use (the caller closes it); None opens one in the lifespan.
+    `credentials`: the admin/reader tokens; None loads them from `settings` now (which
+    may generate the admin token file, see `hub.api.credentials`).
+    `tracer_provider`: trace each request with it (see `hub.tracing`); None: no tracing.
+    """
+    creds = credentials if credentials is not None else load_credentials(settings)
+    ctx = HubContext(settings=settings, credentials=creds, metrics=HubMetrics(), store=store)
+    owns_store = store is None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        ctx.shutdown.clear()  # the same app may be started again (tests)
+        if owns_store:
+            ctx.store = await open_store(settings)
+        log.info(
+            "hub ready",
+            extra=fields(version=__version__, database=settings.redacted_database_url),
+        )
+        try:
+            yield
+        finally:
+            ctx.shutdown.set()
+            if owns_store and ctx.store is not None:
+                await ctx.store.close()
+                ctx.store = None
+
+    app = FastAPI(
+        title="mcsync hub",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+    )
+    setattr(app.state, STATE_ATTR, ctx)
+    install_error_handlers(app)
+    for module in (clusters, exports, imports, health):
+        app.include_router(module.router)
+    # add_middleware wraps: the last added is the outermost.
+    app.add_middleware(BodyTooLargeMiddleware, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestObserverMiddleware, metrics=ctx.metrics)
+    if tracer_provider is not None:
+        from hub.tracing import instrument
+
+        instrument(app, tracer_provider=tracer_provider)
+    return app
+
+
+def begin_shutdown(app: FastAPI) -> None:
+    """Tell long-lived streams of `app` to end now (the server is about to drain)."""
+    context_of(app).shutdown.set()

@@ -1,0 +1,471 @@
+"""The pure conflict judge of SPEC §3: one key's exports in, verdicts and a ServiceImport out.
+
+Why a pure function: the store calls `judge` inside the transaction that writes an export,
+over exactly the rows its indexed query returned (`ORDER BY export_creation_timestamp,
+cluster_id`). Keeping the rules here, free of I/O, SQL and framework, means each rule of
+SPEC §3 lives in one place, is tested case by case with plain data, and the verdict is a
+pure function of the key's current set of exports (so re-judging after the winner
+withdraws simply picks the next oldest). The SQL query is the one place that *orders*;
+`judge` only *checks* the order with `precedence_key` and raises ValueError when it is
+violated, because silently re-sorting would hide a store bug that makes hub replicas
+disagree.
+
+Rules, in the order `judge` applies them:
+
+* **Winner**: the first export in precedence order, `(exportCreationTimestamp in UTC,
+  clusterId)`; cluster ids compare as plain strings, so "cluster-10" < "cluster-9".
+* **Decided fields** (`type`, `sessionAffinity`, `sessionAffinityConfig`,
+  `internalTrafficPolicy`, `trafficDistribution`, `exportedLabels`,
+  `exportedAnnotations`): an export whose value differs from the winner's carries that
+  field's reason. Values compare exactly, with one normalisation: a
+  `sessionAffinityConfig` that carries no value (`{}` or `{clientIP: {}}`) equals none at
+  all, since both mean "no client-IP timeout configured" and differ only in how an agent
+  spelled them.
+* **ipFamilies**: an export with an empty list places no constraint (a Service that does
+  not state families can be served over any). Walking the constraining exports oldest
+  first, a running set of allowed families starts at the first one's families and narrows
+  to its intersection with each later export's families; an export whose families share
+  nothing with the running set is *not* narrowed into it and carries `IPFamilyConflict`.
+  So a key conflicts exactly when no family is common to all constraining exports, and the
+  exports flagged are those whose families include none of the import's families. The
+  import's `ipFamilies` are the final running set, in the oldest constraining export's
+  order (the winner's order whenever the winner states families).
+* **Ports** are merged, not decided: walking exports oldest first, a port that meets a
+  merged port with the same name ("" is a name too) but another (protocol, port,
+  appProtocol), or the same (protocol, port) under another name, is left out and is a
+  `PortConflict` of its export; an identical merged port gains the export's cluster;
+  any other port joins the union. Merged ports keep first-seen order.
+* **Verdict**: when any export carries any reason, the key conflicts and *every* export
+  gets `conflict=True` (the winner too); the key's reasons are the union, in the fixed
+  order of `shared.conditions.CONFLICT_REASONS`.
+
+Messages are deterministic (no clock, no counts of clusters): the store rewrites a
+record, and the agent a ServiceExport status, only when the message changes, so an
+unrelated cluster joining an agreeing key must leave every other export's message as it
+was. A conflict message names the disputed fields (wire names), the winner and why it
+won, and what happened to this export's own values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from shared import conditions
+from shared.models import (
+    Condition,
+    ImportPortStatus,
+    InternalServiceExportSpec,
+    IPFamily,
+    ServiceImportSpec,
+    ServicePort,
+)
+
+__all__ = [
+    "DECIDED_FIELDS",
+    "FIELD_ORDER",
+    "ExportVerdict",
+    "KeyJudgement",
+    "format_timestamp",
+    "judge",
+    "precedence_key",
+]
+
+
+def _affinity_config(spec: InternalServiceExportSpec) -> int | None:
+    """The comparable value of sessionAffinityConfig: the client-IP timeout, if any."""
+    config = spec.session_affinity_config
+    if config is None or config.client_ip is None:
+        return None
+    return config.client_ip.timeout_seconds
+
+
+# Decided fields: (wire name, reason, comparable value), in the spec's field order.
+DECIDED_FIELDS: Final[tuple[tuple[str, str, Callable[[InternalServiceExportSpec], Any]], ...]] = (
+    ("type", conditions.TYPE_CONFLICT, lambda s: s.type),
+    ("sessionAffinity", conditions.SESSION_AFFINITY_CONFLICT, lambda s: s.session_affinity),
+    ("sessionAffinityConfig", conditions.SESSION_AFFINITY_CONFIG_CONFLICT, _affinity_config),
+    (
+        "internalTrafficPolicy",
+        conditions.INTERNAL_TRAFFIC_POLICY_CONFLICT,
+        lambda s: s.internal_traffic_policy,
+    ),
+    (
+        "trafficDistribution",
+        conditions.TRAFFIC_DISTRIBUTION_CONFLICT,
+        lambda s: s.traffic_distribution,
+    ),
+    ("exportedLabels", conditions.LABELS_CONFLICT, lambda s: s.exported_labels),
+    ("exportedAnnotations", conditions.ANNOTATIONS_CONFLICT, lambda s: s.exported_annotations),
+)
+
+PORTS_FIELD: Final = "ports"
+IP_FAMILIES_FIELD: Final = "ipFamilies"
+
+# Every disputable field in the spec's wire order: the order fields are named in messages
+# and in `ExportVerdict.overridden_fields`.
+FIELD_ORDER: Final[tuple[str, ...]] = (
+    PORTS_FIELD,
+    "type",
+    "sessionAffinity",
+    "sessionAffinityConfig",
+    "internalTrafficPolicy",
+    "trafficDistribution",
+    IP_FAMILIES_FIELD,
+    "exportedLabels",
+    "exportedAnnotations",
+)
+
+_REASON_OF_FIELD: Final[dict[str, str]] = {
+    PORTS_FIELD: conditions.PORT_CONFLICT,
+    IP_FAMILIES_FIELD: conditions.IP_FAMILY_CONFLICT,
+    **{name: reason for name, reason, _ in DECIDED_FIELDS},
+}
+
+# At most this many rejected ports are spelled out in a message; the rest are counted.
+_MAX_PORTS_NAMED: Final = 5
+
+
+@dataclass(frozen=True)
+class ExportVerdict:
+    """The verdict on one export of a key."""
+
+    cluster_id: str
+    conflict: bool
+    # This export's own reasons, in `CONFLICT_REASONS` order; () when its values stand.
+    reasons: tuple[str, ...]
+    message: str
+    # Wire names of this export's values that lost, in `FIELD_ORDER`, e.g. ("ports", "type").
+    overridden_fields: tuple[str, ...]
+
+    def condition(
+        self,
+        *,
+        key_reasons: tuple[str, ...],
+        observed_generation: int | None,
+        now: datetime,
+        previous: Condition | None,
+    ) -> Condition:
+        """The `Conflict` condition to store on this export.
+
+        `key_reasons` are the reasons of the whole key (`KeyJudgement.reasons`): the
+        condition's reason describes the key, because every export of a conflicting key
+        is in conflict. `lastTransitionTime` moves only when the status flips.
+        """
+        if bool(key_reasons) != self.conflict:
+            # Mixing one judgement's verdict with another's reasons would store a condition
+            # whose status and reason disagree; refuse instead of guessing which is right.
+            raise ValueError(
+                f"verdict of {self.cluster_id!r} has conflict={self.conflict} "
+                f"but the key's reasons are {key_reasons!r}"
+            )
+        status = conditions.TRUE if self.conflict else conditions.FALSE
+        reason = (
+            conditions.join_conflict_reasons(frozenset(key_reasons))
+            if key_reasons
+            else conditions.NO_CONFLICTS
+        )
+        transition = now
+        if (
+            previous is not None
+            and previous.type == conditions.CONFLICT
+            and previous.status == status
+            and previous.last_transition_time is not None
+        ):
+            transition = previous.last_transition_time
+        return Condition(
+            type=conditions.CONFLICT,
+            status=status,
+            reason=reason,
+            message=self.message,
+            observed_generation=observed_generation,
+            last_transition_time=transition,
+        )
+
+
+@dataclass(frozen=True)
+class KeyJudgement:
+    """The judgement of one service key: verdicts for its exports and its ServiceImport."""
+
+    winner: str
+    clusters: tuple[str, ...]
+    verdicts: dict[str, ExportVerdict]
+    reasons: tuple[str, ...]
+    import_spec: ServiceImportSpec
+    port_clusters: list[ImportPortStatus] = field(default_factory=list)
+
+
+def precedence_key(spec: InternalServiceExportSpec) -> tuple[datetime, str]:
+    """The precedence of an export: (exportCreationTimestamp in UTC, clusterId)."""
+    ref = spec.service_reference
+    created = ref.export_creation_timestamp
+    if created.tzinfo is None:
+        # Pydantic guarantees an aware value; a naive one could only come from
+        # model_construct and would compare wrongly against aware ones.
+        raise ValueError(f"exportCreationTimestamp of {ref.cluster_id!r} lacks a timezone")
+    return created.astimezone(UTC), ref.cluster_id
+
+
+def judge(exports: Sequence[InternalServiceExportSpec]) -> KeyJudgement:
+    """Judge one key's exports, given oldest first (see the module docstring for the rules).
+
+    Raises ValueError when `exports` is empty, spans several keys, repeats a cluster, or is
+    not in precedence order.
+    """
+    _check_input(exports)
+    winner = exports[0]
+    winner_id = winner.service_reference.cluster_id
+    clusters = tuple(e.service_reference.cluster_id for e in exports)
+
+    # overridden[cluster] = wire names of that export's values that lost
+    overridden: dict[str, set[str]] = {c: set() for c in clusters}
+
+    for spec in exports[1:]:
+        cluster = spec.service_reference.cluster_id
+        for name, _, value in DECIDED_FIELDS:
+            if value(spec) != value(winner):
+                overridden[cluster].add(name)
+
+    families, family_losers = _merge_ip_families(exports)
+    for cluster in family_losers:
+        overridden[cluster].add(IP_FAMILIES_FIELD)
+
+    merged, rejected_ports = _merge_ports(exports)
+    for cluster in rejected_ports:
+        overridden[cluster].add(PORTS_FIELD)
+
+    own_reasons = {
+        c: _in_reason_order(_REASON_OF_FIELD[f] for f in fields) for c, fields in overridden.items()
+    }
+    key_reasons = _in_reason_order(r for reasons in own_reasons.values() for r in reasons)
+    disputed = _in_field_order(f for fields in overridden.values() for f in fields)
+
+    verdicts: dict[str, ExportVerdict] = {}
+    for spec in exports:
+        cluster = spec.service_reference.cluster_id
+        own_fields = _in_field_order(overridden[cluster])
+        if key_reasons:
+            message = _conflict_message(
+                exports=exports,
+                cluster=cluster,
+                disputed=disputed,
+                own_fields=own_fields,
+                rejected=rejected_ports.get(cluster, []),
+            )
+        else:
+            message = _no_conflict_message(exports)
+        verdicts[cluster] = ExportVerdict(
+            cluster_id=cluster,
+            conflict=bool(key_reasons),
+            reasons=own_reasons[cluster],
+            message=message,
+            overridden_fields=own_fields,
+        )
+
+    import_spec = ServiceImportSpec(
+        ports=[port.model_copy() for port, _ in merged],
+        type=winner.type,
+        session_affinity=winner.session_affinity,
+        session_affinity_config=(
+            winner.session_affinity_config.model_copy(deep=True)
+            if winner.session_affinity_config is not None
+            else None
+        ),
+        internal_traffic_policy=winner.internal_traffic_policy,
+        traffic_distribution=winner.traffic_distribution,
+        ip_families=families,
+        labels=dict(winner.exported_labels),
+        annotations=dict(winner.exported_annotations),
+    )
+    port_clusters = [
+        ImportPortStatus(
+            name=port.name,
+            protocol=port.protocol,
+            port=port.port,
+            app_protocol=port.app_protocol,
+            clusters=list(owners),
+        )
+        for port, owners in merged
+    ]
+    return KeyJudgement(
+        winner=winner_id,
+        clusters=clusters,
+        verdicts=verdicts,
+        reasons=key_reasons,
+        import_spec=import_spec,
+        port_clusters=port_clusters,
+    )
+
+
+# --- input checks -------------------------------------------------------------------------
+
+
+def _check_input(exports: Sequence[InternalServiceExportSpec]) -> None:
+    if not exports:
+        raise ValueError("judge needs at least one export")
+    first = exports[0].service_reference
+    key = (first.namespace, first.name)
+    seen: set[str] = set()
+    previous: tuple[datetime, str] | None = None
+    for index, spec in enumerate(exports):
+        ref = spec.service_reference
+        if (ref.namespace, ref.name) != key:
+            raise ValueError(
+                f"exports[{index}] is {ref.namespace}/{ref.name}, not {key[0]}/{key[1]}: "
+                "judge takes one service key at a time"
+            )
+        if ref.cluster_id in seen:
+            raise ValueError(f"exports[{index}]: cluster {ref.cluster_id!r} exports twice")
+        seen.add(ref.cluster_id)
+        current = precedence_key(spec)
+        if previous is not None and current < previous:
+            raise ValueError(
+                f"exports[{index}] ({ref.cluster_id!r}) precedes exports[{index - 1}] "
+                f"({previous[1]!r}): exports must come in precedence order "
+                "(exportCreationTimestamp, clusterId)"
+            )
+        previous = current
+
+
+# --- merging --------------------------------------------------------------------------------
+
+
+def _merge_ip_families(
+    exports: Sequence[InternalServiceExportSpec],
+) -> tuple[list[IPFamily], list[str]]:
+    """The import's ipFamilies and the clusters whose families were overridden."""
+    allowed: list[IPFamily] | None = None  # None until the first constraining export
+    losers: list[str] = []
+    for spec in exports:
+        if not spec.ip_families:
+            continue  # an empty list places no constraint
+        if allowed is None:
+            allowed = list(spec.ip_families)
+            continue
+        narrowed = [f for f in allowed if f in spec.ip_families]
+        if narrowed:
+            allowed = narrowed
+        else:
+            losers.append(spec.service_reference.cluster_id)
+    return (allowed or []), losers
+
+
+def _merge_ports(
+    exports: Sequence[InternalServiceExportSpec],
+) -> tuple[list[tuple[ServicePort, list[str]]], dict[str, list[ServicePort]]]:
+    """The merged ports with their clusters, and the ports left out, by cluster."""
+    merged: list[tuple[ServicePort, list[str]]] = []
+    by_name: dict[str, int] = {}
+    by_number: dict[tuple[str, int], int] = {}
+    rejected: dict[str, list[ServicePort]] = {}
+    for spec in exports:
+        cluster = spec.service_reference.cluster_id
+        for port in spec.ports:
+            same_name = by_name.get(port.name)
+            same_number = by_number.get((port.protocol, port.port))
+            if same_name is not None and same_name == same_number:
+                held = merged[same_name][0]
+                if held.app_protocol == port.app_protocol:
+                    merged[same_name][1].append(cluster)  # identical: one more backend
+                    continue
+                # same name and number but another appProtocol: a clash on the name
+                rejected.setdefault(cluster, []).append(port)
+            elif same_name is not None or same_number is not None:
+                # the name is taken by another (protocol, port), or the number by another name
+                rejected.setdefault(cluster, []).append(port)
+            else:
+                by_name[port.name] = len(merged)
+                by_number[(port.protocol, port.port)] = len(merged)
+                merged.append((port, [cluster]))
+    return merged, rejected
+
+
+# --- messages -------------------------------------------------------------------------------
+
+
+def _in_reason_order(reasons: Iterable[str]) -> tuple[str, ...]:
+    present = set(reasons)
+    return tuple(r for r in conditions.CONFLICT_REASONS if r in present)
+
+
+def _in_field_order(fields: Iterable[str]) -> tuple[str, ...]:
+    present = set(fields)
+    return tuple(f for f in FIELD_ORDER if f in present)
+
+
+def format_timestamp(moment: datetime) -> str:
+    """RFC 3339 in UTC: milliseconds, or microseconds when the value has sub-ms precision.
+
+    Never rounds: two timestamps that differ print differently, so a message never shows
+    a tie that precedence did not see.
+    """
+    utc = moment.astimezone(UTC)
+    spec = "milliseconds" if utc.microsecond % 1000 == 0 else "microseconds"
+    return utc.replace(tzinfo=None).isoformat(timespec=spec) + "Z"
+
+
+def _why_winner(exports: Sequence[InternalServiceExportSpec]) -> str:
+    winner_time, winner_id = precedence_key(exports[0])
+    why = f"{winner_id} wins as the oldest export, created {format_timestamp(winner_time)}"
+    if len(exports) > 1:
+        runner_time, runner_id = precedence_key(exports[1])
+        if runner_time == winner_time:
+            why += f" (tied with {runner_id}; the tie was broken by cluster id)"
+    return why
+
+
+def _describe_port(port: ServicePort) -> str:
+    where = f"{port.port}/{port.protocol}"
+    if port.app_protocol:
+        where += f" {port.app_protocol}"
+    return f"{port.name} ({where})" if port.name else f"unnamed ({where})"
+
+
+def _fields_phrase(fields: Sequence[str]) -> str:
+    verb = "was" if len(fields) == 1 else "were"
+    return f"{', '.join(fields)} {verb}"
+
+
+def _conflict_message(
+    *,
+    exports: Sequence[InternalServiceExportSpec],
+    cluster: str,
+    disputed: tuple[str, ...],
+    own_fields: tuple[str, ...],
+    rejected: list[ServicePort],
+) -> str:
+    head = f"Clusters disagree on {', '.join(disputed)}: {_why_winner(exports)}."
+    if cluster == exports[0].service_reference.cluster_id:
+        return f"{head} This cluster is the winner; its values stand."
+    if not own_fields:
+        return (
+            f"{head} This cluster's values are compatible with the winner's; "
+            "the conflict is between other clusters' exports."
+        )
+    decided = [f for f in own_fields if f != PORTS_FIELD]
+    parts = []
+    if decided:
+        parts.append(f"This cluster's {_fields_phrase(decided)} overridden by the winner's")
+    if rejected:
+        named = ", ".join(_describe_port(p) for p in rejected[:_MAX_PORTS_NAMED])
+        if len(rejected) > _MAX_PORTS_NAMED:
+            named += f" and {len(rejected) - _MAX_PORTS_NAMED} more"
+        subject = "port" if len(rejected) == 1 else "ports"
+        clause = (
+            f"{subject} {named} clash{'es' if len(rejected) == 1 else ''} with ports of "
+            f"older exports and {'was' if len(rejected) == 1 else 'were'} left out of the import"
+        )
+        parts.append(f"its {clause}" if decided else f"This cluster's {clause}")
+    return f"{head} {'; '.join(parts)}."
+
+
+def _no_conflict_message(exports: Sequence[InternalServiceExportSpec]) -> str:
+    # Deliberately no count of clusters: a cluster joining with a matching spec must not
+    # rewrite every other export's condition (see the module docstring).
+    winner_time, winner_id = precedence_key(exports[0])
+    return (
+        f"No conflicts: every exporting cluster's spec is compatible; {winner_id}'s export "
+        f"is the oldest, created {format_timestamp(winner_time)}."
+    )

@@ -1,0 +1,132 @@
+"""The hub's configuration: one `HubSettings` object, read from `MCSYNC_*` variables.
+
+Built on pydantic-settings (FastAPI's own advice for settings) so that the command line,
+the environment and tests all go through the same validators: the CLI (`hub.__main__`)
+passes only the flags that were given as keyword arguments, which take precedence over
+the environment, and turns a validation error into one line naming the flag (SPEC §7).
+Nothing reads the environment anywhere else in the hub.
+
+Defaults and why:
+
+* `host` is `0.0.0.0`: the hub is a central service that member agents in other
+  clusters must reach, and it runs in a container whose network namespace is the real
+  boundary. Run it with `--host 127.0.0.1` on a shared workstation.
+* `database_url` is a SQLite file in the working directory, so `mcsync-hub` alone gives
+  a working hub; production points it at PostgreSQL.
+* Tokens are never flags (a flag is visible in `ps`): `MCSYNC_ADMIN_TOKEN` /
+  `MCSYNC_READER_TOKEN` or the `*_token_file` paths (`hub.api.credentials`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy.engine import make_url
+
+from hub.store.db import async_url
+from shared.version import DEFAULT_MIN_AGENT_VERSION, parse_version
+
+ENV_PREFIX = "MCSYNC_"
+DEFAULT_ADMIN_TOKEN_FILE = Path("mcsync-admin-token")
+
+
+def redact_url(url: str) -> str:
+    """`url` with its password (if any) replaced, for log lines and error messages."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not parseable: it carries no recognisable password either
+        return url
+
+
+class HubSettings(BaseSettings):
+    """Everything the hub process can be told; every field has its `MCSYNC_<NAME>` variable."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        extra="ignore",
+        validate_default=True,
+        frozen=True,
+    )
+
+    host: str = Field(default="0.0.0.0", min_length=1, description="interface to listen on")
+    port: int = Field(default=8080, ge=1, le=65535, description="TCP port to listen on")
+    database_url: str = Field(
+        default="sqlite:///./mcsync.db",
+        description="sqlite:///path or postgresql://user@host/db",
+    )
+    migrate: bool = Field(default=True, description="apply migrations at start")
+    admin_token: SecretStr | None = None
+    reader_token: SecretStr | None = None
+    admin_token_file: Path | None = Field(
+        default=None,
+        description=f"admin token file; generated (mode 0600) when absent "
+        f"(default ./{DEFAULT_ADMIN_TOKEN_FILE})",
+    )
+    reader_token_file: Path | None = None
+    cluster_ttl: float = Field(
+        default=90.0, gt=0, le=86400 * 365, description="seconds without heartbeat → Stale"
+    )
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+    log_format: Literal["json", "text"] = "text"
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    min_agent_version: str = DEFAULT_MIN_AGENT_VERSION
+    history_limit: int = Field(default=100_000, ge=1)
+    pool_size: int = Field(default=10, ge=1, le=1000)
+    watch_bookmark_seconds: float = Field(default=10.0, gt=0, le=3600)
+    watch_max_timeout_seconds: int = Field(default=3600, ge=1)
+    retry_after_seconds: int = Field(default=5, ge=1, le=3600)
+    shutdown_grace_seconds: int = Field(
+        default=20, ge=0, le=3600, description="time in-flight requests get after SIGTERM"
+    )
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        try:
+            async_url(value)
+        except ValueError as exc:
+            message = str(exc)
+            try:
+                password = make_url(value).password
+            except Exception:
+                password = None
+            if password:
+                message = message.replace(str(password), "***")
+            raise ValueError(message) from None
+        return value
+
+    @field_validator("min_agent_version")
+    @classmethod
+    def _min_agent_version(cls, value: str) -> str:
+        parse_version(value)  # raises ValueError naming the text
+        return value.strip()
+
+    @field_validator("admin_token", "reader_token")
+    @classmethod
+    def _token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source_per_token(self) -> HubSettings:
+        if self.admin_token is not None and self.admin_token_file is not None:
+            raise ValueError(
+                "give the admin token either as MCSYNC_ADMIN_TOKEN or as a token file, not both"
+            )
+        if self.reader_token is not None and self.reader_token_file is not None:
+            raise ValueError(
+                "give the reader token either as MCSYNC_READER_TOKEN or as a token file, not both"
+            )
+        return self
+
+    @property
+    def effective_admin_token_file(self) -> Path:
+        return self.admin_token_file or DEFAULT_ADMIN_TOKEN_FILE
+
+    @property
+    def redacted_database_url(self) -> str:
+        return redact_url(self.database_url)

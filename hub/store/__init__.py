@@ -1,0 +1,150 @@
+"""The hub's storage: every transaction over the SQL database (SPEC §3, §4.3, §4.4, §5).
+
+`Store.open(url)` gives one object per hub process with four faces:
+
+* `exports`  — InternalServiceExport records; each write judges its key in SQL, in its
+  own transaction (`writer`), and takes revisions for what changed (`feed`);
+* `imports`  — the ServiceImport derived per key by those writes;
+* `clusters` — registrations, member-token hashes, heartbeats and derived state;
+* `feed`     — the change history and the wake-ups that watches wait on.
+
+The routes of `hub.api` call these and translate the exceptions of `hub.store.errors`
+into HTTP answers; nothing here knows about HTTP. Migrations are separate
+(`hub.store.migrate`): `open` neither creates nor upgrades the schema.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from hub.store import migrate
+from hub.store.clusters import ClusterStore
+from hub.store.context import StoreContext
+from hub.store.db import asyncpg_dsn, backend_of, make_engine, read_engine, translate_errors
+from hub.store.errors import (
+    AlreadyExists,
+    Conflict,
+    DatabaseUnavailable,
+    Gone,
+    NotFound,
+    StoreError,
+)
+from hub.store.exports import ExportStore
+from hub.store.feed import Feed, read_current_revision
+from hub.store.imports import ImportStore
+from hub.store.notify import ChangeNotifier
+from hub.store.results import Page, PutResult
+
+__all__ = [
+    "AlreadyExists",
+    "ClusterStore",
+    "Conflict",
+    "DatabaseUnavailable",
+    "ExportStore",
+    "Feed",
+    "Gone",
+    "ImportStore",
+    "NotFound",
+    "Page",
+    "PutResult",
+    "Store",
+    "StoreError",
+]
+
+
+class Store:
+    """One hub replica's handle on the database. Create with `await Store.open(url)`."""
+
+    exports: ExportStore
+    imports: ImportStore
+    clusters: ClusterStore
+    feed: Feed
+
+    def __init__(self, *, url: str, ctx: StoreContext) -> None:
+        self.url = url
+        self._ctx = ctx
+        self.exports = ExportStore(ctx)
+        self.imports = ImportStore(ctx)
+        self.clusters = ClusterStore(ctx)
+        self.feed = Feed(ctx)
+
+    @property
+    def engine(self) -> AsyncEngine:
+        return self._ctx.engine
+
+    @property
+    def backend(self) -> str:
+        """`sqlite` or `postgresql`."""
+        return self._ctx.backend
+
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        cluster_ttl: timedelta = timedelta(seconds=90),
+        history_limit: int = 100_000,
+        pool_size: int = 10,
+    ) -> Store:
+        """Connect to the database at `url` (plain or async-driver URL).
+
+        ValueError for an unsupported URL or setting; DatabaseUnavailable when the
+        database does not answer. The schema must be migrated already
+        (`hub.store.migrate.upgrade`); `schema_at_head()` tells.
+        """
+        if history_limit < 1:
+            raise ValueError(f"history_limit must be at least 1, got {history_limit}")
+        if cluster_ttl <= timedelta(0):
+            raise ValueError(f"cluster_ttl must be positive, got {cluster_ttl}")
+        engine = make_engine(url, pool_size=pool_size)
+        backend = backend_of(url)
+        ctx: StoreContext
+
+        async def read_revision() -> int:
+            async with ctx.read() as conn:
+                return await read_current_revision(conn)
+
+        ctx = StoreContext(
+            engine=engine,
+            reader=read_engine(engine),
+            backend=backend,
+            cluster_ttl=cluster_ttl,
+            history_limit=history_limit,
+            notifier=ChangeNotifier(read_revision=read_revision),
+        )
+        store = cls(url=url, ctx=ctx)
+        try:
+            await store.ping()
+        except BaseException:
+            await engine.dispose()
+            raise
+        try:
+            ctx.notifier.committed(await read_revision())
+        except StoreError:
+            raise
+        except Exception:  # schema not migrated yet: the first commit sets it
+            pass
+        if backend == "postgresql":
+            ctx.notifier.start_listening(asyncpg_dsn(url))
+        return store
+
+    async def close(self) -> None:
+        """Stop the listener, wake every waiter, close the pool."""
+        await self._ctx.notifier.close()
+        await self._ctx.engine.dispose()
+
+    async def ping(self) -> None:
+        """Raise DatabaseUnavailable unless the database answers."""
+        with translate_errors():
+            async with self._ctx.reader.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+
+    async def schema_at_head(self) -> bool:
+        """True when the database's schema is at the newest migration."""
+        with translate_errors():
+            async with self._ctx.reader.connect() as conn:
+                current = await conn.run_sync(migrate.current_of_connection)
+        return current == migrate.head()

@@ -1,0 +1,202 @@
+"""Member clusters: registration with a member token, heartbeats, state, deregistration.
+
+The member token (SPEC §4.4) is shown once, at registration; only its sha256 is stored,
+and `authenticate` looks a presented token up by that hash. A 256-bit random token needs
+no salt or slow hash: nobody can guess it, and its hash is useless without it.
+
+State is derived when read (`Pending` / `Ready` / `Stale`, SPEC §5), never written
+when time passes. Deleting a cluster withdraws its exports batch by batch, re-judging
+each key, after first marking the cluster `deleting` so that no new export of it is
+accepted meanwhile; a delete interrupted by a crash resumes when asked again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Integer, case, func, select, update
+from sqlalchemy import delete as sql_delete
+from sqlalchemy.exc import IntegrityError
+
+from hub.store import codec
+from hub.store.context import StoreContext
+from hub.store.errors import AlreadyExists, NotFound
+from hub.store.tables import clusters, exports
+from hub.store.writer import Mutation, write_exports
+from shared.models import MemberCluster, MemberClusterMeta, MemberClusterStatus
+from shared.timefmt import utcnow
+
+WITHDRAW_BATCH = 500
+
+
+def token_hash(token: str) -> str:
+    """What the store keeps of a member token: its sha256, hex."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _counts_subquery() -> Any:
+    return (
+        select(
+            exports.c.cluster_id.label("cluster_id"),
+            func.count().label("export_count"),
+            func.sum(case((exports.c.conflict.is_(True), 1), else_=0))
+            .cast(Integer)
+            .label("conflict_count"),
+        )
+        .group_by(exports.c.cluster_id)
+        .subquery()
+    )
+
+
+class ClusterStore:
+    def __init__(self, ctx: StoreContext) -> None:
+        self._ctx = ctx
+
+    def _model(self, row: Mapping[Any, Any]) -> MemberCluster:
+        return MemberCluster(
+            metadata=MemberClusterMeta(
+                name=row["name"],
+                labels=json.loads(row["labels"]),
+                creation_timestamp=row["created_at"],
+            ),
+            status=MemberClusterStatus(
+                state=codec.cluster_state(  # type: ignore[arg-type]
+                    row["last_heartbeat"], now=utcnow(), ttl=self._ctx.cluster_ttl
+                ),
+                last_heartbeat_time=row["last_heartbeat"],
+                agent_version=row["agent_version"],
+                export_count=int(row.get("export_count") or 0),
+                conflict_count=int(row.get("conflict_count") or 0),
+            ),
+        )
+
+    def _query(self) -> Any:
+        counts = _counts_subquery()
+        return (
+            select(clusters, counts.c.export_count, counts.c.conflict_count)
+            .select_from(clusters.outerjoin(counts, counts.c.cluster_id == clusters.c.name))
+            .where(clusters.c.deleting.is_(False))
+            .order_by(clusters.c.name)
+        )
+
+    async def register(self, name: str, labels: Mapping[str, str]) -> tuple[MemberCluster, str]:
+        """Register a cluster; answers it and its member token (shown only now).
+
+        ValueError when the name or a label is invalid; AlreadyExists when taken.
+        """
+        meta = MemberClusterMeta(name=name, labels=dict(labels))  # validates (ValueError)
+        token = secrets.token_urlsafe(32)
+        row = {
+            "name": meta.name,
+            "labels": codec.canonical_json(meta.labels or {}),
+            "token_hash": token_hash(token),
+            "created_at": utcnow(),
+            "last_heartbeat": None,
+            "agent_version": None,
+            "deleting": False,
+        }
+        try:
+            async with self._ctx.write() as conn:
+                await conn.execute(clusters.insert().values(row))
+        except IntegrityError:
+            raise AlreadyExists(f"cluster {name!r} is already registered") from None
+        return self._model(row), token
+
+    async def get(self, name: str) -> MemberCluster:
+        async with self._ctx.read() as conn:
+            row = (
+                (await conn.execute(self._query().where(clusters.c.name == name)))
+                .mappings()
+                .first()
+            )
+        if row is None:
+            raise NotFound(f"cluster {name!r} is not registered")
+        return self._model(row)
+
+    async def list(self) -> list[MemberCluster]:
+        """Every registered cluster with its export and conflict counts (one query)."""
+        async with self._ctx.read() as conn:
+            rows = (await conn.execute(self._query())).mappings().all()
+        return [self._model(r) for r in rows]
+
+    async def heartbeat(self, name: str, *, agent_version: str) -> MemberCluster:
+        """Record that the cluster's agent is alive (and its version)."""
+        async with self._ctx.write() as conn:
+            updated = await conn.execute(
+                update(clusters)
+                .where(clusters.c.name == name, clusters.c.deleting.is_(False))
+                .values(last_heartbeat=utcnow(), agent_version=agent_version)
+            )
+            if updated.rowcount == 0:
+                raise NotFound(f"cluster {name!r} is not registered")
+        return await self.get(name)
+
+    async def authenticate(self, token: str) -> str | None:
+        """The cluster whose member token this is, or None."""
+        if not token:
+            return None
+        async with self._ctx.read() as conn:
+            row = (
+                await conn.execute(
+                    select(clusters.c.name).where(
+                        clusters.c.token_hash == token_hash(token),
+                        clusters.c.deleting.is_(False),
+                    )
+                )
+            ).first()
+        return None if row is None else str(row[0])
+
+    async def delete(self, name: str) -> MemberCluster:
+        """Deregister a cluster, withdrawing all its exports (re-judging their keys).
+
+        Answers the cluster as it was. NotFound when it is not registered.
+        """
+        # 1. Mark it deleting. On PostgreSQL this UPDATE waits for every in-flight write
+        #    of the cluster (they hold FOR SHARE on its row) and every later write sees
+        #    the mark and is refused, so the withdrawal below misses nothing.
+        async with self._ctx.write() as conn:
+            row = (
+                (await conn.execute(self._query_any().where(clusters.c.name == name)))
+                .mappings()
+                .first()
+            )
+            if row is None:
+                raise NotFound(f"cluster {name!r} is not registered")
+            snapshot = self._model(row)
+            await conn.execute(
+                update(clusters).where(clusters.c.name == name).values(deleting=True)
+            )
+        # 2. Withdraw its exports, a batch of keys per transaction.
+        while True:
+            async with self._ctx.write() as conn:
+                keys = (
+                    await conn.execute(
+                        select(exports.c.namespace, exports.c.name)
+                        .where(exports.c.cluster_id == name)
+                        .order_by(exports.c.namespace, exports.c.name)
+                        .limit(WITHDRAW_BATCH)
+                    )
+                ).all()
+                if not keys:
+                    # 3. Nothing left: the registration goes, in the same transaction.
+                    await conn.execute(sql_delete(clusters).where(clusters.c.name == name))
+                    break
+                outcome = await write_exports(
+                    conn, self._ctx, [Mutation(name, ns, n, None) for ns, n in keys], now=utcnow()
+                )
+            if outcome.newest_revision is not None:
+                self._ctx.notifier.committed(outcome.newest_revision)
+        return snapshot
+
+    def _query_any(self) -> Any:
+        counts = _counts_subquery()
+        query = select(clusters, counts.c.export_count, counts.c.conflict_count).select_from(
+            clusters.outerjoin(counts, counts.c.cluster_id == clusters.c.name)
+        )
+        if self._ctx.postgres:
+            query = query.with_for_update(of=clusters)
+        return query

@@ -1,0 +1,132 @@
+"""Conversions between the wire models of `shared.models` and the store's rows.
+
+JSON goes into the database in one canonical form (sorted keys, compact separators, the
+camelCase wire shape with nulls left out), so equal values are equal strings: SQL can
+compare a decided property with the winner's, and an idempotent re-PUT is recognised by
+comparing text.
+
+Read-time facts (a cluster's Ready/Stale state) are *not* stored; they are filled in
+here from the cluster's last heartbeat when a row is turned back into a model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from shared import constants
+from shared.models import (
+    Condition,
+    InternalServiceExport,
+    InternalServiceExportSpec,
+    InternalServiceExportStatus,
+    ObjectMeta,
+    to_wire,
+)
+
+
+def canonical_json(value: Any) -> str:
+    """The one text form of a JSON value the store writes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+SPEC_COLUMNS: tuple[str, ...] = (
+    "export_creation_timestamp",
+    "type",
+    "session_affinity",
+    "session_affinity_config",
+    "internal_traffic_policy",
+    "traffic_distribution",
+    "ip_families",
+    "exported_labels",
+    "exported_annotations",
+    "ports",
+    "spec",
+)
+
+
+def spec_columns(spec: InternalServiceExportSpec) -> dict[str, Any]:
+    """The `exports` columns that hold the spec: each decided property, ports, the whole."""
+    wire = to_wire(spec)
+    return {
+        "export_creation_timestamp": spec.service_reference.export_creation_timestamp,
+        "type": spec.type,
+        "session_affinity": spec.session_affinity,
+        "session_affinity_config": canonical_json(wire.get("sessionAffinityConfig")),
+        "internal_traffic_policy": spec.internal_traffic_policy,
+        "traffic_distribution": spec.traffic_distribution,
+        "ip_families": canonical_json(wire.get("ipFamilies", [])),
+        "exported_labels": canonical_json(wire.get("exportedLabels", {})),
+        "exported_annotations": canonical_json(wire.get("exportedAnnotations", {})),
+        "ports": canonical_json(wire.get("ports", [])),
+        "spec": canonical_json(wire),
+    }
+
+
+def cluster_state(last_heartbeat: datetime | None, *, now: datetime, ttl: timedelta) -> str:
+    """`Pending` (never heard from), `Ready` (heartbeat within the TTL) or `Stale`."""
+    if last_heartbeat is None:
+        return "Pending"
+    return constants.CLUSTER_READY if now - last_heartbeat <= ttl else constants.CLUSTER_STALE
+
+
+def export_cluster_state(cluster: str) -> str:
+    """What an export says of its cluster: only a Stale cluster makes it `Stale` (SPEC §5)."""
+    stale = cluster == constants.CLUSTER_STALE
+    return constants.CLUSTER_STALE if stale else constants.CLUSTER_READY
+
+
+def condition_from_text(text: str | None) -> Condition | None:
+    return None if text is None else Condition.model_validate_json(text)
+
+
+def condition_to_text(condition: Condition) -> str:
+    return canonical_json(to_wire(condition))
+
+
+def annotations_from_text(text: str | None) -> dict[str, str]:
+    return dict(json.loads(text)) if text else {}
+
+
+def export_model(
+    row: Mapping[Any, Any],
+    *,
+    cluster_state: str | None = None,
+    spec: InternalServiceExportSpec | None = None,
+) -> InternalServiceExport:
+    """The InternalServiceExport of an `exports` row (`spec` when already parsed)."""
+    condition = condition_from_text(row["condition"])
+    return InternalServiceExport(
+        metadata=ObjectMeta(
+            name=row["name"],
+            namespace=row["namespace"],
+            resource_version=str(row["resource_version"]),
+            creation_timestamp=row["created_at"],
+            annotations=annotations_from_text(row["annotations"]),
+        ),
+        spec=spec if spec is not None else spec_from_text(row["spec"]),
+        status=InternalServiceExportStatus(
+            conditions=[condition] if condition is not None else [],
+            cluster_state=cluster_state,
+        ),
+    )
+
+
+def spec_from_text(text: str) -> InternalServiceExportSpec:
+    return InternalServiceExportSpec.model_validate_json(text)
+
+
+def export_to_text(export: InternalServiceExport) -> str:
+    """The JSON a `changes` row keeps (without the read-time cluster state)."""
+    wire = to_wire(export)
+    wire.get("status", {}).pop("clusterState", None)
+    return canonical_json(wire)
+
+
+def export_from_text(text: str, *, cluster_state: str | None = None) -> InternalServiceExport:
+    export = InternalServiceExport.model_validate_json(text)
+    if cluster_state is not None:
+        export.status.cluster_state = cluster_state
+    return export

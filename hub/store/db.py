@@ -1,0 +1,232 @@
+"""Engine construction and driver-error translation for the hub's two databases.
+
+Operators write plain URLs (`sqlite:///path`, `postgresql://user@host/db`); the async
+driver is the store's business, so `async_url` maps them to aiosqlite / asyncpg and
+refuses anything else with a message naming the scheme.
+
+SQLite is tuned so that it can honour the same guarantees as PostgreSQL:
+
+* every *write* transaction starts with `BEGIN IMMEDIATE`, which takes SQLite's single
+  writer lock at the start. Without it two transactions could both read a key's exports
+  under a shared lock and then deadlock (SQLITE_BUSY) when both try to upgrade to write;
+  with it, writers queue on `busy_timeout` and the judge always sees the latest rows.
+  SQLAlchemy's recipe: switch the driver's own transaction handling off
+  (`isolation_level = None`) and emit our own BEGIN from the engine's "begin" event.
+* *read* transactions (the `read_engine` view of the same pool) start with a plain
+  deferred `BEGIN`, which in WAL mode is a consistent snapshot that never blocks writers.
+* WAL journal, `synchronous=FULL` (a 2xx answer survives power loss as well as
+  `kill -9`), and a generous busy timeout so that a queue of writers waits rather than
+  fails.
+
+`translate_errors` turns every way a database can be unreachable into
+`DatabaseUnavailable`, which the API answers with 503 + Retry-After (SPEC §5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from hub.store.errors import DatabaseUnavailable
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+# How a transaction opened through `read_engine` tells the begin hook to start deferred.
+_READ_ONLY_OPTION = "mcsync_read_only"
+
+_SQLITE_DRIVERS = {"sqlite", "sqlite+aiosqlite"}
+_POSTGRES_DRIVERS = {"postgresql", "postgres", "postgresql+asyncpg"}
+
+
+def _parse(url: str) -> URL:
+    try:
+        return make_url(url)
+    except ArgumentError as exc:
+        raise ValueError(f"not a database URL: {url!r} ({exc})") from None
+
+
+def async_url(url: str) -> str:
+    """The SQLAlchemy async URL for a plain `sqlite:///…` or `postgresql://…` URL.
+
+    Raises ValueError naming the scheme when it is neither SQLite nor PostgreSQL, or
+    names a driver other than the ones the hub ships.
+    """
+    parsed = _parse(url)
+    driver = parsed.drivername
+    if driver in _SQLITE_DRIVERS:
+        return parsed.set(drivername="sqlite+aiosqlite").render_as_string(hide_password=False)
+    if driver in _POSTGRES_DRIVERS:
+        if not parsed.database:
+            raise ValueError(f"PostgreSQL URL names no database: {url!r}")
+        return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
+    raise ValueError(
+        f"unsupported database URL scheme {driver!r}: use sqlite:///path or "
+        "postgresql://user@host/database"
+    )
+
+
+def backend_of(url: str) -> str:
+    """`sqlite` or `postgresql` for a URL `async_url` accepts."""
+    return "sqlite" if async_url(url).startswith("sqlite") else "postgresql"
+
+
+def asyncpg_dsn(url: str) -> str:
+    """The libpq-style DSN asyncpg takes directly (for the LISTEN connection)."""
+    parsed = _parse(async_url(url))
+    return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def make_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> AsyncEngine:
+    """An AsyncEngine for `url` with the pragmas and begin hooks described above."""
+    target = async_url(url)
+    if target.startswith("sqlite"):
+        return _sqlite_engine(target, pool_size=pool_size, echo=echo)
+    return create_async_engine(
+        target,
+        echo=echo,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        # Fail fast when the server is down: the API answers 503 and the client retries.
+        pool_timeout=30,
+        connect_args={"timeout": 10, "command_timeout": 60},
+    )
+
+
+def _sqlite_engine(target: str, *, pool_size: int, echo: bool) -> AsyncEngine:
+    memory = make_url(target).database in (None, "", ":memory:")
+    if memory:
+        # Every pooled connection would be a different empty database.
+        raise ValueError(
+            "an in-memory SQLite database cannot be shared by the hub's connections; "
+            "use sqlite:///path/to/file.db"
+        )
+    engine = create_async_engine(
+        target,
+        echo=echo,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
+    )
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Take transaction control away from the driver; the "begin" hook below owns it.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA foreign_keys=ON")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        if conn.get_execution_options().get(_READ_ONLY_OPTION):
+            conn.exec_driver_sql("BEGIN")
+        else:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def read_engine(engine: AsyncEngine) -> AsyncEngine:
+    """A view of `engine` (same pool) whose transactions are reads.
+
+    On SQLite they begin deferred (a snapshot, no writer lock); on PostgreSQL the option
+    is ignored and reads are ordinary READ COMMITTED transactions.
+    """
+    return engine.execution_options(**{_READ_ONLY_OPTION: True})
+
+
+# --- driver errors → DatabaseUnavailable ------------------------------------------------
+
+_UNAVAILABLE_TYPES: tuple[type[BaseException], ...] = (
+    ConnectionError,
+    TimeoutError,
+    sqlite3.OperationalError,
+    sqlite3.InterfaceError,
+)
+try:  # asyncpg is a hard dependency, but keep the store importable for SQLite-only use
+    import asyncpg
+
+    _UNAVAILABLE_TYPES += (
+        asyncpg.PostgresConnectionError,
+        asyncpg.CannotConnectNowError,
+        asyncpg.TooManyConnectionsError,
+        asyncpg.InterfaceError,
+        asyncpg.exceptions.AdminShutdownError,
+        asyncpg.exceptions.CrashShutdownError,
+        asyncpg.exceptions.DeadlockDetectedError,
+        asyncpg.exceptions.SerializationError,
+        asyncpg.exceptions.LockNotAvailableError,
+    )
+except ImportError:  # pragma: no cover
+    pass
+
+
+def _unavailable_reason(exc: BaseException) -> str | None:
+    """Why `exc` means "database unavailable", or None when it is another kind of error."""
+    if isinstance(exc, DBAPIError):
+        if exc.connection_invalidated:
+            return "the database connection was lost"
+        if isinstance(exc, (OperationalError, InterfaceError)):
+            if "no such table" in str(exc.orig) or "no such column" in str(exc.orig):
+                # A missing schema is not an outage: readiness reports it, retrying won't help.
+                return None
+            return _first_line(exc.orig) or "the database is not answering"
+        original = exc.orig
+        cause = getattr(original, "__cause__", None)
+        for candidate in (original, cause):
+            if candidate is not None and isinstance(candidate, _UNAVAILABLE_TYPES):
+                return _first_line(candidate)
+        return None
+    if isinstance(exc, (OSError, *_UNAVAILABLE_TYPES)):
+        return _first_line(exc) or type(exc).__name__
+    return None
+
+
+def _first_line(exc: BaseException | None) -> str:
+    if exc is None:
+        return ""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+@contextlib.contextmanager
+def translate_errors() -> Iterator[None]:
+    """Re-raise connection-level failures as DatabaseUnavailable; let the rest through."""
+    try:
+        yield
+    except DatabaseUnavailable:
+        raise
+    except Exception as exc:
+        reason = _unavailable_reason(exc)
+        if reason is None:
+            raise
+        raise DatabaseUnavailable(f"database unavailable: {reason}") from exc
+
+
+@contextlib.asynccontextmanager
+async def write_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """One write transaction (BEGIN IMMEDIATE on SQLite), errors translated."""
+    with translate_errors():
+        async with engine.begin() as conn:
+            yield conn
+
+
+@contextlib.asynccontextmanager
+async def read_transaction(reader: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """One read transaction on a `read_engine` view (a deferred snapshot on SQLite)."""
+    with translate_errors():
+        async with reader.begin() as conn:
+            yield conn

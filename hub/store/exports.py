@@ -1,0 +1,306 @@
+"""InternalServiceExport records: put, get, delete, annotation patch, list, full-state sync.
+
+Every write is one transaction through `writer.write_exports` (lock the key, write, judge
+the key's exports in precedence order, stamp revisions last); a sync is one such
+transaction per batch of keys. After each commit the in-process notifier learns the new
+revision, which wakes this replica's watchers at once (other replicas hear the NOTIFY).
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import and_, select, tuple_, update
+
+from hub.store import codec, paging
+from hub.store.context import StoreContext
+from hub.store.errors import Conflict, NotFound
+from hub.store.feed import ChangeRecord, allocate_revisions, insert_changes, read_current_revision
+from hub.store.results import Page, PutResult
+from hub.store.tables import clusters, exports
+from hub.store.writer import (
+    Mutation,
+    MutationResult,
+    drop_empty_imports,
+    lock_cluster,
+    lock_keys,
+    write_exports,
+)
+from shared.models import InternalServiceExport, SyncResult
+from shared.timefmt import utcnow
+
+SYNC_BATCH = 500
+_LIST_KIND = "serviceexports"
+
+
+def _key_of(cluster_id: str, export: InternalServiceExport) -> tuple[str, str]:
+    ref = export.spec.service_reference
+    if ref.cluster_id != cluster_id:
+        raise ValueError(
+            f"spec.serviceReference.clusterId {ref.cluster_id!r} differs from the cluster "
+            f"{cluster_id!r} the export is written under"
+        )
+    return ref.namespace, ref.name
+
+
+def _not_found(cluster_id: str, namespace: str, name: str) -> NotFound:
+    return NotFound(f"InternalServiceExport {namespace}/{name} of cluster {cluster_id!r} not found")
+
+
+class ExportStore:
+    def __init__(self, ctx: StoreContext) -> None:
+        self._ctx = ctx
+
+    def _state(self, last_heartbeat: Any) -> str:
+        return codec.export_cluster_state(
+            codec.cluster_state(last_heartbeat, now=utcnow(), ttl=self._ctx.cluster_ttl)
+        )
+
+    async def put(self, cluster_id: str, export: InternalServiceExport) -> PutResult:
+        """Create or replace one export; answers it with its verdict.
+
+        NotFound when the cluster is not registered. `metadata.annotations` of None keeps
+        the stored annotations. An identical re-PUT writes nothing (`changed=False`).
+        """
+        namespace, name = _key_of(cluster_id, export)
+        now = utcnow()
+        async with self._ctx.write() as conn:
+            cluster = await lock_cluster(conn, self._ctx, cluster_id)
+            outcome = await write_exports(
+                conn,
+                self._ctx,
+                [Mutation(cluster_id, namespace, name, export.spec, export.metadata.annotations)],
+                now=now,
+                cluster_states={cluster_id: self._state(cluster["last_heartbeat"])},
+            )
+        if outcome.newest_revision is not None:
+            self._ctx.notifier.committed(outcome.newest_revision)
+        (result,) = outcome.results
+        assert result.record is not None
+        return PutResult(object=result.record, created=result.created, changed=result.changed)
+
+    async def get(self, cluster_id: str, namespace: str, name: str) -> InternalServiceExport:
+        query = (
+            select(exports, clusters.c.last_heartbeat)
+            .select_from(exports.outerjoin(clusters, clusters.c.name == exports.c.cluster_id))
+            .where(
+                exports.c.cluster_id == cluster_id,
+                exports.c.namespace == namespace,
+                exports.c.name == name,
+            )
+        )
+        async with self._ctx.read() as conn:
+            row = (await conn.execute(query)).mappings().first()
+        if row is None:
+            raise _not_found(cluster_id, namespace, name)
+        return codec.export_model(row, cluster_state=self._state(row["last_heartbeat"]))
+
+    async def delete(self, cluster_id: str, namespace: str, name: str) -> InternalServiceExport:
+        """Withdraw one export, re-judging its key; answers its last state. NotFound."""
+        async with self._ctx.write() as conn:
+            try:
+                cluster = await lock_cluster(conn, self._ctx, cluster_id)
+            except NotFound:
+                raise _not_found(cluster_id, namespace, name) from None
+            outcome = await write_exports(
+                conn,
+                self._ctx,
+                [Mutation(cluster_id, namespace, name, None)],
+                now=utcnow(),
+                cluster_states={cluster_id: self._state(cluster["last_heartbeat"])},
+            )
+        if outcome.newest_revision is not None:
+            self._ctx.notifier.committed(outcome.newest_revision)
+        (result,) = outcome.results
+        if not result.existed or result.record is None:
+            raise _not_found(cluster_id, namespace, name)
+        return result.record
+
+    async def patch_annotations(
+        self,
+        cluster_id: str,
+        namespace: str,
+        name: str,
+        *,
+        resource_version: str,
+        annotations: Mapping[str, str | None],
+    ) -> InternalServiceExport:
+        """Merge-patch the annotations under a resourceVersion precondition (SPEC §2.6).
+
+        Conflict when `resource_version` is not the record's current one (nothing is
+        written then); a null value removes the key; a patch that changes nothing makes
+        no new revision.
+        """
+        key = (namespace, name)
+        async with self._ctx.write() as conn:
+            try:
+                cluster = await lock_cluster(conn, self._ctx, cluster_id)
+            except NotFound:
+                raise _not_found(cluster_id, namespace, name) from None
+            state = self._state(cluster["last_heartbeat"])
+            await lock_keys(conn, self._ctx, [key])
+            where = and_(
+                exports.c.cluster_id == cluster_id,
+                exports.c.namespace == namespace,
+                exports.c.name == name,
+            )
+            row = (await conn.execute(select(exports).where(where))).mappings().first()
+            if row is None:
+                if self._ctx.postgres:
+                    await drop_empty_imports(conn, [key])
+                raise _not_found(cluster_id, namespace, name)
+            if str(row["resource_version"]) != resource_version:
+                raise Conflict(
+                    f"InternalServiceExport {namespace}/{name} of cluster {cluster_id!r} is at "
+                    f"resourceVersion {row['resource_version']}, not {resource_version!r}; "
+                    "read it again and retry"
+                )
+            stored = codec.annotations_from_text(row["annotations"])
+            patched = dict(stored)
+            for k, v in annotations.items():
+                if v is None:
+                    patched.pop(k, None)
+                else:
+                    patched[k] = v
+            if patched == stored:
+                return codec.export_model(row, cluster_state=state)
+            obj = codec.export_model(row)
+            obj.metadata.annotations = patched
+            newest = await allocate_revisions(
+                conn, count=1, history_limit=self._ctx.history_limit, postgres=self._ctx.postgres
+            )
+            obj.metadata.resource_version = str(newest)
+            await conn.execute(
+                update(exports)
+                .where(where)
+                .values(annotations=codec.canonical_json(patched), resource_version=newest)
+            )
+            await insert_changes(
+                conn, [(newest, ChangeRecord("MODIFIED", cluster_id, namespace, name, obj))]
+            )
+        self._ctx.notifier.committed(newest)
+        obj.status.cluster_state = state
+        return obj
+
+    async def list(
+        self,
+        *,
+        cluster_id: str | None = None,
+        namespace: str | None = None,
+        name: str | None = None,
+        conflict: bool | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> Page[InternalServiceExport]:
+        """Exports in (namespace, name, cluster) order, filtered, a page at a time.
+
+        ValueError on a malformed continue token or a limit below 1.
+        """
+        paging.check_limit(limit)
+        query = (
+            select(exports, clusters.c.last_heartbeat)
+            .select_from(exports.outerjoin(clusters, clusters.c.name == exports.c.cluster_id))
+            .order_by(exports.c.namespace, exports.c.name, exports.c.cluster_id)
+        )
+        if cluster_id is not None:
+            query = query.where(exports.c.cluster_id == cluster_id)
+        if namespace is not None:
+            query = query.where(exports.c.namespace == namespace)
+        if name is not None:
+            query = query.where(exports.c.name == name)
+        if conflict is not None:
+            query = query.where(exports.c.conflict == conflict)
+        if continue_token is not None:
+            after = paging.decode(_LIST_KIND, continue_token, width=3)
+            query = query.where(
+                tuple_(exports.c.namespace, exports.c.name, exports.c.cluster_id) > tuple_(*after)
+            )
+        if limit is not None:
+            query = query.limit(limit + 1)
+        async with self._ctx.read() as conn:
+            # The revision first: every change after it reaches a watch started from it,
+            # and the rows read next include at least every change up to it.
+            revision = await read_current_revision(conn)
+            rows = (await conn.execute(query)).mappings().all()
+        token = None
+        if limit is not None and len(rows) > limit:
+            rows = rows[:limit]
+            last = rows[-1]
+            token = paging.encode(_LIST_KIND, (last["namespace"], last["name"], last["cluster_id"]))
+        items = [
+            codec.export_model(r, cluster_state=self._state(r["last_heartbeat"])) for r in rows
+        ]
+        return Page(items=items, resource_version=str(revision), continue_token=token)
+
+    async def sync(self, cluster_id: str, exports_: Sequence[InternalServiceExport]) -> SyncResult:
+        """Make the cluster's exports exactly `exports_`: upsert them, withdraw the rest.
+
+        Runs in transactions of `SYNC_BATCH` keys, each one reading the batch's current
+        rows in one query. NotFound when the cluster is not registered; ValueError when
+        an export names another cluster or a key appears twice.
+        """
+        wanted: dict[tuple[str, str], InternalServiceExport] = {}
+        for export in exports_:
+            key = _key_of(cluster_id, export)
+            if key in wanted:
+                raise ValueError(f"the sync lists export {key[0]}/{key[1]} twice")
+            wanted[key] = export
+        result = SyncResult()
+        keys = sorted(wanted)
+        async with self._ctx.read() as conn:
+            registered = (
+                await conn.execute(
+                    select(clusters.c.name).where(
+                        clusters.c.name == cluster_id, clusters.c.deleting.is_(False)
+                    )
+                )
+            ).first()
+        if registered is None:
+            raise NotFound(f"cluster {cluster_id!r} is not registered")
+
+        for start in range(0, len(keys), SYNC_BATCH):
+            batch = keys[start : start + SYNC_BATCH]
+            mutations = [
+                Mutation(cluster_id, ns, n, wanted[ns, n].spec, wanted[ns, n].metadata.annotations)
+                for ns, n in batch
+            ]
+            outcome = await self._write_batch(cluster_id, mutations)
+            for r in outcome:
+                if r.created:
+                    result.created += 1
+                elif r.changed:
+                    result.updated += 1
+                else:
+                    result.unchanged += 1
+
+        # Withdraw what the cluster has and the sync did not list.
+        async with self._ctx.read() as conn:
+            present = (
+                await conn.execute(
+                    select(exports.c.namespace, exports.c.name)
+                    .where(exports.c.cluster_id == cluster_id)
+                    .order_by(exports.c.namespace, exports.c.name)
+                )
+            ).all()
+        stale = [(ns, n) for ns, n in present if (ns, n) not in wanted]
+        for start in range(0, len(stale), SYNC_BATCH):
+            batch = stale[start : start + SYNC_BATCH]
+            outcome = await self._write_batch(
+                cluster_id, [Mutation(cluster_id, ns, n, None) for ns, n in batch]
+            )
+            result.withdrawn += sum(1 for r in outcome if r.existed)
+        async with self._ctx.read() as conn:
+            result.resource_version = str(await read_current_revision(conn))
+        return result
+
+    async def _write_batch(
+        self, cluster_id: str, mutations: builtins.list[Mutation]
+    ) -> builtins.list[MutationResult]:
+        async with self._ctx.write() as conn:
+            await lock_cluster(conn, self._ctx, cluster_id)
+            outcome = await write_exports(conn, self._ctx, mutations, now=utcnow())
+        if outcome.newest_revision is not None:
+            self._ctx.notifier.committed(outcome.newest_revision)
+        return outcome.results

@@ -1,0 +1,193 @@
+"""The change feed of SPEC §4.3: one global revision, a retained history, and its readers.
+
+Write side (`record_changes`, called as the LAST step of every write transaction):
+
+    UPDATE revision SET value = value + k RETURNING value      -- takes the counter's row lock
+    INSERT INTO changes … (k rows, one per changed record)
+    pg_notify('mcsync_changes', newest)                         -- delivered at commit
+
+This ordering is the crux of the feed. The counter row is locked from the allocation to
+the commit, so a transaction that allocates revisions later also commits later: commits
+happen in revision order. Hence a watcher that has read every change up to N will never
+later see a commit with a revision ≤ N appear behind it, and "resume from N" is exact.
+Allocating first and doing the heavy work afterwards would hold the counter lock for the
+whole write and serialise every key's writers behind each other; allocating last keeps
+the serialised part to a handful of indexed statements. On SQLite the whole transaction
+holds the database's single writer lock anyway (BEGIN IMMEDIATE), so the order is trivially
+the same.
+
+History retention: the last `history_limit` revisions are kept. Pruning runs inside the
+write whose allocation crosses a multiple of a step (so its cost is bounded and amortised)
+and remembers the newest pruned revision in `revision.pruned_through`, which is how a
+reader knows, exactly, whether a change after its revision was lost (→ Gone).
+
+Read side: `Feed.changes_since` replays the retained history in revision order;
+`Feed.wait_for_change` waits on the ChangeNotifier (in-process signal + LISTEN/NOTIFY).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import delete, select, text, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from hub.store import codec
+from hub.store.context import StoreContext
+from hub.store.errors import Gone
+from hub.store.notify import CHANNEL
+from hub.store.tables import REVISION_ROW_ID, changes, clusters
+from hub.store.tables import revision as revision_table
+from shared.models import InternalServiceExport, WatchEvent
+from shared.timefmt import utcnow
+
+
+@dataclass(frozen=True)
+class ChangeRecord:
+    """One record's change in a write, before its revision is known."""
+
+    type: str  # ADDED / MODIFIED / DELETED
+    cluster_id: str
+    namespace: str
+    name: str
+    object: InternalServiceExport  # the record after the change (the last state for DELETED)
+
+
+def prune_step(history_limit: int) -> int:
+    """How often (in revisions) a write prunes: a tenth of the history, 1..1000."""
+    return max(1, min(1000, history_limit // 10))
+
+
+async def allocate_revisions(
+    conn: AsyncConnection, *, count: int, history_limit: int, postgres: bool
+) -> int:
+    """Take `count` revisions; answer the newest. Call LAST in the write (see module doc)."""
+    newest = (
+        await conn.execute(
+            update(revision_table)
+            .where(revision_table.c.id == REVISION_ROW_ID)
+            .values(value=revision_table.c.value + count)
+            .returning(revision_table.c.value)
+        )
+    ).scalar_one()
+    step = prune_step(history_limit)
+    if (newest - count) // step != newest // step and newest > history_limit:
+        horizon = newest - history_limit
+        await conn.execute(delete(changes).where(changes.c.revision <= horizon))
+        # Only this transaction can move the watermark (it holds the counter row), and
+        # horizons only grow, so a plain assignment keeps it monotonic.
+        await conn.execute(
+            update(revision_table)
+            .where(revision_table.c.id == REVISION_ROW_ID)
+            .values(pruned_through=horizon)
+        )
+    if postgres:
+        # Delivered to every LISTENer when (and only if) this transaction commits.
+        await conn.execute(
+            text("SELECT pg_notify(:channel, :payload)"),
+            {"channel": CHANNEL, "payload": str(newest)},
+        )
+    return newest
+
+
+async def insert_changes(
+    conn: AsyncConnection, records: Sequence[tuple[int, ChangeRecord]]
+) -> None:
+    """Keep each (revision, change) in the history the watch replays."""
+    if not records:
+        return
+    await conn.execute(
+        changes.insert(),
+        [
+            {
+                "revision": rev,
+                "cluster_id": rec.cluster_id,
+                "namespace": rec.namespace,
+                "name": rec.name,
+                "type": rec.type,
+                "object": codec.export_to_text(rec.object),
+            }
+            for rev, rec in records
+        ],
+    )
+
+
+async def read_current_revision(conn: AsyncConnection) -> int:
+    value = (
+        await conn.execute(
+            select(revision_table.c.value).where(revision_table.c.id == REVISION_ROW_ID)
+        )
+    ).scalar_one()
+    return int(value)
+
+
+class Feed:
+    """Readers of the change feed."""
+
+    def __init__(self, ctx: StoreContext) -> None:
+        self._ctx = ctx
+
+    async def current_revision(self) -> int:
+        async with self._ctx.read() as conn:
+            return await read_current_revision(conn)
+
+    async def changes_since(
+        self, *, revision: int, cluster_id: str | None = None, limit: int = 500
+    ) -> list[WatchEvent]:
+        """Every retained change after `revision` (of one cluster, when given), oldest first.
+
+        At most `limit` events; ask again from the last one's resourceVersion for more.
+        Raises Gone when a change after `revision` has been pruned from the history.
+        """
+        if revision < 0:
+            raise ValueError(f"revision must be 0 or more, got {revision}")
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        query = (
+            select(changes.c.revision, changes.c.type, changes.c.object, clusters.c.last_heartbeat)
+            .select_from(changes.outerjoin(clusters, clusters.c.name == changes.c.cluster_id))
+            .where(changes.c.revision > revision)
+            .order_by(changes.c.revision)
+            .limit(limit)
+        )
+        if cluster_id is not None:
+            query = query.where(changes.c.cluster_id == cluster_id)
+        async with self._ctx.read() as conn:
+            rows = (await conn.execute(query)).all()
+            # Checked AFTER reading: a prune that committed in between makes us answer Gone
+            # (conservative), never a silently incomplete replay.
+            pruned = (
+                await conn.execute(
+                    select(revision_table.c.pruned_through).where(
+                        revision_table.c.id == REVISION_ROW_ID
+                    )
+                )
+            ).scalar_one()
+        if revision < pruned:
+            raise Gone(
+                f"revision {revision} is older than the retained history "
+                f"(changes up to {pruned} were pruned); relist and watch from the list's "
+                "resourceVersion"
+            )
+        now = utcnow()
+        events = []
+        for row in rows:
+            state = codec.export_cluster_state(
+                codec.cluster_state(row.last_heartbeat, now=now, ttl=self._ctx.cluster_ttl)
+            )
+            events.append(
+                WatchEvent(
+                    type=row.type,
+                    object=codec.export_from_text(row.object, cluster_state=state),
+                )
+            )
+        return events
+
+    # The interface the API codes against names it `timeout`.
+    async def wait_for_change(self, *, after: int, timeout: float) -> int:  # noqa: ASYNC109
+        """The newest revision known once it is above `after`, or `after` after `timeout` s.
+
+        Woken by commits of this process and, on PostgreSQL, of every hub replica.
+        """
+        return await self._ctx.notifier.wait(after=after, timeout=timeout)

@@ -1,0 +1,43 @@
+"""Opaque continue tokens for keyset paging.
+
+A token is the urlsafe base64 of a small JSON object holding the last key of the page
+and which listing it belongs to. Paging by key (`WHERE (namespace, name, …) > token`)
+rather than by offset costs the same on page 1000 as on page 1, and never skips or
+repeats a row that existed throughout the listing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+
+
+def encode(kind: str, key: tuple[str, ...]) -> str:
+    raw = json.dumps({"v": 1, "kind": kind, "key": list(key)}, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode(kind: str, token: str, *, width: int) -> tuple[str, ...]:
+    """The last key of the previous page; ValueError naming the problem otherwise."""
+    try:
+        padded = token + "=" * (-len(token) % 4)
+        data = json.loads(base64.urlsafe_b64decode(padded.encode()))
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise ValueError("continue token is malformed; start the listing again") from None
+    key = data.get("key") if isinstance(data, dict) else None
+    if (
+        not isinstance(data, dict)
+        or data.get("v") != 1
+        or data.get("kind") != kind
+        or not isinstance(key, list)
+        or len(key) != width
+        or not all(isinstance(part, str) for part in key)
+    ):
+        raise ValueError(f"continue token does not belong to a {kind} listing")
+    return tuple(key)
+
+
+def check_limit(limit: int | None) -> None:
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")

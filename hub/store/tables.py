@@ -1,0 +1,163 @@
+"""The hub's tables, as SQLAlchemy Core metadata (the migrations create the same schema).
+
+Why the columns look the way they do:
+
+* Key columns (`cluster_id`, `namespace`, `name`) use `COLLATE "C"` on PostgreSQL, so SQL
+  orders them by code point exactly like Python's `sorted` and SQLite's BINARY collation.
+  The precedence order of SPEC §3 (`exportCreationTimestamp`, then `clusterId`) is then
+  the same whichever database answers, and multi-key lock orders agree with Python's.
+* Timestamps go through `UTCDateTime`: always stored as UTC, so SQLite's fixed-width text
+  form sorts chronologically and PostgreSQL's `timestamptz` compares the same way.
+* JSON lives in `Text` columns holding canonical (sorted keys, compact) JSON. The decided
+  properties of SPEC §3 get a column each so that SQL can compare them with the winner's
+  (`first_value(...) OVER (PARTITION BY namespace, name ORDER BY ...)`) for fleet-wide
+  questions without loading rows into Python.
+* `service_imports` doubles as the per-key lock row: every write of a key first locks it.
+* `revision` is a one-row counter; `changes` the retained history that the watch feed
+  replays (SPEC §4.3).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Dialect,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    false,
+)
+
+NAME_LENGTH = 63
+
+
+def key_string() -> String:
+    """A name column ordered by code point on both databases."""
+    return String(NAME_LENGTH).with_variant(String(NAME_LENGTH, collation="C"), "postgresql")  # type: ignore[return-value]
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """An aware datetime stored as UTC; naive values are refused, results are aware UTC."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if not isinstance(value, datetime) or value.tzinfo is None:
+            raise ValueError(f"timestamp must be an aware datetime, got {value!r}")
+        utc = value.astimezone(UTC)
+        # SQLite stores text; a naive UTC value gives one fixed-width, sortable form.
+        return utc.replace(tzinfo=None) if dialect.name == "sqlite" else utc
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)  # type: ignore[no-any-return]
+        return value.astimezone(UTC)  # type: ignore[no-any-return]
+
+
+metadata = MetaData()
+
+clusters = Table(
+    "clusters",
+    metadata,
+    Column("name", key_string(), primary_key=True),
+    Column("labels", Text, nullable=False, server_default="{}"),
+    # sha256 hex of the member token; the token itself is never stored (SPEC §4.4).
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("last_heartbeat", UTCDateTime, nullable=True),
+    Column("agent_version", String(64), nullable=True),
+    # Set by the first step of a cluster delete: new writes are refused while its exports
+    # are withdrawn batch by batch, and a crashed delete can be resumed.
+    Column("deleting", Boolean, nullable=False, server_default=false()),
+)
+
+exports = Table(
+    "exports",
+    metadata,
+    Column("cluster_id", key_string(), primary_key=True),
+    Column("namespace", key_string(), primary_key=True),
+    Column("name", key_string(), primary_key=True),
+    Column("export_creation_timestamp", UTCDateTime, nullable=False),
+    # The decided properties of SPEC §3, canonical JSON or plain text, comparable in SQL.
+    Column("type", String(32), nullable=False),
+    Column("session_affinity", String(32), nullable=False),
+    Column("session_affinity_config", Text, nullable=False),
+    Column("internal_traffic_policy", String(32), nullable=True),
+    Column("traffic_distribution", String(32), nullable=True),
+    Column("ip_families", Text, nullable=False),
+    Column("exported_labels", Text, nullable=False),
+    Column("exported_annotations", Text, nullable=False),
+    Column("ports", Text, nullable=False),
+    # The whole spec as the member sent it (canonical JSON of the wire form).
+    Column("spec", Text, nullable=False),
+    Column("annotations", Text, nullable=False, server_default="{}"),
+    # The Conflict condition (wire JSON); NULL only inside the transaction that inserts it.
+    Column("condition", Text, nullable=True),
+    Column("conflict", Boolean, nullable=False, server_default=false()),
+    Column("conflict_reasons", Text, nullable=False, server_default=""),
+    Column("resource_version", BigInteger, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    # The per-key precedence query of SPEC §3: WHERE namespace, name ORDER BY ect, cluster.
+    Index(
+        "ix_exports_key_precedence",
+        "namespace",
+        "name",
+        "export_creation_timestamp",
+        "cluster_id",
+    ),
+    # Paged listing of all exports in key order (and its keyset continue condition).
+    Index("ix_exports_key_cluster", "namespace", "name", "cluster_id", unique=True),
+    Index("ix_exports_conflict_key", "conflict", "namespace", "name", "cluster_id"),
+)
+
+service_imports = Table(
+    "service_imports",
+    metadata,
+    Column("namespace", key_string(), primary_key=True),
+    Column("name", key_string(), primary_key=True),
+    Column("spec", Text, nullable=False, server_default="{}"),
+    Column("status", Text, nullable=False, server_default="{}"),
+    Column("conflict", Boolean, nullable=False, server_default=false()),
+    Column("resource_version", BigInteger, nullable=False, server_default="0"),
+    Column("created_at", UTCDateTime, nullable=True),
+    Index("ix_service_imports_conflict_key", "conflict", "namespace", "name"),
+)
+
+# One row (id = 1): the newest revision handed out, and the newest revision pruned
+# from `changes` (a watch from below it is Gone).
+revision = Table(
+    "revision",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("value", BigInteger, nullable=False),
+    Column("pruned_through", BigInteger, nullable=False, server_default="0"),
+)
+
+changes = Table(
+    "changes",
+    metadata,
+    Column("revision", BigInteger, primary_key=True, autoincrement=False),
+    Column("cluster_id", key_string(), nullable=False),
+    Column("namespace", key_string(), nullable=False),
+    Column("name", key_string(), nullable=False),
+    Column("type", String(8), nullable=False),
+    Column("object", Text, nullable=False),
+    Index("ix_changes_cluster_revision", "cluster_id", "revision"),
+)
+
+REVISION_ROW_ID = 1
