@@ -1,0 +1,1 @@
+"""End-to-end tests: real hub and agent processes on loopback ports."""

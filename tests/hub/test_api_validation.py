@@ -1,0 +1,207 @@
+"""Refused input (SPEC §4.4): 413 for big bodies, 422 naming the field, nothing stored changes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from tests.hub.test_api_support import (
+    ADMIN,
+    Hub,
+    export_body,
+    export_path,
+    port,
+    running_hub,
+)
+
+LIMIT = 4096
+
+
+@pytest.fixture
+async def hub(database_url: str) -> AsyncIterator[Hub]:
+    async with running_hub(database_url, max_body_bytes=LIMIT) as running:
+        yield running
+
+
+async def _seeded(hub: Hub) -> tuple[dict[str, str], Any]:
+    east = (await hub.register("east"))["east"]
+    assert (await hub.put("east", east)).status_code == 201
+    return east, await hub.snapshot()
+
+
+def _big_body() -> dict[str, Any]:
+    return export_body("east", annotations={"big": "x" * (LIMIT * 2)})
+
+
+async def test_oversized_body_is_413_with_content_length(hub: Hub) -> None:
+    east, before = await _seeded(hub)
+    answer = await hub.client.put(export_path("east"), json=_big_body(), headers=east)
+    assert answer.status_code == 413
+    assert answer.json()["reason"] == "RequestEntityTooLarge"
+    assert str(LIMIT) in answer.json()["message"]
+    assert await hub.snapshot() == before
+
+
+async def test_oversized_chunked_body_without_content_length_is_413(hub: Hub) -> None:
+    east, before = await _seeded(hub)
+    payload = json.dumps(_big_body()).encode()
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(payload), 1000):
+            yield payload[start : start + 1000]
+
+    answer = await hub.client.put(
+        export_path("east"),
+        content=chunks(),
+        headers={**east, "Content-Type": "application/json"},
+    )
+    assert "content-length" not in {k.lower() for k in answer.request.headers}
+    assert answer.status_code == 413
+    assert await hub.snapshot() == before
+
+    # A chunked body within the limit goes through.
+    small = json.dumps(export_body("east", ports=[port(81, "http")])).encode()
+
+    async def small_chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(small), 100):
+            yield small[start : start + 100]
+
+    accepted = await hub.client.put(
+        export_path("east"),
+        content=small_chunks(),
+        headers={**east, "Content-Type": "application/json"},
+    )
+    assert accepted.status_code == 200, accepted.text
+
+
+def _with(body: dict[str, Any], path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
+    target: Any = body
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    return body
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda b: _with(b, ("spec", "ports", 0, "port"), 70000), "spec.ports[0].port"),
+        (
+            lambda b: _with(b, ("spec", "ports"), [port(80, "a"), port(0, "b")]),
+            "spec.ports[1].port",
+        ),
+        (lambda b: _with(b, ("spec", "type"), "LoadBalancer"), "spec.type"),
+        (lambda b: _with(b, ("spec", "ports", 0, "protocol"), "HTTP"), "spec.ports[0].protocol"),
+        (lambda b: _with(b, ("spec", "sessionAfinity"), "None"), "spec.sessionAfinity"),
+        (
+            lambda b: _with(b, ("spec", "serviceReference", "clusterId"), "west"),
+            "spec.serviceReference.clusterId",
+        ),
+        (
+            lambda b: _with(b, ("spec", "serviceReference", "exportCreationTimestamp"), "soon"),
+            "spec.serviceReference.exportCreationTimestamp",
+        ),
+    ],
+    ids=[
+        "port-out-of-range",
+        "second-port-zero",
+        "unknown-type",
+        "unknown-protocol",
+        "misspelt-field",
+        "cluster-mismatch",
+        "bad-timestamp",
+    ],
+)
+async def test_invalid_export_is_422_naming_the_field(hub: Hub, mutate: Any, field: str) -> None:
+    east, before = await _seeded(hub)
+    body = mutate(export_body("east", ports=[port(8080, "http")]))
+    answer = await hub.client.put(export_path("east"), json=body, headers=east)
+    assert answer.status_code == 422, answer.text
+    status = answer.json()
+    assert status["kind"] == "Status"
+    assert status["reason"] == "Invalid"
+    assert field in [c.get("field") for c in status["details"]["causes"]]
+    assert field in status["message"]
+    assert await hub.snapshot() == before
+
+
+async def test_path_names_are_validated_and_must_agree_with_the_body(hub: Hub) -> None:
+    east, before = await _seeded(hub)
+
+    bad_namespace = await hub.client.put(
+        "/api/v1/clusters/east/serviceexports/Bad_NS/web", json=export_body("east"), headers=east
+    )
+    assert bad_namespace.status_code == 422
+    assert "namespace" in bad_namespace.json()["message"]
+    assert "DNS-1123" in bad_namespace.json()["message"]
+
+    bad_name = await hub.client.get("/api/v1/clusters/east/serviceexports/demo/9web", headers=east)
+    assert bad_name.status_code == 422
+    assert "DNS-1035" in bad_name.json()["message"]
+
+    other_name = await hub.client.put(
+        export_path("east", name="api"), json=export_body("east"), headers=east
+    )
+    assert other_name.status_code == 422
+    assert other_name.json()["details"]["causes"][0]["field"] == "metadata.name"
+
+    other_ns = await hub.client.put(
+        export_path("east", namespace="prod"), json=export_body("east"), headers=east
+    )
+    assert other_ns.status_code == 422
+    assert other_ns.json()["details"]["causes"][0]["field"] == ("spec.serviceReference.namespace")
+
+    bad_cluster = await hub.client.get("/api/v1/clusters/East/serviceexports", headers=ADMIN)
+    assert bad_cluster.status_code == 422
+    assert "cluster" in bad_cluster.json()["message"]
+    assert await hub.snapshot() == before
+
+
+async def test_malformed_json_and_bad_queries_are_named(hub: Hub) -> None:
+    east, before = await _seeded(hub)
+    answer = await hub.client.put(
+        export_path("east"),
+        content=b'{"metadata": {"name": "web",',
+        headers={**east, "Content-Type": "application/json"},
+    )
+    assert answer.status_code == 422
+    assert "malformed JSON" in answer.json()["message"]
+
+    not_object = await hub.client.put(export_path("east"), json=[1, 2], headers=east)
+    assert not_object.status_code == 422
+
+    patch = await hub.client.patch(
+        export_path("east"),
+        json={"metadata": {"resourceVersion": "1", "labels": {"a": "b"}}},
+        headers=east,
+    )
+    assert patch.status_code == 422
+    assert "metadata.labels" in patch.json()["message"]
+
+    for query, field in (
+        ("limit=0", "limit"),
+        ("conflict=maybe", "conflict"),
+        ("watch=true&resourceVersion=abc", "resourceVersion"),
+    ):
+        bad = await hub.client.get(f"/api/v1/serviceexports?{query}", headers=ADMIN)
+        assert bad.status_code == 422, query
+        assert field in bad.json()["message"]
+
+    registration = await hub.client.post(
+        "/api/v1/clusters", json={"metadata": {"name": "Not A Name"}}, headers=ADMIN
+    )
+    assert registration.status_code == 422
+    assert "metadata.name" in registration.json()["message"]
+    assert await hub.snapshot() == before
+
+
+async def test_unknown_path_and_method_answer_status(hub: Hub) -> None:
+    missing = await hub.client.get("/api/v1/nothing", headers=ADMIN)
+    assert missing.status_code == 404
+    assert missing.json()["kind"] == "Status"
+    wrong_method = await hub.client.post("/healthz")
+    assert wrong_method.status_code == 405
+    assert wrong_method.json()["reason"] == "MethodNotAllowed"

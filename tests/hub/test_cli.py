@@ -1,0 +1,117 @@
+"""`python -m hub` refuses bad configuration at start (SPEC §7): exit 2, one line naming it.
+
+Each case runs the real program as a subprocess in an empty working directory, with a
+clean `MCSYNC_*` environment, and checks that stderr is exactly one line naming the flag
+or variable, that no secret is echoed, and that nothing was created on the way out.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_hub(
+    args: list[str], *, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MCSYNC_")}
+    clean["PYTHONPATH"] = str(REPO)
+    clean.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "hub", *args],
+        cwd=cwd,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "named", "problem"),
+    [
+        (["--port", "abc"], {}, "--port", "integer"),
+        (["serve", "--port", "0"], {}, "--port", "greater than or equal to 1"),
+        (["--cluster-ttl", "-1"], {}, "--cluster-ttl", "greater than 0"),
+        (["--log-format", "xml"], {}, "--log-format", "'json' or 'text'"),
+        (["--max-body-bytes", "lots"], {}, "--max-body-bytes", "integer"),
+        (["--min-agent-version", "banana"], {}, "--min-agent-version", "not a version"),
+        (["--database-url", "mysql://u@db/x"], {}, "--database-url", "unsupported"),
+        (["migrate", "--database-url", "ftp://x"], {}, "--database-url", "unsupported"),
+        ([], {"MCSYNC_PORT": "http"}, "MCSYNC_PORT", "integer"),
+        ([], {"MCSYNC_CLUSTER_TTL": "0"}, "MCSYNC_CLUSTER_TTL", "greater than 0"),
+        ([], {"MCSYNC_LOG_FORMAT": "yaml"}, "MCSYNC_LOG_FORMAT", "'json' or 'text'"),
+        ([], {"MCSYNC_MIGRATE": "perhaps"}, "MCSYNC_MIGRATE", "boolean"),
+        (["--no-such-flag"], {}, "--no-such-flag", "unrecognized"),
+        (["--reader-token-file", "missing-file"], {}, "--reader-token-file", "does not exist"),
+    ],
+)
+def test_bad_value_stops_at_start_with_one_line(
+    tmp_path: Path, args: list[str], env: dict[str, str], named: str, problem: str
+) -> None:
+    result = run_hub(args, cwd=tmp_path, env=env)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert named in lines[0]
+    assert problem in lines[0]
+    assert "Traceback" not in result.stderr
+    # A refused start leaves nothing behind: no database, no generated token file.
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unreachable_database_is_one_line_without_the_password(tmp_path: Path) -> None:
+    url = "postgresql://mcsync:hunter2secret@127.0.0.1:1/mcsync"
+    for args in (["--database-url", url], ["migrate", "--database-url", url]):
+        result = run_hub(args, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr
+        assert "--database-url" in lines[0]
+        assert "hunter2secret" not in result.stderr
+        assert list(tmp_path.iterdir()) == []
+
+
+def test_conflicting_token_sources_are_refused_without_echoing_the_token(tmp_path: Path) -> None:
+    result = run_hub(
+        ["--admin-token-file", "admin-token"],
+        cwd=tmp_path,
+        env={"MCSYNC_ADMIN_TOKEN": "very-secret-admin-token"},
+    )
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "MCSYNC_ADMIN_TOKEN" in result.stderr
+    assert "very-secret-admin-token" not in result.stderr
+
+
+def test_migrate_applies_the_schema_and_exits_0(tmp_path: Path) -> None:
+    result = run_hub(
+        ["migrate", "--database-url", f"sqlite:///{tmp_path / 'hub.db'}"], cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "hub.db").exists()
+    assert not (tmp_path / "mcsync-admin-token").exists()  # migrate needs no token
+
+    from hub.store import migrate
+
+    assert migrate.current(f"sqlite:///{tmp_path / 'hub.db'}") == migrate.head()
+
+
+def test_help_lists_every_flag_with_its_variable(tmp_path: Path) -> None:
+    result = run_hub(["serve", "--help"], cwd=tmp_path)
+    assert result.returncode == 0
+    for flag, variable in (
+        ("--port", "MCSYNC_PORT"),
+        ("--database-url", "MCSYNC_DATABASE_URL"),
+        ("--no-migrate", "MCSYNC_MIGRATE"),
+        ("--cluster-ttl", "MCSYNC_CLUSTER_TTL"),
+        ("--admin-token-file", "MCSYNC_ADMIN_TOKEN_FILE"),
+    ):
+        assert flag in result.stdout
+        assert variable in result.stdout

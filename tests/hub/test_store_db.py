@@ -1,0 +1,160 @@
+"""Database URLs and outages: plain URLs map to async drivers; a dead database is a 503."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+
+import pytest
+
+from hub.store import DatabaseUnavailable, Store
+from hub.store.db import async_url
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("sqlite:///tmp/x.db", "sqlite+aiosqlite:///tmp/x.db"),
+        ("sqlite+aiosqlite:////abs/x.db", "sqlite+aiosqlite:////abs/x.db"),
+        ("postgresql://mcsync@db:5432/hub", "postgresql+asyncpg://mcsync@db:5432/hub"),
+        ("postgres://u:p@db/hub", "postgresql+asyncpg://u:p@db/hub"),
+        ("postgresql+asyncpg://u@db/hub", "postgresql+asyncpg://u@db/hub"),
+    ],
+)
+def test_async_url(given: str, expected: str) -> None:
+    assert async_url(given) == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        ("mysql://u@db/hub", "unsupported database URL scheme 'mysql'"),
+        ("postgresql+psycopg://u@db/hub", "unsupported database URL scheme"),
+        ("postgresql://u@db", "names no database"),
+        ("not a url", "not a database URL"),
+    ],
+)
+def test_async_url_refuses(given: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        async_url(given)
+
+
+async def test_in_memory_sqlite_is_refused() -> None:
+    with pytest.raises(ValueError, match="in-memory"):
+        await Store.open("sqlite://")
+
+
+async def test_unreachable_postgres_is_database_unavailable() -> None:
+    with pytest.raises(DatabaseUnavailable, match="database unavailable"):
+        await Store.open("postgresql://nobody@127.0.0.1:1/none")
+
+
+async def test_unopenable_sqlite_is_database_unavailable(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(DatabaseUnavailable):
+        await Store.open(f"sqlite:///{tmp_path}/missing-dir/hub.db")
+
+
+async def test_store_refuses_bad_settings(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    url = f"sqlite:///{tmp_path}/hub.db"
+    with pytest.raises(ValueError, match="history_limit"):
+        await Store.open(url, history_limit=0)
+    with pytest.raises(ValueError, match="cluster_ttl"):
+        await Store.open(url, cluster_ttl=timedelta(0))
+
+
+async def test_outage_after_open_is_database_unavailable(database_url: str) -> None:
+    from tests.hub.test_store_support import open_store
+
+    store = await open_store(database_url)
+    await store.clusters.register("alpha", {})
+    if store.backend == "postgresql":
+        import asyncpg
+
+        from tests.conftest import postgres_admin_url
+
+        # Kill every connection to this database, as a server restart would.
+        name = database_url.rsplit("/", 1)[1]
+        admin = await asyncpg.connect(postgres_admin_url())
+        try:
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = $1 AND pid <> pg_backend_pid()",
+                name,
+            )
+        finally:
+            await admin.close()
+        # pool_pre_ping replaces the dead connections: the store recovers by itself
+        assert [c.metadata.name for c in await store.clusters.list()] == ["alpha"]
+    await store.close()
+
+
+class TcpProxy:
+    """A loopback TCP forwarder to PostgreSQL that the test can cut and restore."""
+
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self.target = (target_host, target_port)
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        await self._server.wait_closed()
+        self._writers.clear()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*self.target)
+        self._writers.update((writer, up_writer))
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.transport.abort()
+
+        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+async def test_postgres_outage_is_database_unavailable_and_recovers(database_url: str) -> None:
+    from urllib.parse import urlsplit, urlunsplit
+
+    from tests.hub.test_store_support import make_export, open_store
+
+    await open_store(database_url)  # migrate through the direct URL, then close
+    parts = urlsplit(database_url)
+    proxy = TcpProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+    await proxy.start()
+    user = f"{parts.username}@" if parts.username else ""
+    via_proxy = urlunsplit((parts.scheme, f"{user}127.0.0.1:{proxy.port}", parts.path, "", ""))
+    store = await Store.open(via_proxy)
+    try:
+        await store.clusters.register("alpha", {})
+        await proxy.stop()
+        with pytest.raises(DatabaseUnavailable):
+            await store.exports.put("alpha", make_export("alpha"))
+        with pytest.raises(DatabaseUnavailable):
+            await store.clusters.list()
+        with pytest.raises(DatabaseUnavailable):
+            await store.ping()
+
+        await proxy.start()  # same port: the database is back
+        result = await store.exports.put("alpha", make_export("alpha"))
+        assert result.created
+        assert [c.metadata.name for c in await store.clusters.list()] == ["alpha"]
+    finally:
+        await store.close()
+        with contextlib.suppress(Exception):
+            await proxy.stop()
