@@ -1,0 +1,18 @@
+"""A Kubernetes API emulator that the official `kubernetes` client talks to unchanged.
+
+Modules, one idea each:
+- `resources` — which resources are served and how each behaves (flags, not branches);
+- `store` — objects, the global resourceVersion counter, bounded event history, fan-out;
+- `registry` — the verbs with Kubernetes' rules (preconditions, generation, status
+  subresource, finalizers); `strategies` — per-kind defaulting/validation;
+- `selectors`, `patch` — label/field selectors, merge/strategic/JSON patches;
+- `watch` — NDJSON watch streams (replay, live, bookmarks, 410 Expired);
+- `discovery` — `/api`, `/apis`, `/version`; `app` — the ASGI app and `/emulator/…`
+  controls; `state` — one cluster's state plus test controls;
+- `server` — uvicorn in a thread; `__main__` — the same as a process.
+"""
+
+from tests.kube.emulator.server import EmulatorServer
+from tests.kube.emulator.state import EmulatorState, RequestRecord
+
+__all__ = ["EmulatorServer", "EmulatorState", "RequestRecord"]

@@ -1,0 +1,56 @@
+"""Run one emulated cluster as a process: `python -m tests.kube.emulator --port N`.
+
+Prints exactly one ready line, `emulator listening on http://HOST:PORT`, once the socket
+accepts connections (port 0 picks a free port and the line says which), then serves until
+SIGTERM/SIGINT. With `--kubeconfig PATH` it also writes a kubeconfig for the cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tests.kube.emulator.kubeconfig import write_kubeconfig
+from tests.kube.emulator.resources import parse_mcs_versions
+from tests.kube.emulator.server import bind_socket, make_server
+from tests.kube.emulator.state import EmulatorState
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tests.kube.emulator",
+                                     description="Kubernetes API emulator for mcsync tests")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--mcs-versions", default="v1beta1,v1alpha1",
+                        help="served MCS versions, preferred first (default: %(default)s)")
+    parser.add_argument("--history", type=int, default=1000,
+                        help="watch events retained (default: %(default)s)")
+    parser.add_argument("--bookmark-interval", type=float, default=5.0,
+                        help="seconds between watch BOOKMARK events (default: %(default)s)")
+    parser.add_argument("--kubeconfig", type=Path, default=None,
+                        help="also write a kubeconfig for this cluster here")
+    parser.add_argument("--name", default="emulated", help="cluster name in the kubeconfig")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        versions = parse_mcs_versions(args.mcs_versions)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    state = EmulatorState(mcs_versions=versions, history=args.history,
+                          bookmark_interval=args.bookmark_interval)
+    sock = bind_socket(args.host, args.port)
+    url = f"http://{args.host}:{sock.getsockname()[1]}"
+    if args.kubeconfig is not None:
+        write_kubeconfig(args.kubeconfig, name=args.name, url=url)
+    print(f"emulator listening on {url}", flush=True)
+    make_server(state).run(sockets=[sock])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

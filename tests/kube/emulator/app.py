@@ -1,0 +1,336 @@
+"""The ASGI app: Kubernetes REST paths -> registry verbs, and `/emulator/…` test controls.
+
+URL layout served (namespaced resources; `{base}` is `/api/v1` or `/apis/{group}/{version}`):
+    GET  {base}/{plural}                                   list / watch, all namespaces
+    GET  POST  {base}/namespaces/{ns}/{plural}             list / watch, create
+    GET  PUT  PATCH  DELETE  {base}/namespaces/{ns}/{plural}/{name}
+    GET  PUT  PATCH  {base}/namespaces/{ns}/{plural}/{name}/status
+plus discovery. Paths are parsed by hand rather than with one route per shape so every
+unknown path or verb gets the Kubernetes `Status` a client expects (404 NotFound, 405
+MethodNotAllowed), and so each request is counted once under its verb and resource.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.kube.emulator import discovery, errors
+from tests.kube.emulator.errors import KubeError
+from tests.kube.emulator.resources import ResourceType
+from tests.kube.emulator.selectors import (
+    allowed_fields,
+    parse_field_selector,
+    parse_label_selector,
+)
+from tests.kube.emulator.state import EmulatorState, RequestRecord
+from tests.kube.emulator.store import Obj
+from tests.kube.emulator.watch import WatchRequest, stream_watch
+
+TRUE = ("true", "1")
+
+
+def _json(body: Any, code: int = 200) -> JSONResponse:
+    return JSONResponse(body, status_code=code)
+
+
+def _error(exc: KubeError) -> JSONResponse:
+    return _json(exc.status(), exc.code)
+
+
+class ResourceRequest:
+    """A parsed resource URL: which resource, version, namespace, name and subresource."""
+
+    def __init__(self, rt: ResourceType, version: str, namespace: str | None,
+                 name: str | None, subresource: str | None) -> None:
+        self.rt = rt
+        self.version = version
+        self.namespace = namespace
+        self.name = name
+        self.subresource = subresource
+
+    @property
+    def api_version(self) -> str:
+        return self.rt.api_version(self.version)
+
+    @property
+    def counted_resource(self) -> str:
+        return f"{self.rt.plural}/{self.subresource}" if self.subresource else self.rt.plural
+
+
+class EmulatorApp:
+    """Builds the Starlette app around one `EmulatorState`."""
+
+    def __init__(self, state: EmulatorState) -> None:
+        self.state = state
+        self.app = Starlette(routes=[
+            Route("/emulator/{action:path}", self.control, methods=["GET", "POST", "DELETE"]),
+            Route("/{path:path}", self.dispatch,
+                  methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
+        ])
+
+    # -- rendering -----------------------------------------------------------------------
+
+    @staticmethod
+    def render(rr: ResourceRequest, obj: Obj) -> Obj:
+        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        return {"apiVersion": rr.api_version, "kind": rr.rt.kind, **body}
+
+    # -- dispatch ------------------------------------------------------------------------
+
+    async def dispatch(self, request: Request) -> Response:
+        if self.state.paused:
+            return _error(errors.service_unavailable())
+        parts = [p for p in request.url.path.split("/") if p]
+        try:
+            doc = self._discovery(request, parts)
+            if doc is not None:
+                if request.method != "GET":
+                    raise errors.method_not_allowed(request.method)
+                return _json(doc)
+            rr = self._parse(parts)
+            return await self._serve(request, rr)
+        except KubeError as exc:
+            return _error(exc)
+
+    def _discovery(self, request: Request, parts: list[str]) -> dict[str, Any] | None:
+        catalog = self.state.catalog
+        if parts == ["version"]:
+            return discovery.version()
+        if parts == ["api"]:
+            return discovery.api_versions(request.url.netloc)
+        if parts == ["api", "v1"]:
+            return discovery.resource_list(catalog, "", "v1")
+        if parts == ["apis"]:
+            return discovery.api_group_list(catalog)
+        if len(parts) == 2 and parts[0] == "apis":
+            doc = discovery.api_group(catalog, parts[1])
+            if doc is None:
+                raise errors.resource_not_found()
+            return doc
+        if len(parts) == 3 and parts[0] == "apis":
+            doc = discovery.resource_list(catalog, parts[1], parts[2])
+            if doc is None:
+                raise errors.resource_not_found()
+            return doc
+        return None
+
+    def _parse(self, parts: list[str]) -> ResourceRequest:
+        if parts[:2] == ["api", "v1"]:
+            group, version, rest = "", "v1", parts[2:]
+        elif len(parts) > 3 and parts[0] == "apis":
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise errors.resource_not_found()
+        namespace: str | None = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if not 1 <= len(rest) <= 3:
+            raise errors.resource_not_found()
+        rt = self.state.catalog.lookup(group, version, rest[0])
+        if rt is None or (namespace is None and len(rest) > 1):
+            raise errors.resource_not_found()
+        name = rest[1] if len(rest) > 1 else None
+        sub = rest[2] if len(rest) > 2 else None
+        if sub is not None and (sub != "status" or not rt.has_status):
+            raise errors.resource_not_found()
+        return ResourceRequest(rt, version, namespace, name, sub)
+
+    async def _serve(self, request: Request, rr: ResourceRequest) -> Response:
+        method = request.method
+        q = request.query_params
+        if rr.name is None:
+            if method == "GET":
+                verb = "watch" if q.get("watch", "").lower() in TRUE else "list"
+            elif method == "POST" and rr.namespace is not None:
+                verb = "create"
+            else:
+                raise errors.method_not_allowed(method)
+        else:
+            verb = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(
+                method, "")
+            if not verb or (rr.subresource and verb == "delete"):
+                raise errors.method_not_allowed(method)
+        response: Response
+        try:
+            response = await getattr(self, f"_{verb}")(request, rr)
+        except KubeError as exc:
+            response = _error(exc)
+        self.state.record(RequestRecord(verb, rr.counted_resource, rr.namespace, rr.name,
+                                        response.status_code))
+        return response
+
+    # -- verbs ---------------------------------------------------------------------------
+
+    async def _body(self, request: Request, rr: ResourceRequest, *, typed: bool) -> Any:
+        raw = await request.body()
+        if not raw:
+            raise errors.bad_request("the request body is empty")
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            raise errors.bad_request(f"couldn't decode the request body as JSON: {exc}") from exc
+        if typed and isinstance(body, dict):
+            api_version, kind = body.get("apiVersion"), body.get("kind")
+            if api_version and api_version != rr.api_version:
+                raise errors.bad_request(
+                    f"the API version in the data ({api_version}) does not match the expected "
+                    f"API version ({rr.api_version})")
+            if kind and kind != rr.rt.kind:
+                raise errors.bad_request(
+                    f"the kind in the data ({kind}) does not match the expected kind "
+                    f"({rr.rt.kind})")
+        return body
+
+    def _name(self, rr: ResourceRequest) -> str:
+        assert rr.name is not None
+        return rr.name
+
+    async def _get(self, request: Request, rr: ResourceRequest) -> Response:
+        return _json(self.render(rr, self.state.registry.get(rr.rt, rr.namespace,
+                                                             self._name(rr))))
+
+    def _selectors(self, request: Request, rr: ResourceRequest) -> tuple[Any, Any]:
+        q = request.query_params
+        return (
+            parse_label_selector(q.get("labelSelector")),
+            parse_field_selector(q.get("fieldSelector"), allowed=allowed_fields(rr.rt.plural)),
+        )
+
+    async def _list(self, request: Request, rr: ResourceRequest) -> Response:
+        labels, fields = self._selectors(request, rr)
+        q = request.query_params
+        limit = _int_param(q.get("limit"), "limit")
+        page = self.state.registry.list(
+            rr.rt, rr.namespace, labels=labels, fields=fields, limit=limit,
+            continue_token=q.get("continue") or None,
+        )
+        meta: dict[str, Any] = {"resourceVersion": str(page.resource_version)}
+        if page.continue_token:
+            meta["continue"] = page.continue_token
+        if page.remaining is not None:
+            meta["remainingItemCount"] = page.remaining
+        # Built-in lists omit apiVersion/kind on items; custom resource lists carry them.
+        items = [self.render(rr, o) if rr.rt.custom else o for o in page.items]
+        return _json({"apiVersion": rr.api_version, "kind": rr.rt.list_kind,
+                      "metadata": meta, "items": items})
+
+    async def _watch(self, request: Request, rr: ResourceRequest) -> Response:
+        labels, fields = self._selectors(request, rr)
+        q = request.query_params
+        rv_text = q.get("resourceVersion") or ""
+        since = _int_param(rv_text, "resourceVersion") if rv_text else None
+        timeout = _int_param(q.get("timeoutSeconds"), "timeoutSeconds")
+        req = WatchRequest(
+            rt=rr.rt, api_version=rr.api_version, namespace=rr.namespace, labels=labels,
+            fields=fields, since_rv=since or None,  # "0" means "any": start from current state
+            timeout=float(timeout) if timeout else self.state.default_watch_timeout,
+            bookmarks=q.get("allowWatchBookmarks", "").lower() in TRUE,
+            bookmark_interval=self.state.bookmark_interval,
+        )
+        return StreamingResponse(
+            stream_watch(self.state.store, req, lambda o: self.render(rr, o)),
+            media_type="application/json",
+        )
+
+    async def _create(self, request: Request, rr: ResourceRequest) -> Response:
+        body = await self._body(request, rr, typed=True)
+        obj = self.state.registry.create(rr.rt, rr.namespace, body)
+        return _json(self.render(rr, obj), 201)
+
+    async def _update(self, request: Request, rr: ResourceRequest) -> Response:
+        body = await self._body(request, rr, typed=True)
+        obj = self.state.registry.update(rr.rt, rr.namespace, self._name(rr), body,
+                                         status=rr.subresource == "status")
+        return _json(self.render(rr, obj))
+
+    async def _patch(self, request: Request, rr: ResourceRequest) -> Response:
+        content_type = request.headers.get("content-type", "")
+        body = await self._body(request, rr, typed=False)
+        obj = self.state.registry.patch(
+            rr.rt, rr.namespace, self._name(rr), body, content_type,
+            api_version=rr.api_version, status=rr.subresource == "status",
+        )
+        return _json(self.render(rr, obj))
+
+    async def _delete(self, request: Request, rr: ResourceRequest) -> Response:
+        raw = await request.body()
+        options: Any = None
+        if raw:
+            try:
+                options = json.loads(raw)
+            except ValueError as exc:
+                raise errors.bad_request(f"couldn't decode DeleteOptions: {exc}") from exc
+        obj, deleted = self.state.registry.delete(rr.rt, rr.namespace, self._name(rr), options)
+        if deleted and not rr.rt.returns_deleted_object:
+            return _json({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": obj["metadata"]["name"], "group": rr.rt.group,
+                            "kind": rr.rt.plural, "uid": obj["metadata"]["uid"]},
+            })
+        return _json(self.render(rr, obj))
+
+    # -- test controls -------------------------------------------------------------------
+
+    async def control(self, request: Request) -> Response:
+        action = request.path_params["action"].strip("/")
+        state = self.state
+        method = request.method
+        if (method, action) == ("GET", "state"):
+            return _json(self._summary())
+        if (method, action) == ("POST", "compact"):
+            return _json({"compactedResourceVersion": str(state.compact())})
+        if (method, action) == ("POST", "close-watches"):
+            return _json({"closed": state.close_watches()})
+        if (method, action) == ("POST", "pause"):
+            state.pause(close_watches=request.query_params.get("closeWatches", "true") in TRUE)
+            return _json(self._summary())
+        if (method, action) == ("POST", "unpause"):
+            state.unpause()
+            return _json(self._summary())
+        if (method, action) == ("GET", "requests"):
+            return _json({"counts": [
+                {"verb": v, "resource": r, "count": n}
+                for (v, r), n in sorted(state.request_counts().items())
+            ]})
+        if (method, action) == ("DELETE", "requests"):
+            state.reset_request_counts()
+            return _json({})
+        if (method, action) == ("POST", "inject-conflict"):
+            try:
+                spec = json.loads(await request.body())
+                state.inject_conflict(spec["resource"], spec.get("namespace"), spec["name"],
+                                      int(spec.get("times", 1)))
+            except (ValueError, KeyError, TypeError) as exc:
+                return _error(errors.bad_request(
+                    f"inject-conflict wants {{resource, namespace, name, times}}: {exc}"))
+            return _json({})
+        return _error(errors.resource_not_found())
+
+    def _summary(self) -> dict[str, Any]:
+        return {
+            "resourceVersion": str(self.state.resource_version),
+            "compactedResourceVersion": str(self.state.store.compacted_rv),
+            "paused": self.state.paused,
+            "openWatches": self.state.open_watches(),
+            "mcsVersions": list(self.state.mcs_versions),
+        }
+
+
+def _int_param(text: str | None, name: str) -> int | None:
+    if text is None or text == "":
+        return None
+    try:
+        return int(text)
+    except ValueError as exc:
+        raise errors.bad_request(f"invalid {name} {text!r}: must be an integer") from exc
+
+
+def create_app(state: EmulatorState) -> Starlette:
+    """The ASGI app serving `state`."""
+    return EmulatorApp(state).app

@@ -1,0 +1,126 @@
+"""The resource types the emulator serves, and how each one behaves.
+
+One `ResourceType` per served resource says where it lives in the URL space, which
+versions serve it, and which registry behaviours apply (status subresource, generation,
+what DELETE answers). Every other module reads these flags instead of special-casing
+resource names, so adding a resource is one entry here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from shared.constants import MCS_GROUP, MCS_SERVICEEXPORT_KIND, MCS_SERVICEEXPORT_PLURAL
+
+COORDINATION_GROUP = "coordination.k8s.io"
+DEFAULT_MCS_VERSIONS: tuple[str, ...] = ("v1beta1", "v1alpha1")
+KNOWN_MCS_VERSIONS = frozenset(DEFAULT_MCS_VERSIONS)
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    """A served resource: URL coordinates plus the registry behaviours that apply to it."""
+
+    group: str  # "" for the core group
+    versions: tuple[str, ...]  # served versions, preferred first
+    plural: str
+    singular: str
+    kind: str
+    namespaced: bool = True
+    has_status: bool = False  # status subresource: main endpoint ignores .status
+    tracks_generation: bool = True  # metadata.generation bumped on non-metadata/status change
+    returns_deleted_object: bool = True  # DELETE answers the object, else a Status
+    custom: bool = False  # a CRD: list items carry apiVersion/kind, no strategic merge
+    short_names: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = (
+        "create", "delete", "get", "list", "patch", "update", "watch",
+    )
+
+    @property
+    def storage_key(self) -> str:
+        """Key shared by all versions of the resource (one storage, several versions)."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def group_resource(self) -> str:
+        """`services` or `serviceexports.multicluster.x-k8s.io`, as Kubernetes messages say."""
+        return self.storage_key
+
+    def api_version(self, version: str) -> str:
+        return f"{self.group}/{version}" if self.group else version
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+
+SERVICES = ResourceType(
+    group="", versions=("v1",), plural="services", singular="service", kind="Service",
+    has_status=True, short_names=("svc",),
+)
+EVENTS = ResourceType(
+    group="", versions=("v1",), plural="events", singular="event", kind="Event",
+    tracks_generation=False, returns_deleted_object=False, short_names=("ev",),
+)
+LEASES = ResourceType(
+    group=COORDINATION_GROUP, versions=("v1",), plural="leases", singular="lease",
+    kind="Lease", returns_deleted_object=False,
+)
+
+
+def service_exports(versions: Iterable[str]) -> ResourceType:
+    return ResourceType(
+        group=MCS_GROUP, versions=tuple(versions), plural=MCS_SERVICEEXPORT_PLURAL,
+        singular="serviceexport", kind=MCS_SERVICEEXPORT_KIND, has_status=True, custom=True,
+        short_names=("svcex",),
+    )
+
+
+def parse_mcs_versions(text: str) -> tuple[str, ...]:
+    """`"v1beta1,v1alpha1"` -> versions in the given order; rejects unknown or empty lists."""
+    versions = tuple(v.strip() for v in text.split(",") if v.strip())
+    unknown = [v for v in versions if v not in KNOWN_MCS_VERSIONS]
+    if not versions or unknown:
+        raise ValueError(
+            f"MCS versions must be a non-empty subset of {sorted(KNOWN_MCS_VERSIONS)}, "
+            f"got {text!r}"
+        )
+    return versions
+
+
+class ResourceCatalog:
+    """All resources of one emulated cluster, looked up by (group, version, plural)."""
+
+    def __init__(self, *, mcs_versions: Iterable[str] = DEFAULT_MCS_VERSIONS) -> None:
+        versions = tuple(mcs_versions)
+        if not versions or any(v not in KNOWN_MCS_VERSIONS for v in versions):
+            raise ValueError(f"unsupported MCS versions {versions!r}")
+        self.mcs_versions = versions
+        self.types: tuple[ResourceType, ...] = (
+            SERVICES, EVENTS, LEASES, service_exports(versions),
+        )
+
+    def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
+        for rt in self.types:
+            if rt.group == group and rt.plural == plural and version in rt.versions:
+                return rt
+        return None
+
+    def by_plural(self, plural: str) -> ResourceType:
+        """The resource whose plural (or storage key) is given, for in-process test helpers."""
+        for rt in self.types:
+            if plural in (rt.plural, rt.storage_key):
+                return rt
+        raise KeyError(plural)
+
+    def groups(self) -> dict[str, tuple[str, ...]]:
+        """Non-core groups and their served versions, preferred first."""
+        out: dict[str, tuple[str, ...]] = {}
+        for rt in self.types:
+            if rt.group and rt.group not in out:
+                out[rt.group] = rt.versions
+        return out
+
+    def in_group_version(self, group: str, version: str) -> list[ResourceType]:
+        return [rt for rt in self.types if rt.group == group and version in rt.versions]

@@ -1,0 +1,155 @@
+"""One emulated cluster's state plus the test controls, usable in-process or over HTTP.
+
+`EmulatorState` is what a test holds (`kube_cluster.state`): it owns the store and the
+registry, and adds what only tests need — compact the history, close every watch, pause
+the apiserver (503 to everything), count requests per verb and resource, make the next
+update of an object fail with 409 — and small helpers to seed or inspect objects without
+going through HTTP. The agent never sees any of this; the same controls are served under
+`/emulator/…` for tests that drive an emulator running as a separate process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import Any
+
+from tests.kube.emulator.registry import Registry
+from tests.kube.emulator.resources import DEFAULT_MCS_VERSIONS, ResourceCatalog, ResourceType
+from tests.kube.emulator.selectors import FieldSelector, LabelSelector
+from tests.kube.emulator.store import Obj, Store
+
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One API request the emulator served (or refused), for assertions in tests."""
+
+    verb: str  # get, list, watch, create, update, patch, delete
+    resource: str  # plural, with "/status" for the subresource
+    namespace: str | None
+    name: str | None
+    code: int
+
+
+class EmulatorState:
+    """Objects, history and test controls of one emulated member cluster."""
+
+    def __init__(
+        self,
+        *,
+        mcs_versions: tuple[str, ...] | list[str] = DEFAULT_MCS_VERSIONS,
+        history: int = 1000,
+        bookmark_interval: float = 5.0,
+        default_watch_timeout: float = 1800.0,
+    ) -> None:
+        self.catalog = ResourceCatalog(mcs_versions=mcs_versions)
+        self.store = Store(history=history)
+        self.registry = Registry(self.store)
+        self.bookmark_interval = bookmark_interval
+        self.default_watch_timeout = default_watch_timeout
+        self._paused = threading.Event()
+        self._lock = threading.Lock()
+        self._counts: Counter[tuple[str, str]] = Counter()
+        self._log: deque[RequestRecord] = deque(maxlen=10_000)
+
+    @property
+    def mcs_versions(self) -> tuple[str, ...]:
+        return self.catalog.mcs_versions
+
+    @property
+    def resource_version(self) -> int:
+        return self.store.resource_version
+
+    # -- controls ------------------------------------------------------------------------
+
+    def compact(self) -> int:
+        """Drop the event history: a watch from any older resourceVersion now gets 410."""
+        return self.store.compact()
+
+    def close_watches(self) -> int:
+        """End every open watch stream; answers how many were open."""
+        return self.store.close_watches()
+
+    def open_watches(self) -> int:
+        return self.store.open_watches()
+
+    def pause(self, *, close_watches: bool = True) -> None:
+        """Simulate an apiserver outage: 503 to every API request until `unpause()`.
+
+        Open watches are closed too (an outage breaks them), unless told otherwise.
+        """
+        self._paused.set()
+        if close_watches:
+            self.store.close_watches()
+
+    def unpause(self) -> None:
+        self._paused.clear()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused.is_set()
+
+    def inject_conflict(self, resource: str, namespace: str | None, name: str,
+                        times: int = 1) -> None:
+        """The next `times` updates/patches of this object (main or status) answer 409."""
+        self.registry.inject_conflict(self.catalog.by_plural(resource), namespace, name, times)
+
+    # -- request accounting ----------------------------------------------------------------
+
+    def record(self, record: RequestRecord) -> None:
+        with self._lock:
+            self._counts[(record.verb, record.resource)] += 1
+            self._log.append(record)
+
+    def request_counts(self) -> dict[tuple[str, str], int]:
+        """{(verb, resource): count}, e.g. {("patch", "serviceexports/status"): 3}."""
+        with self._lock:
+            return dict(self._counts)
+
+    def count(self, verb: str | None = None, resource: str | None = None) -> int:
+        """Requests matching `verb` and `resource` (None matches any)."""
+        with self._lock:
+            return sum(
+                n for (v, r), n in self._counts.items()
+                if (verb is None or v == verb) and (resource is None or r == resource)
+            )
+
+    def writes(self, resource: str) -> int:
+        """Create/update/patch/delete requests on `resource` (e.g. "services")."""
+        return sum(self.count(v, resource) for v in WRITE_VERBS)
+
+    def requests(self) -> list[RequestRecord]:
+        with self._lock:
+            return list(self._log)
+
+    def reset_request_counts(self) -> None:
+        with self._lock:
+            self._counts.clear()
+            self._log.clear()
+
+    # -- in-process object helpers (no HTTP, same rules, watchers see the events) ----------
+
+    def _rt(self, resource: str) -> ResourceType:
+        return self.catalog.by_plural(resource)
+
+    def create(self, resource: str, namespace: str | None, obj: dict[str, Any]) -> Obj:
+        return self.registry.create(self._rt(resource), namespace, obj)
+
+    def get(self, resource: str, namespace: str | None, name: str) -> Obj | None:
+        return self.store.get(self.registry.key(self._rt(resource), namespace, name))
+
+    def list(self, resource: str, namespace: str | None = None) -> list[Obj]:
+        return self.registry.list(
+            self._rt(resource), namespace, labels=LabelSelector(), fields=FieldSelector()
+        ).items
+
+    def update(self, resource: str, namespace: str | None, obj: dict[str, Any], *,
+               status: bool = False) -> Obj:
+        name = obj["metadata"]["name"]
+        return self.registry.update(self._rt(resource), namespace, name, obj, status=status)
+
+    def delete(self, resource: str, namespace: str | None, name: str) -> Obj:
+        return self.registry.delete(self._rt(resource), namespace, name)[0]

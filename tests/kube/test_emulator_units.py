@@ -1,0 +1,103 @@
+"""Table-driven tests of the emulator's pure pieces: selectors and patch formats."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.kube.emulator.errors import KubeError
+from tests.kube.emulator.patch import apply_patch, json_patch, merge_patch
+from tests.kube.emulator.selectors import (
+    COMMON_FIELDS,
+    parse_field_selector,
+    parse_label_selector,
+)
+
+
+def _obj(labels: dict[str, str] | None = None, name: str = "x", ns: str = "a") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": ns, "labels": labels or {}}}
+
+
+@pytest.mark.parametrize(("selector", "labels", "expected"), [
+    ("", {}, True),
+    ("app=web", {"app": "web"}, True),
+    ("app=web", {"app": "api"}, False),
+    ("app==web", {"app": "web"}, True),
+    ("app!=web", {}, True),
+    ("app!=web", {"app": "web"}, False),
+    ("app in (web,api)", {"app": "api"}, True),
+    ("app in (web, api)", {"app": "db"}, False),
+    ("app notin (web)", {}, True),
+    ("app notin (web)", {"app": "web"}, False),
+    ("app", {"app": ""}, True),
+    ("!app", {"app": "x"}, False),
+    ("!app", {}, True),
+    ("example.com/team=a,app in (web),!legacy", {"example.com/team": "a", "app": "web"}, True),
+    ("example.com/team=a,app in (web),!legacy", {"example.com/team": "a", "app": "web",
+                                                  "legacy": "1"}, False),
+    ("tier=", {"tier": ""}, True),
+])
+def test_label_selector(selector: str, labels: dict[str, str], expected: bool) -> None:
+    assert parse_label_selector(selector).matches(_obj(labels)) is expected
+
+
+@pytest.mark.parametrize("selector", ["app in (web", "app)", "a=b=c", "-bad=x", "app=bad value"])
+def test_label_selector_rejects_garbage(selector: str) -> None:
+    with pytest.raises(KubeError) as info:
+        parse_label_selector(selector)
+    assert info.value.code == 400
+
+
+def test_field_selector() -> None:
+    sel = parse_field_selector("metadata.name=x,metadata.namespace!=b", allowed=COMMON_FIELDS)
+    assert sel.matches(_obj(name="x", ns="a"))
+    assert not sel.matches(_obj(name="x", ns="b"))
+    assert not sel.matches(_obj(name="y", ns="a"))
+    with pytest.raises(KubeError):
+        parse_field_selector("spec.type=x", allowed=COMMON_FIELDS)
+
+
+@pytest.mark.parametrize(("target", "patch", "expected"), [
+    ({"a": 1, "b": {"c": 2}}, {"b": {"d": 3}}, {"a": 1, "b": {"c": 2, "d": 3}}),
+    ({"a": 1, "b": 2}, {"a": None}, {"b": 2}),
+    ({"l": [1, 2]}, {"l": [3]}, {"l": [3]}),
+    ({"a": {"b": 1}}, {"a": "x"}, {"a": "x"}),
+])
+def test_merge_patch(target: Any, patch: Any, expected: Any) -> None:
+    before = repr(target)
+    assert merge_patch(target, patch) == expected
+    assert repr(target) == before  # inputs are not modified
+
+
+def test_json_patch_operations() -> None:
+    doc = {"metadata": {"finalizers": ["a"]}, "spec": {"x": 1}}
+    out = json_patch(doc, [
+        {"op": "add", "path": "/metadata/finalizers/-", "value": "b"},
+        {"op": "add", "path": "/metadata/finalizers/0", "value": "z"},
+        {"op": "replace", "path": "/spec/x", "value": 2},
+        {"op": "copy", "from": "/spec/x", "path": "/spec/y"},
+        {"op": "move", "from": "/spec/y", "path": "/spec/w"},
+        {"op": "remove", "path": "/metadata/finalizers/1"},
+        {"op": "add", "path": "/metadata/labels", "value": {"a~b/c": "1"}},
+        {"op": "test", "path": "/metadata/labels/a~0b~1c", "value": "1"},
+    ])
+    assert out == {"metadata": {"finalizers": ["z", "b"], "labels": {"a~b/c": "1"}},
+                   "spec": {"x": 2, "w": 2}}
+    assert doc == {"metadata": {"finalizers": ["a"]}, "spec": {"x": 1}}
+    with pytest.raises(KubeError) as missing:
+        json_patch(doc, [{"op": "replace", "path": "/spec/nope", "value": 1}])
+    assert missing.value.code == 422
+
+
+def test_apply_patch_media_types() -> None:
+    doc = {"metadata": {"finalizers": ["a", "b"]}}
+    strategic = apply_patch(doc, {"metadata": {"finalizers": ["b"]}},
+                            "application/strategic-merge-patch+json", custom=False)
+    assert strategic == {"metadata": {"finalizers": ["b"]}}
+    with pytest.raises(KubeError) as crd:
+        apply_patch(doc, {}, "application/strategic-merge-patch+json", custom=True)
+    assert crd.value.code == 415
+    with pytest.raises(KubeError) as apply:
+        apply_patch(doc, {}, "application/apply-patch+yaml", custom=False)
+    assert apply.value.code == 415
