@@ -1,0 +1,449 @@
+"""The agent, wired from its settings: informers → one work queue → the export reconciler.
+
+    Services ─┐
+    ServiceExports ─┼─► handler ─► WorkQueue("namespace/name") ─► workers ─► ExportReconciler
+    hub records (feed) ─┘        (relist → bulk lane, live → live lane)        │
+                                                                        HubClient / kube writes
+
+* Three kinds of informer feed one queue keyed "namespace/name": Services (a Service's key
+  is its ServiceExport's key), ServiceExports (one informer per watched namespace, or one
+  for all) and the hub's own records of this cluster (`member.hubfeed`), so the hub's
+  change feed and "relist on 410, then repair" run on the same machinery as Kubernetes'.
+  Events from a (re)list go to the queue's bulk lane, live events to the live lane: a
+  startup repair of 10,000 keys never delays a fresh change (SPEC §2.4).
+* Workers start only once every informer has synced. Before that, a key the hub knows and
+  the ServiceExport cache does not *yet* know would look like an orphan and be deleted.
+* After every hub (re)list, and at the start of every leadership term, every key known on
+  either side is queued in the bulk lane: the "repair both ways" of SPEC §2.4.
+* With `--leader-elect`, informers, the hub feed and heartbeats run on every replica (a new
+  leader starts warm) but only the leader runs workers. Losing the Lease stops writing at
+  once: the reconciler checks `may_write()` before each write.
+* `/metrics`, `/healthz` (alive) and `/readyz` (informers synced and hub reachable) are
+  served on `--metrics-port` from the agent's own registry.
+* Stopping (SIGTERM): stop taking work, let each worker finish the key in hand, release
+  the Lease, stop the informers, exit 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from kubernetes import client as k8s
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from member.duration import DurationRecorder
+from member.heartbeat import HeartbeatLoop, VersionGate
+from member.hubclient import HubClient, HubClientConfig
+from member.hubfeed import HubExportListWatch, HubView, record_key
+from member.informer import Informer, namespaced_key
+from member.kube.client import discover_serviceexport_version, load_api_client
+from member.kube.events import EventRecorder
+from member.kube.leader import LeaderElector
+from member.kube.listwatch import ServiceExportListWatch, ServiceListWatch
+from member.kube.resources import ServiceExportClient
+from member.metrics import AgentMetrics
+from member.reconcilers.export import ExportReconciler, NotLeading
+from member.settings import AgentSettings
+from member.workqueue import WorkQueue, WorkQueueMetrics, run_workers
+
+__all__ = ["Agent", "HealthServer", "NamespacedLister"]
+
+logger = logging.getLogger(__name__)
+
+QUEUE_NAME = "serviceexport"
+# How long a stopping agent waits for workers to finish the keys in hand.
+_WORKER_JOIN_SECONDS = 30.0
+
+
+class NamespacedLister:
+    """A lister over one informer per namespace (or one for all): `get("ns/name")`."""
+
+    def __init__(self, informers: dict[str | None, Informer]) -> None:
+        self._informers = informers
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        namespace = key.partition("/")[0]
+        informer = self._informers.get(namespace) or self._informers.get(None)
+        return informer.get(key) if informer is not None else None
+
+    def keys(self) -> set[str]:
+        return {key for informer in self._informers.values() for key in informer.keys()}
+
+
+class Agent:
+    """One member agent: build with `Agent(settings, token=…)`, then `run(stop)`."""
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        *,
+        token: str,
+        api: k8s.ApiClient | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        """Build every part. Raises `KubeConfigError` when the cluster cannot be used."""
+        self.settings = settings
+        self.metrics = AgentMetrics(registry=registry)
+        self.api = api if api is not None else load_api_client(kubeconfig=settings.kubeconfig)
+        self.mcs_version = discover_serviceexport_version(self.api)
+        self.hub = HubClient(
+            HubClientConfig(
+                base_url=settings.hub_url,
+                cluster_id=settings.cluster_id,
+                token=token,
+                verify=str(settings.hub_ca_file) if settings.hub_ca_file else True,
+            ),
+            metrics=self.metrics.hub,
+        )
+        self.queue = WorkQueue(
+            name=QUEUE_NAME, metrics=WorkQueueMetrics(registry=self.metrics.registry)
+        )
+
+        namespaces = settings.watched_namespaces()
+        self._scope = {ns for ns in namespaces if ns is not None}
+        timeout = settings.watch_timeout
+        self.service_informers = {
+            ns: Informer(
+                name=f"services[{ns or '*'}]",
+                list_watch=ServiceListWatch(self.api, namespace=ns),
+                handler=self._on_kube_event,
+                watch_timeout_seconds=timeout,
+            )
+            for ns in namespaces
+        }
+        self.export_informers = {
+            ns: Informer(
+                name=f"serviceexports[{ns or '*'}]",
+                list_watch=ServiceExportListWatch(self.api, version=self.mcs_version, namespace=ns),
+                handler=self._on_kube_event,
+                watch_timeout_seconds=timeout,
+            )
+            for ns in namespaces
+        }
+        self.hub_informer = Informer(
+            name="hub",
+            list_watch=HubExportListWatch(self.hub),
+            handler=self._on_hub_event,
+            watch_timeout_seconds=timeout,
+            key_func=record_key,
+            on_list=self._repair,
+        )
+        self.services = NamespacedLister(self.service_informers)
+        self.service_exports = NamespacedLister(self.export_informers)
+        self.hub_view = HubView(self.hub_informer)
+        self.metrics.watch_informers(lambda: [(i.name, i.relists) for i in self._informers()])
+
+        self.gate = VersionGate(metrics=self.metrics)
+        self.heartbeat = HeartbeatLoop(
+            hub=self.hub,
+            interval=settings.heartbeat_interval,
+            gate=self.gate,
+            metrics=self.metrics,
+            on_recovered=self._repair_if_leading,
+        )
+        self._leading = threading.Event()
+        self.reconciler = ExportReconciler(
+            cluster_id=settings.cluster_id,
+            service_exports=self.service_exports,
+            services=self.services,
+            hub_view=self.hub_view,
+            hub=self.hub,
+            writer=ServiceExportClient(self.api, version=self.mcs_version),
+            events=EventRecorder(api=self.api, host=settings.identity),
+            durations=DurationRecorder(
+                hub=self.hub,
+                histogram=self.metrics.export_duration,
+                cluster_id=settings.cluster_id,
+            ),
+            gate=self.gate,
+            deny_namespaces=settings.deny_namespace,
+            metrics=self.metrics,
+            may_write=self._leading.is_set,
+        )
+        self.elector: LeaderElector | None = None
+        if settings.leader_elect:
+            lease = settings.lease_duration
+            self.elector = LeaderElector(
+                api=self.api,
+                namespace=settings.effective_lease_namespace(),
+                name=settings.lease_name,
+                identity=settings.identity,
+                lease_duration=lease,
+                renew_deadline=lease * 2 / 3,
+                retry_period=max(lease / 7.5, 0.2),
+                on_started_leading=self._start_leading,
+                on_stopped_leading=self._stop_leading,
+            )
+        self.health = HealthServer(
+            host=settings.metrics_host,
+            port=settings.metrics_port,
+            registry=self.metrics.registry,
+            ready=self.readiness,
+        )
+        self._workers: list[threading.Thread] = []
+        self._worker_stop = threading.Event()
+        self._lock = threading.Lock()
+
+    # -- running ----------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Run until `stop` is set, then shut down gracefully. Blocking."""
+        background = threading.Event()  # informers and heartbeat: stopped last
+        self.health.start()
+        logger.info(
+            "agent starting: cluster %s, hub %s, ServiceExport %s, namespaces %s, metrics on :%d",
+            self.settings.cluster_id,
+            self.settings.hub_url,
+            self.mcs_version,
+            ",".join(sorted(self._scope)) or "all",
+            self.health.port,
+        )
+        self.heartbeat.start(background)
+        threads = [informer.start(background) for informer in self._informers()]
+        elector_stop = threading.Event()
+        elector_thread: threading.Thread | None = None
+        try:
+            if not self._wait_for_sync(stop):
+                return
+            logger.info("informers synced")
+            if self.elector is not None:
+                elector_thread = threading.Thread(
+                    target=self.elector.run,
+                    args=(elector_stop,),
+                    name="leader-elector",
+                    daemon=True,
+                )
+                elector_thread.start()
+            else:
+                self._start_leading()
+            stop.wait()
+        finally:
+            logger.info("agent stopping: finishing the keys in hand")
+            # Stop taking work but keep the right to write until the keys in hand are done:
+            # we still hold the Lease (it is released below), so nobody else writes yet.
+            self._worker_stop.set()
+            self._join_workers()
+            self._stop_leading()
+            if self.elector is not None:
+                elector_stop.set()
+                self.elector.release()
+                if elector_thread is not None:
+                    elector_thread.join(timeout=10)
+            background.set()
+            self.queue.shutdown()
+            for thread in threads:
+                thread.join(timeout=5)
+            self.health.stop()
+            self.hub.close()
+            logger.info("agent stopped")
+
+    def readiness(self) -> tuple[bool, str]:
+        """(ready, why not): informers synced and the hub answering heartbeats."""
+        unsynced = [i.name for i in self._informers() if not i.has_synced()]
+        if unsynced:
+            return False, f"informers not synced: {', '.join(unsynced)}"
+        if not self.heartbeat.reachable:
+            return False, f"hub not reachable: {self.heartbeat.problem}"
+        return True, "ok"
+
+    @property
+    def leading(self) -> bool:
+        return self._leading.is_set()
+
+    # -- leadership -------------------------------------------------------------------------
+
+    def _start_leading(self) -> None:
+        with self._lock:
+            if self._leading.is_set():
+                return
+            self._worker_stop = threading.Event()
+            self._leading.set()
+            self.metrics.leader.set(1)
+            logger.info("leading: starting %d workers", self.settings.workers)
+            # A new term repairs everything: keys may have been abandoned (NotLeading) or
+            # changed while another replica led.
+            self._repair()
+            self._workers = run_workers(
+                self.queue,
+                process=self._process,
+                workers=self.settings.workers,
+                stop=self._worker_stop,
+            )
+
+    def _stop_leading(self) -> None:
+        with self._lock:
+            if not self._leading.is_set():
+                return
+            # Clear first: a reconcile in flight fails its next write check at once.
+            self._leading.clear()
+            self._worker_stop.set()
+            self.metrics.leader.set(0)
+            logger.info("no longer leading: workers stop writing")
+
+    def _join_workers(self) -> None:
+        for thread in self._workers:
+            thread.join(timeout=_WORKER_JOIN_SECONDS)
+
+    def _process(self, key: str) -> None:
+        try:
+            self.reconciler.reconcile(key)
+        except NotLeading:
+            # Abandoned, not failed: the next term's repair queues every key again.
+            logger.debug("%s: abandoned, this replica stopped leading", key)
+
+    # -- events → queue ---------------------------------------------------------------------
+
+    def _on_kube_event(
+        self,
+        event_type: str,
+        old: dict[str, Any] | None,
+        new: dict[str, Any] | None,
+        from_relist: bool,
+    ) -> None:
+        obj = new if new is not None else old
+        if obj is not None:
+            self.queue.add(namespaced_key(obj), bulk=from_relist)
+
+    def _on_hub_event(
+        self,
+        event_type: str,
+        old: dict[str, Any] | None,
+        new: dict[str, Any] | None,
+        from_relist: bool,
+    ) -> None:
+        obj = new if new is not None else old
+        if obj is None:
+            return
+        key = record_key(obj)
+        if self._in_scope(key):
+            self.queue.add(key, bulk=from_relist)
+
+    def _repair(self) -> None:
+        """Queue every key either side knows, in the bulk lane (SPEC §2.4)."""
+        keys = self.service_exports.keys() | {k for k in self.hub_view.keys() if self._in_scope(k)}
+        for key in keys:
+            self.queue.add(key, bulk=True)
+        logger.info("repair: %d keys queued", len(keys))
+
+    def _repair_if_leading(self) -> None:
+        if self._leading.is_set():
+            self._repair()
+
+    def _in_scope(self, key: str) -> bool:
+        # Records of namespaces this agent does not watch are left alone: with a narrowed
+        # --namespace they would otherwise all look like orphans and be withdrawn.
+        return not self._scope or key.partition("/")[0] in self._scope
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _informers(self) -> list[Informer]:
+        return [
+            *self.service_informers.values(),
+            *self.export_informers.values(),
+            self.hub_informer,
+        ]
+
+    def _wait_for_sync(self, stop: threading.Event) -> bool:
+        while not stop.is_set():
+            if all(i.has_synced() for i in self._informers()):
+                return True
+            stop.wait(0.1)
+        return False
+
+
+class HealthServer:
+    """`/metrics`, `/healthz` and `/readyz` on one port, in a background thread."""
+
+    def __init__(
+        self,
+        *,
+        host: str,
+        port: int,
+        registry: CollectorRegistry,
+        ready: Callable[[], tuple[bool, str]],
+    ) -> None:
+        self._registry = registry
+        self._ready = ready
+        handler = self._handler_class()
+        self._server = ThreadingHTTPServer((host, port), handler)
+        self._server.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="health-server", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        registry = self._registry
+        ready = self._ready
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    self._answer(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+                elif path == "/healthz":
+                    self._answer(200, b"ok\n")
+                elif path == "/readyz":
+                    ok, why = ready()
+                    self._answer(200 if ok else 503, (why + "\n").encode())
+                else:
+                    self._answer(404, b"not found\n")
+
+            def _answer(self, code: int, body: bytes, content_type: str = "text/plain") -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return  # probes every few seconds would drown the decision log
+
+        return Handler
+
+
+def tracer_provider_from_env() -> Any:
+    """Configure OpenTelemetry from `OTEL_*` (otlp or console), or None when not asked for."""
+    exporter_name = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )
+    if not exporter_name and endpoint:
+        exporter_name = "otlp"
+    if exporter_name not in ("otlp", "console"):
+        return None
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        ConsoleSpanExporter,
+        SpanExporter,
+    )
+
+    exporter: SpanExporter
+    if exporter_name == "otlp":
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        exporter = OTLPSpanExporter()
+    else:
+        exporter = ConsoleSpanExporter()
+    attributes = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "mcsync-agent"}
+    provider = TracerProvider(resource=Resource.create(attributes))
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return provider

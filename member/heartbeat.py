@@ -1,0 +1,176 @@
+"""Heartbeats to the hub, and the version check they carry (SPEC §5).
+
+Every `--heartbeat-interval` the agent POSTs a heartbeat; the hub marks the cluster `Ready`
+(or `Stale` when they stop) and answers its own version and `minAgentVersion`. An agent
+older than that minimum **stops exporting**: `VersionGate.supported` turns False, the export
+reconciler refuses to PUT (the ServiceExport says `Ready=False/Failed` and why), a log line
+says it once per change, and `mcsync_agent_version_supported` drops to 0. Withdrawals and
+finalizer removal still run: refusing them would block ServiceExport deletion for a reason
+the user cannot fix.
+
+Until the first answer the gate is open: the hub's own validation still applies to every
+PUT, and a hub that is down must not make a fresh agent look unsupported.
+
+The last heartbeat's outcome also feeds `/readyz` ("hub reachable"). Heartbeats run on every
+replica, leader or not: liveness is about the agent, not about who holds the Lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from member.hubclient import HubClient, HubError, HubRejected
+from member.metrics import AgentMetrics
+from shared.version import __version__, is_older
+
+__all__ = ["HeartbeatLoop", "VersionGate"]
+
+logger = logging.getLogger(__name__)
+
+
+class VersionGate:
+    """Whether this agent may export, given the hub's minAgentVersion. Thread-safe."""
+
+    def __init__(
+        self, *, metrics: AgentMetrics | None = None, agent_version: str = __version__
+    ) -> None:
+        self.agent_version = agent_version
+        self._metrics = metrics
+        self._lock = threading.Lock()
+        self._min_version: str | None = None
+        self._supported = True
+
+    @property
+    def supported(self) -> bool:
+        with self._lock:
+            return self._supported
+
+    @property
+    def reason(self) -> str:
+        """Why exporting stopped (one sentence), or "" while supported."""
+        with self._lock:
+            if self._supported:
+                return ""
+            return (
+                f"This agent (version {self.agent_version}) is older than the hub's minimum "
+                f"agent version {self._min_version}; upgrade the mcsync agent to export again."
+            )
+
+    def update(self, min_agent_version: str) -> None:
+        try:
+            supported = not is_older(self.agent_version, min_agent_version)
+        except ValueError:
+            logger.error(
+                "hub answered a minAgentVersion that is not a version (%r); ignoring it",
+                min_agent_version,
+            )
+            return
+        with self._lock:
+            changed = supported != self._supported or self._min_version is None
+            self._supported = supported
+            self._min_version = min_agent_version
+        if self._metrics is not None:
+            self._metrics.version_supported.set(1 if supported else 0)
+        if changed and not supported:
+            logger.error(
+                "agent version %s is older than the hub's minAgentVersion %s: exporting "
+                "stops until the agent is upgraded",
+                self.agent_version,
+                min_agent_version,
+            )
+        elif changed:
+            logger.info(
+                "agent version %s is supported by the hub (minAgentVersion %s)",
+                self.agent_version,
+                min_agent_version,
+            )
+
+
+class HeartbeatLoop:
+    """POSTs a heartbeat every `interval` seconds until stopped."""
+
+    def __init__(
+        self,
+        *,
+        hub: HubClient,
+        interval: float,
+        gate: VersionGate,
+        metrics: AgentMetrics | None = None,
+        on_recovered: Callable[[], None] | None = None,
+    ) -> None:
+        """`on_recovered` is called (on the heartbeat thread) when the hub answers again
+        after failed heartbeats: the agent repairs then, since keys that failed too often
+        during the outage were dropped from the queue (SPEC §2.7: they come back on a relist
+        or change; this is that relist's moral equivalent for the hub side)."""
+        self._hub = hub
+        self._on_recovered = on_recovered
+        self._interval = interval
+        self._gate = gate
+        self._metrics = metrics
+        self._last_ok: float | None = None
+        self._last_problem = "no heartbeat sent yet"
+        self._last_ok_before = False  # the first success is a start, not a recovery
+        self._lock = threading.Lock()
+
+    @property
+    def reachable(self) -> bool:
+        """True when the last heartbeat was answered 2xx."""
+        with self._lock:
+            return self._last_problem == ""
+
+    @property
+    def problem(self) -> str:
+        with self._lock:
+            return self._last_problem
+
+    def beat_once(self) -> bool:
+        """One heartbeat; True when the hub answered it. Never raises."""
+        try:
+            answer = self._hub.heartbeat(agent_version=self._gate.agent_version)
+        except HubRejected as exc:
+            # 401/403/404: a wrong token or an unregistered cluster — the operator's to fix,
+            # and not something retrying sooner would help.
+            self._failed(f"the hub refused the heartbeat: {exc.message}", level=logging.ERROR)
+            return False
+        except HubError as exc:
+            self._failed(f"the hub is unreachable: {exc}", level=logging.WARNING)
+            return False
+        with self._lock:
+            was_down = self._last_problem != ""
+            self._last_problem = ""
+            self._last_ok = time.monotonic()
+        if self._metrics is not None:
+            self._metrics.heartbeats.labels("ok").inc()
+            self._metrics.hub_reachable.set(1)
+        self._gate.update(answer.min_agent_version)
+        if was_down:
+            logger.info("heartbeat answered by the hub (version %s)", answer.hub_version)
+            if self._on_recovered is not None and self._last_ok_before:
+                try:
+                    self._on_recovered()
+                except Exception:
+                    logger.exception("repair after the hub came back failed")
+        self._last_ok_before = True
+        return True
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self.beat_once()
+            stop.wait(self._interval)
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        thread = threading.Thread(target=self.run, args=(stop,), name="heartbeat", daemon=True)
+        thread.start()
+        return thread
+
+    def _failed(self, problem: str, *, level: int) -> None:
+        with self._lock:
+            repeated = problem == self._last_problem
+            self._last_problem = problem
+        if self._metrics is not None:
+            self._metrics.heartbeats.labels("error").inc()
+            self._metrics.hub_reachable.set(0)
+        logger.log(logging.DEBUG if repeated else level, "heartbeat failed: %s", problem)

@@ -1,0 +1,158 @@
+"""A ListWatch over the hub's records of this cluster, for the generic informer.
+
+SPEC §2.5 asks the agent to *follow the hub's change feed, not poll*, and §2.4 to relist and
+repair after a `410 Gone`. Both are what an informer already does for Kubernetes objects,
+so the hub gets the same treatment: `HubExportListWatch.list()` is the paged
+`GET …/clusters/{c}/serviceexports`, `watch()` the NDJSON stream of
+`GET …?watch=true&resourceVersion=N`, and 410 becomes `ResourceExpired`, on which the
+informer relists and diffs. One machine, two sources; the informer's cache of hub records is
+the reconciler's view of "what the hub has" (see `HubView`).
+
+Objects are handed to the informer as wire dicts (what it caches and diffs by
+resourceVersion) and keyed by `spec.serviceReference` namespace/name, the same
+"namespace/name" as the ServiceExport they belong to.
+
+`HubView` answers "the hub's current record of a key" from the informer's cache, corrected
+by the answers of our own writes: after a PUT the feed may take a moment to bring the new
+record, and a reconcile in that moment must not PUT again or copy a stale verdict. Revisions
+are one global increasing counter (SPEC §4.3), so "newer" is a plain integer comparison.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import ValidationError
+
+from member.hubclient import HubClient, HubGone, HubWatchStream
+from member.informer import Informer, ResourceExpired
+from shared.models import InternalServiceExport, WatchEvent, to_wire
+
+__all__ = ["HubExportListWatch", "HubView", "record_key"]
+
+logger = logging.getLogger(__name__)
+
+
+def record_key(obj: dict[str, Any]) -> str:
+    """"namespace/name" of a hub record (wire dict), from its serviceReference."""
+    reference = (obj.get("spec") or {}).get("serviceReference") or {}
+    metadata = obj.get("metadata") or {}
+    namespace = reference.get("namespace") or metadata.get("namespace") or ""
+    name = reference.get("name") or metadata.get("name") or ""
+    return f"{namespace}/{name}"
+
+
+class _EventStream:
+    """Adapts a `HubWatchStream` (models) to the informer's raw-event dialect (dicts)."""
+
+    def __init__(self, stream: HubWatchStream) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return self
+
+    def __next__(self) -> dict[str, Any]:
+        event: WatchEvent = next(self._stream)
+        return {"type": event.type, "object": to_wire(event.object)}
+
+    def interrupt(self) -> None:
+        self._stream.interrupt()
+
+    def close(self) -> None:
+        """Release the connection (the informer calls it when it leaves the stream early)."""
+        self._stream.close()
+
+
+class HubExportListWatch:
+    """`member.informer.ListWatch` over the hub's records of this cluster."""
+
+    def __init__(self, hub: HubClient) -> None:
+        self._hub = hub
+
+    def list(self) -> tuple[list[dict[str, Any]], str]:
+        items, resource_version = self._hub.list_exports()
+        return [to_wire(item) for item in items], resource_version
+
+    def watch(self, *, resource_version: str, timeout_seconds: int) -> _EventStream:
+        try:
+            stream = self._hub.watch_exports(
+                resource_version=resource_version, timeout_seconds=timeout_seconds
+            )
+        except HubGone as exc:
+            raise ResourceExpired(str(exc)) from None
+        return _EventStream(stream)
+
+
+def _revision(record: InternalServiceExport | None) -> int:
+    try:
+        return int((record.metadata.resource_version if record else None) or 0)
+    except ValueError:
+        return 0
+
+
+def _feed_position(informer: Informer) -> int:
+    try:
+        return int(informer.resource_version or 0)
+    except ValueError:
+        return 0
+
+
+class HubView:
+    """The newest known hub record per key: the feed's cache, or our own write's answer."""
+
+    def __init__(self, informer: Informer) -> None:
+        self._informer = informer
+        self._lock = threading.Lock()
+        # key -> (revision, record or None for "we deleted it at this revision or later")
+        self._written: dict[str, tuple[int, InternalServiceExport | None]] = {}
+
+    def get(self, key: str) -> InternalServiceExport | None:
+        cached = self._cached(key)
+        with self._lock:
+            written = self._written.get(key)
+            if written is None:
+                return cached
+            revision, record = written
+            if record is not None:
+                if cached is not None and _revision(cached) >= revision:
+                    # The feed caught up with our write: it is the truth again.
+                    del self._written[key]
+                    return cached
+                return record
+            # A tombstone: we withdrew the record at `revision`. A cached record at or
+            # before it is one the feed has not yet seen deleted.
+            if cached is not None and _revision(cached) > revision:
+                del self._written[key]
+                return cached
+            if cached is None and _feed_position(self._informer) >= revision:
+                del self._written[key]  # the feed has passed our delete: nothing to correct
+            return None
+
+    def remember(self, record: InternalServiceExport) -> None:
+        """Our write's answer: newer than the feed until the feed shows a later revision."""
+        key = f"{record.spec.service_reference.namespace}/{record.spec.service_reference.name}"
+        with self._lock:
+            self._written[key] = (_revision(record), record)
+
+    def forget(self, key: str, last: InternalServiceExport | None) -> None:
+        """We withdrew `key`; `last` is the hub's last state (None: it was already gone)."""
+        cached = self._cached(key)
+        revision = max(_revision(last), _revision(cached))
+        with self._lock:
+            self._written[key] = (revision, None)
+
+    def keys(self) -> set[str]:
+        return set(self._informer.keys())
+
+    def _cached(self, key: str) -> InternalServiceExport | None:
+        raw = self._informer.get(key)
+        if raw is None:
+            return None
+        try:
+            return InternalServiceExport.model_validate(raw)
+        except ValidationError as exc:
+            logger.error("hub record %s does not parse, ignoring it: %s", key, exc)
+            return None

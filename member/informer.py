@@ -1,0 +1,352 @@
+"""A generic informer: list, then watch from the list's resourceVersion, with a local cache.
+
+client-go's reflector + indexer + event handler, reduced to what the agent needs and kept
+independent of Kubernetes: anything that can `list()` and `watch()` (a `ListWatch`) can be
+informed on. The agent runs one over Services and ServiceExports (`member.kube.listwatch`)
+and one over the hub's change feed (SPEC §4.3), which speaks the same event dialect.
+
+Rules (SPEC §2.3, §2.7):
+
+* The first list fills the cache and delivers every object as ADDED with `from_relist=True`,
+  so the caller can put it in the work queue's bulk lane.
+* The watch starts from the list's resourceVersion. When the server ends the stream (its
+  timeout) or the connection drops, the watch resumes from the last resourceVersion seen:
+  nothing is delivered twice and nothing is missed.
+* A `410 Gone` (`ResourceExpired`, or an ERROR event carrying code 410) means the history
+  was compacted past our resourceVersion: relist, and diff the list against the cache —
+  ADDED / MODIFIED for new or changed objects, DELETED for those that vanished meanwhile,
+  all `from_relist=True`. Unchanged objects are not delivered (a resync is not a change).
+* A MODIFIED whose resourceVersion equals the cached one is dropped. BOOKMARK only advances
+  the resourceVersion.
+* `run()` never raises: errors are logged and retried with capped exponential backoff.
+
+The handler runs on the informer's thread, after the cache is updated, so a lister read from
+the handler sees the new state. It must be quick (enqueue a key, not reconcile).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "EventHandler",
+    "Informer",
+    "InterruptibleStream",
+    "ListWatch",
+    "ResourceExpired",
+    "namespaced_key",
+]
+
+logger = logging.getLogger(__name__)
+
+EventHandler = Callable[[str, dict[str, Any] | None, dict[str, Any] | None, bool], None]
+"""(event_type "ADDED"|"MODIFIED"|"DELETED", old, new, from_relist).
+
+ADDED: old None, new the object. MODIFIED: old the cached object, new the new one.
+DELETED: old the object's last state (from the delete event, or the cache on a relist), new
+None.
+"""
+
+_BACKOFF_INITIAL = 0.5
+_BACKOFF_MAX = 30.0
+
+
+class ResourceExpired(Exception):
+    """The server answered 410 Gone: the resourceVersion is older than its retained history."""
+
+
+class ListWatch(Protocol):
+    """The source an informer reads: a full list, and a change stream from a resourceVersion."""
+
+    def list(self) -> tuple[list[dict[str, Any]], str]:
+        """All items (following paging) and the list's resourceVersion."""
+        ...
+
+    def watch(self, *, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
+        """Raw events `{"type": ..., "object": {...}}` after `resource_version`.
+
+        Raises `ResourceExpired` on 410; returns when the server ends the stream. The answer
+        may also be an `InterruptibleStream`, so that stopping does not wait for the stream.
+        """
+        ...
+
+
+@runtime_checkable
+class InterruptibleStream(Protocol):
+    """A watch stream that another thread can cut short (the informer does, on stop)."""
+
+    def __iter__(self) -> Iterator[dict[str, Any]]: ...
+
+    def __next__(self) -> dict[str, Any]: ...
+
+    def interrupt(self) -> None:
+        """Make a blocked `__next__` in another thread end the iteration promptly."""
+        ...
+
+
+def namespaced_key(obj: dict[str, Any]) -> str:
+    """The work queue key of an object: "namespace/name" (just "name" when cluster-scoped)."""
+    metadata = obj.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    name = metadata.get("name", "")
+    return f"{namespace}/{name}" if namespace else str(name)
+
+
+def _resource_version(obj: dict[str, Any] | None) -> str | None:
+    if not obj:
+        return None
+    value = (obj.get("metadata") or {}).get("resourceVersion")
+    return str(value) if value is not None else None
+
+
+class Informer:
+    """Keeps a local cache of a ListWatch's objects current and reports each change."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        list_watch: ListWatch,
+        handler: EventHandler,
+        watch_timeout_seconds: int = 300,
+        key_func: Callable[[dict[str, Any]], str] = namespaced_key,
+        on_list: Callable[[], None] | None = None,
+    ) -> None:
+        """`on_list`, if given, is called (on the informer thread) after each list has been
+        delivered — the first and every relist — e.g. to start a full-state repair."""
+        self.name = name
+        self._list_watch = list_watch
+        self._handler = handler
+        self._watch_timeout = watch_timeout_seconds
+        self._key = key_func
+        self._on_list = on_list
+        self._cache: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._synced = threading.Event()
+        self._resource_version = ""
+        self._stream: InterruptibleStream | None = None
+        self.relists = 0
+        """Lists after the first (each follows a 410 or a failed resume)."""
+
+    # -- lister ---------------------------------------------------------------------------
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The cached object of `key`. Shared with the cache: read it, never mutate it."""
+        with self._lock:
+            return self._cache.get(key)
+
+    def list_cached(self) -> list[dict[str, Any]]:
+        """All cached objects (read-only, as `get`)."""
+        with self._lock:
+            return list(self._cache.values())
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._cache)
+
+    def has_synced(self) -> bool:
+        """True once the first list has been delivered to the handler."""
+        return self._synced.is_set()
+
+    def wait_for_sync(self, timeout: float) -> bool:
+        return self._synced.wait(timeout)
+
+    @property
+    def resource_version(self) -> str:
+        """The last resourceVersion seen (where a resumed watch starts)."""
+        return self._resource_version
+
+    # -- running --------------------------------------------------------------------------
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        """Run in a new daemon thread; answers the thread."""
+        thread = threading.Thread(target=self.run, args=(stop,), name=f"informer-{self.name}")
+        thread.daemon = True
+        thread.start()
+        return thread
+
+    def run(self, stop: threading.Event) -> None:
+        """List, then watch until `stop` is set. Blocking; never raises."""
+        # A blocked stream read cannot see `stop`; this helper cuts the stream when it is set.
+        interrupter = threading.Thread(
+            target=self._interrupt_on_stop, args=(stop,), name=f"informer-{self.name}-stop"
+        )
+        interrupter.daemon = True
+        interrupter.start()
+        backoff = _Backoff()
+        need_list = True
+        while not stop.is_set():
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                    backoff.reset()
+                    if stop.is_set():
+                        break
+                self._watch(stop)
+                backoff.reset()  # a stream that ended normally: resume at once
+            except ResourceExpired:
+                logger.info(
+                    "%s: resourceVersion %s expired (410), relisting",
+                    self.name,
+                    self._resource_version,
+                )
+                need_list = True
+            except Exception as exc:
+                # A failed list is retried as a list; a dropped watch resumes from the last
+                # resourceVersion (need_list stays False), so nothing is re-delivered.
+                delay = backoff.next()
+                logger.warning(
+                    "%s: %s failed, retrying in %.1fs: %s: %s",
+                    self.name,
+                    "list" if need_list else "watch",
+                    delay,
+                    type(exc).__name__,
+                    exc,
+                )
+                stop.wait(delay)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _interrupt_on_stop(self, stop: threading.Event) -> None:
+        stop.wait()
+        stream = self._stream
+        if stream is not None:
+            try:
+                stream.interrupt()
+            except Exception:
+                logger.debug("%s: interrupting the watch failed", self.name, exc_info=True)
+
+    def _list(self) -> None:
+        items, resource_version = self._list_watch.list()
+        first = not self._synced.is_set()
+        if not first:
+            self.relists += 1
+        fresh: dict[str, dict[str, Any]] = {}
+        for item in items:
+            fresh[self._key(item)] = item
+        events: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None]] = []
+        with self._lock:
+            old_cache = self._cache
+            for key, item in fresh.items():
+                old = old_cache.get(key)
+                if old is None:
+                    events.append(("ADDED", None, item))
+                elif _resource_version(old) != _resource_version(item):
+                    events.append(("MODIFIED", old, item))
+            for key, old in old_cache.items():
+                if key not in fresh:
+                    events.append(("DELETED", old, None))
+            # Swap the whole cache at once so a lister never sees half a relist.
+            self._cache = fresh
+            self._resource_version = resource_version
+        logger.info(
+            "%s: %s %d objects at resourceVersion %s (%d changes)",
+            self.name,
+            "listed" if first else "relisted",
+            len(fresh),
+            resource_version,
+            len(events),
+        )
+        for event_type, old, new in events:
+            self._deliver(event_type, old, new, from_relist=True)
+        self._synced.set()
+        if self._on_list is not None:
+            try:
+                self._on_list()
+            except Exception:
+                logger.exception("%s: on_list failed", self.name)
+
+    def _watch(self, stop: threading.Event) -> None:
+        stream = self._list_watch.watch(
+            resource_version=self._resource_version, timeout_seconds=self._watch_timeout
+        )
+        if isinstance(stream, InterruptibleStream):
+            self._stream = stream
+            # Stop may have been set between the check in run() and here: the interrupter
+            # has already looked at self._stream, so cut the stream ourselves.
+            if stop.is_set():
+                stream.interrupt()
+        try:
+            for event in stream:
+                if stop.is_set():
+                    return
+                self._apply(event)
+        finally:
+            self._stream = None
+            # Leaving early (stop, an ERROR event, a failing event) must not leak the stream's
+            # connection; on this thread even a generator's close() is safe.
+            close = getattr(stream, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception:
+                    logger.debug("%s: closing the watch stream failed", self.name, exc_info=True)
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        event_type = event.get("type")
+        obj = event.get("object") or {}
+        if event_type == "ERROR":
+            code = obj.get("code")
+            if code == 410:
+                raise ResourceExpired(obj.get("message", "410 Gone"))
+            raise RuntimeError(f"watch error {code}: {obj.get('message', obj)}")
+        resource_version = _resource_version(obj)
+        if event_type == "BOOKMARK":
+            if resource_version:
+                self._resource_version = resource_version
+            return
+        if event_type not in ("ADDED", "MODIFIED", "DELETED"):
+            logger.warning("%s: ignoring watch event of type %r", self.name, event_type)
+            return
+        key = self._key(obj)
+        with self._lock:
+            old = self._cache.get(key)
+            if resource_version:
+                self._resource_version = resource_version
+            if event_type == "DELETED":
+                self._cache.pop(key, None)
+            elif old is not None and _resource_version(old) == resource_version:
+                # SPEC §2.3: an update whose resourceVersion did not change is not a change.
+                return
+            else:
+                self._cache[key] = obj
+        if event_type == "DELETED":
+            self._deliver("DELETED", obj, None, from_relist=False)
+        else:
+            # The cache, not the server's event type, decides ADDED vs MODIFIED: a resumed
+            # watch may send ADDED for an object we already hold.
+            self._deliver("ADDED" if old is None else "MODIFIED", old, obj, from_relist=False)
+
+    def _deliver(
+        self,
+        event_type: str,
+        old: dict[str, Any] | None,
+        new: dict[str, Any] | None,
+        *,
+        from_relist: bool,
+    ) -> None:
+        try:
+            self._handler(event_type, old, new, from_relist)
+        except Exception:
+            key = self._key(new or old or {})
+            logger.exception("%s: handler failed for %s %s", self.name, event_type, key)
+
+
+class _Backoff:
+    """Capped exponential backoff with jitter, so many agents do not retry in lock-step."""
+
+    def __init__(self) -> None:
+        self._next = _BACKOFF_INITIAL
+
+    def reset(self) -> None:
+        self._next = _BACKOFF_INITIAL
+
+    def next(self) -> float:
+        delay = self._next
+        self._next = min(self._next * 2, _BACKOFF_MAX)
+        return delay * random.uniform(0.8, 1.2)

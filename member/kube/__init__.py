@@ -1,0 +1,1 @@
+"""Everything the agent says to the Kubernetes API: client, list/watch, writes, Events, Lease."""

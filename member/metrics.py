@@ -1,0 +1,119 @@
+"""The agent's Prometheus metrics (SPEC §6), on a registry of its own.
+
+Every metric lives on the `CollectorRegistry` an `AgentMetrics` is built with — never on
+prometheus_client's global default — so tests can run several agents in one process and
+read each one's numbers apart. The work queue's metrics (`WorkQueueMetrics`) join the same
+registry, and `/metrics` serves it.
+
+Names: the export-duration histogram comes from `shared.metrics` (the contract); the rest
+are the agent's own, prefixed `mcsync_agent_`. Hub request metrics are labelled by route
+*template* (`/api/v1/clusters/{cluster}/serviceexports/{namespace}/{name}`), never by the
+concrete path, so the label set stays small; no token or object name ever becomes a label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from shared.metrics import EXPORT_DURATION_BUCKETS_MS, EXPORT_DURATION_LABEL, EXPORT_DURATION_METRIC
+
+__all__ = ["AgentMetrics", "HubRequestMetrics"]
+
+_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+class HubRequestMetrics:
+    """Duration and errors of requests to the hub; what `HubClient` needs, nothing more."""
+
+    def __init__(self, *, registry: CollectorRegistry) -> None:
+        self.duration = Histogram(
+            "mcsync_agent_hub_request_duration_seconds",
+            "Duration of requests to the hub, by method, route template and status code.",
+            ["method", "route", "code"],
+            buckets=_SECONDS_BUCKETS,
+            registry=registry,
+        )
+        self.errors = Counter(
+            "mcsync_agent_hub_request_errors_total",
+            "Requests to the hub that failed (code: HTTP status, or 'connection').",
+            ["method", "route", "code"],
+            registry=registry,
+        )
+
+
+class _RelistCollector(Collector):
+    """Reports each informer's `relists` attribute as a counter (read at scrape time)."""
+
+    def __init__(self, informers: Callable[[], Iterable[tuple[str, int]]]) -> None:
+        self._informers = informers
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "mcsync_agent_informer_relists",
+            "Relists of an informer after its first list (each follows a 410 Gone or a "
+            "failed resume).",
+            labels=["informer"],
+        )
+        for name, relists in self._informers():
+            family.add_metric([name], relists)
+        yield family
+
+
+class AgentMetrics:
+    """All of the agent's own metrics on one registry."""
+
+    def __init__(self, *, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.export_duration = Histogram(
+            EXPORT_DURATION_METRIC,
+            "Time from when the agent marked an export valid for the current Service spec to "
+            "when the hub's verdict for it was reported back (SPEC §2.6).",
+            [EXPORT_DURATION_LABEL],
+            buckets=EXPORT_DURATION_BUCKETS_MS,
+            registry=self.registry,
+        )
+        self.reconcile_duration = Histogram(
+            "mcsync_agent_reconcile_duration_seconds",
+            "Duration of one reconcile of a ServiceExport key.",
+            ["controller"],
+            buckets=_SECONDS_BUCKETS,
+            registry=self.registry,
+        )
+        self.reconcile_errors = Counter(
+            "mcsync_agent_reconcile_errors_total",
+            "Reconciles that raised (the key is retried with backoff).",
+            ["controller"],
+            registry=self.registry,
+        )
+        self.hub = HubRequestMetrics(registry=self.registry)
+        self.leader = Gauge(
+            "mcsync_agent_leader",
+            "1 while this replica leads (or leader election is off), else 0.",
+            registry=self.registry,
+        )
+        self.version_supported = Gauge(
+            "mcsync_agent_version_supported",
+            "0 when the hub's minAgentVersion is newer than this agent (it stops exporting), "
+            "else 1.",
+            registry=self.registry,
+        )
+        self.version_supported.set(1)
+        self.hub_reachable = Gauge(
+            "mcsync_agent_hub_reachable",
+            "1 when the last heartbeat reached the hub, else 0.",
+            registry=self.registry,
+        )
+        self.heartbeats = Counter(
+            "mcsync_agent_heartbeats_total",
+            "Heartbeats sent to the hub, by result (ok, error).",
+            ["result"],
+            registry=self.registry,
+        )
+
+    def watch_informers(self, informers: Callable[[], Iterable[tuple[str, int]]]) -> None:
+        """Report relists of the informers `informers()` lists as (name, relists) pairs."""
+        self.registry.register(_RelistCollector(informers))
