@@ -1,0 +1,252 @@
+"""The CLI's only HTTP code: typed reads of the hub's REST API (SPEC §4).
+
+Every answer is parsed into the models of `shared.models` here, so the rest of the CLI
+never sees JSON, and every failure becomes one `HubError` whose `message` is fit to print
+after `error:` on one line: the hub's own `Status.message` when it sent one, otherwise a
+sentence naming the URL that could not be reached or what came back instead of the
+expected object. Callers therefore need exactly one `except`.
+
+Lists follow `metadata.continue` to the end, so a caller gets the whole set; the page
+size is a knob for the hub's sake, not something callers page through. The watch is a
+generator of `WatchEvent`s read line by line from the hub's newline-delimited stream; it
+raises `Gone` (a `HubError` with code 410) when the hub says the revision is no longer
+retained — whether as an HTTP 410 or as an ERROR event mid-stream — so that the caller
+relists, as the Kubernetes reflector does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from shared.constants import API_PREFIX, WATCH_DEFAULT_TIMEOUT_SECONDS
+from shared.models import (
+    InternalServiceExport,
+    InternalServiceExportList,
+    ListMeta,
+    MemberCluster,
+    MemberClusterList,
+    ServiceImport,
+    ServiceImportList,
+    Status,
+    WatchEvent,
+)
+from shared.version import __version__
+
+M = TypeVar("M", bound=BaseModel)
+Params = Mapping[str, str | int | None]
+
+# The hub sends a BOOKMARK at least every few seconds on an idle watch; this much silence
+# means the connection is dead even if TCP has not noticed.
+WATCH_SILENCE_SECONDS = 120.0
+
+
+class HubError(Exception):
+    """A request that did not give the expected object; `message` is one printable line."""
+
+    def __init__(self, message: str, *, code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = " ".join(message.split())
+        self.code = code
+
+    @property
+    def transient(self) -> bool:
+        """Worth retrying later: the hub was unreachable or said 503."""
+        return self.code is None or self.code == 503
+
+
+class Unreachable(HubError):
+    """No HTTP answer at all (connection refused, DNS, timeout, dropped connection)."""
+
+
+class Gone(HubError):
+    """410: the watched revision is older than the hub's retained history; relist."""
+
+
+def _quote(part: str) -> str:
+    return quote(part, safe="")
+
+
+def _error_from_answer(response: httpx.Response, body: bytes) -> HubError:
+    code = response.status_code
+    message: str | None = None
+    try:
+        message = Status.model_validate_json(body).message
+    except ValidationError:
+        pass
+    if not message:
+        snippet = body[:200].decode("utf-8", "replace").strip()
+        message = f"the hub answered HTTP {code} {response.reason_phrase}" + (
+            f": {snippet}" if snippet else ""
+        )
+    kind = Gone if code == 410 else HubError
+    return kind(message, code=code)
+
+
+class HubClient:
+    """A synchronous reader of one hub. Use as a context manager, or call `close()`."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        token: str | None,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._timeout = timeout
+        headers = {"Accept": "application/json", "User-Agent": f"mcsync-cli/{__version__}"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+        )
+
+    def __enter__(self) -> HubClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    # --- plumbing -----------------------------------------------------------------------
+
+    def _unreachable(self, exc: httpx.HTTPError) -> Unreachable:
+        detail = str(exc) or type(exc).__name__
+        return Unreachable(f"cannot reach the hub at {self.base_url}: {detail}")
+
+    def _get(self, path: str, model: type[M], params: Params | None = None) -> M:
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        try:
+            response = self._http.get(API_PREFIX + path, params=query)
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from None
+        if response.status_code != 200:
+            raise _error_from_answer(response, response.content)
+        try:
+            return model.model_validate_json(response.content)
+        except ValidationError as exc:
+            raise HubError(
+                f"the hub at {self.base_url} answered {path} with something that is not "
+                f"a {model.__name__}: {exc.errors()[0].get('msg', exc)}"
+            ) from None
+
+    def _list_all(self, path: str, model: type[M], params: Params, *, page_size: int) -> M:
+        """Every page of a list, merged into one list object (first page's metadata)."""
+        first: Any = None
+        token: str | None = None
+        while True:
+            page: Any = self._get(path, model, {**params, "limit": page_size, "continue": token})
+            if first is None:
+                first = page
+            else:
+                first.items.extend(page.items)
+            token = page.metadata.continue_
+            if not token:
+                break
+        first.metadata = ListMeta(resource_version=first.metadata.resource_version)
+        return first  # type: ignore[no-any-return]
+
+    # --- clusters -----------------------------------------------------------------------
+
+    def list_clusters(self) -> MemberClusterList:
+        return self._get("/clusters", MemberClusterList)
+
+    def get_cluster(self, name: str) -> MemberCluster:
+        return self._get(f"/clusters/{_quote(name)}", MemberCluster)
+
+    # --- exports ------------------------------------------------------------------------
+
+    def list_exports(
+        self,
+        *,
+        namespace: str | None = None,
+        name: str | None = None,
+        cluster: str | None = None,
+        conflict: bool | None = None,
+        page_size: int = 500,
+    ) -> InternalServiceExportList:
+        params: dict[str, str | int | None] = {
+            "namespace": namespace,
+            "name": name,
+            "cluster": cluster,
+            "conflict": None if conflict is None else str(conflict).lower(),
+        }
+        return self._list_all(
+            "/serviceexports", InternalServiceExportList, params, page_size=page_size
+        )
+
+    def get_export(self, cluster: str, namespace: str, name: str) -> InternalServiceExport:
+        path = f"/clusters/{_quote(cluster)}/serviceexports/{_quote(namespace)}/{_quote(name)}"
+        return self._get(path, InternalServiceExport)
+
+    def watch_exports(
+        self,
+        *,
+        resource_version: str | None,
+        cluster: str | None = None,
+        timeout_seconds: int = WATCH_DEFAULT_TIMEOUT_SECONDS,
+    ) -> Iterator[WatchEvent]:
+        """The hub's change feed after `resource_version`, until the hub ends the stream.
+
+        Raises `Gone` when the revision is too old (relist), `Unreachable` when the
+        connection cannot be made or breaks, `HubError` for any other refusal.
+        """
+        path = (
+            f"/clusters/{_quote(cluster)}/serviceexports" if cluster else "/serviceexports"
+        )
+        params = {"watch": "true", "timeoutSeconds": str(timeout_seconds)}
+        if resource_version:
+            params["resourceVersion"] = resource_version
+        timeout = httpx.Timeout(self._timeout, read=WATCH_SILENCE_SECONDS)
+        try:
+            with self._http.stream(
+                "GET", API_PREFIX + path, params=params, timeout=timeout,
+                headers={"Accept": "application/x-ndjson, application/json"},
+            ) as response:
+                if response.status_code != 200:
+                    raise _error_from_answer(response, response.read())
+                for line in response.iter_lines():
+                    if line.strip():
+                        yield self._event(line)
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from None
+
+    def _event(self, line: str) -> WatchEvent:
+        try:
+            event = WatchEvent.model_validate(json.loads(line))
+        except (ValueError, ValidationError):
+            raise HubError(
+                f"the hub at {self.base_url} sent a watch line that is not a WatchEvent: "
+                f"{line[:200]}"
+            ) from None
+        if event.type == "ERROR" and isinstance(event.object, Status):
+            kind = Gone if event.object.code == 410 else HubError
+            raise kind(event.object.message, code=event.object.code)
+        return event
+
+    # --- imports ------------------------------------------------------------------------
+
+    def list_imports(
+        self,
+        *,
+        namespace: str | None = None,
+        conflict: bool | None = None,
+        page_size: int = 500,
+    ) -> ServiceImportList:
+        params: dict[str, str | int | None] = {
+            "namespace": namespace,
+            "conflict": None if conflict is None else str(conflict).lower(),
+        }
+        return self._list_all("/serviceimports", ServiceImportList, params, page_size=page_size)
+
+    def get_import(self, namespace: str, name: str) -> ServiceImport:
+        return self._get(f"/serviceimports/{_quote(namespace)}/{_quote(name)}", ServiceImport)

@@ -1,0 +1,453 @@
+"""Text for people and scripts, made from the shared models: tables, detail, JSON, YAML.
+
+Every function here is pure: models (and a `now`, so ages are testable) in, text out. No
+HTTP, no clock, no printing — `cli.commands` decides what to fetch and where the text
+goes. That keeps the look of the CLI testable with plain model instances.
+
+Tables follow `kubectl get`: upper-case headers, columns left-aligned and separated by
+three spaces, `<none>` for an empty cell, ages in kubectl's short form (`5s`, `3m`,
+`2h`, `4d`, `3y`). `-o wide` appends columns and never reorders the narrow ones, so a
+script cutting columns by position works with both. JSON and YAML are the objects exactly
+as the hub sends them (`shared.models.to_wire`), so they parse back into the same models.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from shared.conditions import CONFLICT, TRUE
+from shared.models import (
+    Condition,
+    ImportPortStatus,
+    InternalServiceExport,
+    MemberCluster,
+    ServiceImport,
+    ServicePort,
+    to_wire,
+)
+from shared.timefmt import format_millis
+
+NONE = "<none>"
+COLUMN_GAP = "   "
+EMPTY_MESSAGE = "No resources found."
+MAX_LISTED_CLUSTERS = 3
+
+Cells = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    """Headers and rows of strings; `format_table` lays them out."""
+
+    headers: Cells
+    rows: tuple[Cells, ...]
+
+    def widths(self) -> tuple[int, ...]:
+        return tuple(
+            max([len(self.headers[i]), *(len(row[i]) for row in self.rows)])
+            for i in range(len(self.headers))
+        )
+
+
+def format_row(cells: Sequence[str], widths: Sequence[int]) -> str:
+    """One line: each cell padded to its column's width; a longer cell pushes the rest."""
+    padded = [cell.ljust(width) for cell, width in zip(cells, widths, strict=False)]
+    padded.extend(cells[len(widths):])
+    return COLUMN_GAP.join(padded).rstrip()
+
+
+def format_table(table: Table) -> str:
+    """The header line and one line per row, aligned; ends with a newline."""
+    widths = table.widths()
+    lines = [format_row(table.headers, widths)]
+    lines.extend(format_row(row, widths) for row in table.rows)
+    return "\n".join(lines) + "\n"
+
+
+def listing_output(table: Table) -> tuple[str, str]:
+    """(stdout, stderr) of a listing: the table, or `No resources found.` on stderr only,
+    so that a pipe reading stdout sees nothing rather than a sentence."""
+    if not table.rows:
+        return "", EMPTY_MESSAGE + "\n"
+    return format_table(table), ""
+
+
+# --- cell formats ---------------------------------------------------------------------
+
+
+def age(moment: datetime | None, *, now: datetime) -> str:
+    """kubectl's short age: `0s`..`59s`, `1m`..`59m`, `1h`..`23h`, `1d`..`364d`, `1y`..
+
+    A moment slightly in the future (clocks of hub and operator differ) reads `0s`.
+    """
+    if moment is None:
+        return NONE
+    seconds = max(0, int((now - moment).total_seconds()))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 24:
+        return f"{hours}h"
+    days = hours // 24
+    if days < 365:
+        return f"{days}d"
+    return f"{days // 365}y"
+
+
+def timestamp(moment: datetime | None) -> str:
+    return format_millis(moment) if moment is not None else NONE
+
+
+def ports(items: Iterable[ServicePort | ImportPortStatus]) -> str:
+    """`80/TCP,443/TCP`, as `kubectl get service` shows PORT(S)."""
+    text = ",".join(f"{p.port}/{p.protocol}" for p in items)
+    return text or NONE
+
+
+def names(items: Sequence[str], *, limit: int = MAX_LISTED_CLUSTERS) -> str:
+    """`a,b,c` or, past `limit`, `a,b,c + 2 more...` (kubectl's ENDPOINTS style)."""
+    if not items:
+        return NONE
+    shown = ",".join(items[:limit])
+    rest = len(items) - limit
+    return f"{shown} + {rest} more..." if rest > 0 else shown
+
+
+def labels(values: Mapping[str, str] | None) -> str:
+    if not values:
+        return NONE
+    return ",".join(f"{key}={values[key]}" for key in sorted(values))
+
+
+def or_none(value: object) -> str:
+    return NONE if value is None or value == "" else str(value)
+
+
+def conflict_condition(export: InternalServiceExport) -> Condition | None:
+    return export.condition(CONFLICT)
+
+
+# --- clusters -------------------------------------------------------------------------
+
+CLUSTER_HEADERS: Cells = ("NAME", "STATE", "LAST-HEARTBEAT", "EXPORTS", "CONFLICTS", "AGE")
+CLUSTER_WIDE_HEADERS: Cells = ("AGENT-VERSION", "LABELS")
+
+
+def cluster_row(cluster: MemberCluster, *, now: datetime, wide: bool = False) -> Cells:
+    status = cluster.status
+    row: Cells = (
+        cluster.metadata.name,
+        status.state,
+        age(status.last_heartbeat_time, now=now),
+        str(status.export_count),
+        str(status.conflict_count),
+        age(cluster.metadata.creation_timestamp, now=now),
+    )
+    if wide:
+        row += (or_none(status.agent_version), labels(cluster.metadata.labels))
+    return row
+
+
+def clusters_table(
+    items: Iterable[MemberCluster], *, now: datetime, wide: bool = False
+) -> Table:
+    headers = CLUSTER_HEADERS + (CLUSTER_WIDE_HEADERS if wide else ())
+    return Table(headers, tuple(cluster_row(c, now=now, wide=wide) for c in items))
+
+
+# --- exports --------------------------------------------------------------------------
+
+EXPORT_HEADERS: Cells = (
+    "NAMESPACE", "NAME", "CLUSTER", "TYPE", "PORTS", "CONFLICT", "REASON", "AGE",
+)
+EXPORT_WIDE_HEADERS: Cells = ("CLUSTER-STATE", "CREATED", "RESOURCE-VERSION")
+
+
+def export_row(export: InternalServiceExport, *, now: datetime, wide: bool = False) -> Cells:
+    ref = export.spec.service_reference
+    condition = conflict_condition(export)
+    created = export.metadata.creation_timestamp or ref.export_creation_timestamp
+    row: Cells = (
+        export.metadata.namespace or ref.namespace,
+        export.metadata.name,
+        ref.cluster_id,
+        export.spec.type,
+        ports(export.spec.ports),
+        condition.status if condition else NONE,
+        condition.reason if condition else NONE,
+        age(created, now=now),
+    )
+    if wide:
+        row += (
+            or_none(export.status.cluster_state),
+            timestamp(ref.export_creation_timestamp),
+            or_none(export.metadata.resource_version),
+        )
+    return row
+
+
+def export_headers(*, wide: bool = False) -> Cells:
+    return EXPORT_HEADERS + (EXPORT_WIDE_HEADERS if wide else ())
+
+
+def exports_table(
+    items: Iterable[InternalServiceExport], *, now: datetime, wide: bool = False
+) -> Table:
+    return Table(export_headers(wide=wide), tuple(export_row(e, now=now, wide=wide) for e in items))
+
+
+# --- imports --------------------------------------------------------------------------
+
+IMPORT_HEADERS: Cells = ("NAMESPACE", "NAME", "TYPE", "PORTS", "CLUSTERS", "CONFLICTS", "AGE")
+IMPORT_WIDE_HEADERS: Cells = ("WINNER", "RESOURCE-VERSION")
+
+
+def import_row(item: ServiceImport, *, now: datetime, wide: bool = False) -> Cells:
+    row: Cells = (
+        item.metadata.namespace or "",
+        item.metadata.name,
+        item.spec.type,
+        ports(item.spec.ports),
+        names([c.cluster for c in item.status.clusters]),
+        ",".join(item.status.conflicts) or NONE,
+        age(item.metadata.creation_timestamp, now=now),
+    )
+    if wide:
+        row += (or_none(item.status.winning_cluster), or_none(item.metadata.resource_version))
+    return row
+
+
+def imports_table(items: Iterable[ServiceImport], *, now: datetime, wide: bool = False) -> Table:
+    headers = IMPORT_HEADERS + (IMPORT_WIDE_HEADERS if wide else ())
+    return Table(headers, tuple(import_row(i, now=now, wide=wide) for i in items))
+
+
+# --- conflicts ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConflictView:
+    """One conflicting service as `mcsync conflicts` shows it."""
+
+    namespace: str
+    name: str
+    winner: str | None
+    reasons: tuple[str, ...]
+    losing_clusters: tuple[str, ...]
+    since: datetime | None
+    exports: int
+
+
+def _precedence(export: InternalServiceExport) -> tuple[datetime, str]:
+    """SPEC §3 order: oldest exportCreationTimestamp first, ties by clusterId."""
+    ref = export.spec.service_reference
+    return ref.export_creation_timestamp, ref.cluster_id
+
+
+def conflict_views(
+    imports: Iterable[ServiceImport], exports: Iterable[InternalServiceExport]
+) -> list[ConflictView]:
+    """Join conflicting imports with their exports (one listing of each, no query per key).
+
+    The import says who won and which fields are disputed; the exports say since when
+    (the oldest `lastTransitionTime` of a `Conflict=True` condition of the key). Where the
+    import omits the winner or its clusters, the exports stand in, ordered as SPEC §3
+    orders them.
+    """
+    by_key: dict[tuple[str, str], list[InternalServiceExport]] = {}
+    for export in exports:
+        ref = export.spec.service_reference
+        by_key.setdefault((ref.namespace, ref.name), []).append(export)
+    views = []
+    for item in imports:
+        if not item.status.conflicts:
+            continue
+        key = (item.metadata.namespace or "", item.metadata.name)
+        ordered = sorted(by_key.get(key, []), key=_precedence)
+        winner = item.status.winning_cluster or (
+            ordered[0].spec.service_reference.cluster_id if ordered else None
+        )
+        clusters = [c.cluster for c in item.status.clusters] or [
+            e.spec.service_reference.cluster_id for e in ordered
+        ]
+        since_candidates = [
+            c.last_transition_time
+            for c in (conflict_condition(e) for e in ordered)
+            if c is not None and c.status == TRUE and c.last_transition_time is not None
+        ]
+        views.append(
+            ConflictView(
+                namespace=key[0],
+                name=key[1],
+                winner=winner,
+                reasons=tuple(item.status.conflicts),
+                losing_clusters=tuple(c for c in clusters if c != winner),
+                since=min(since_candidates, default=None),
+                exports=len(clusters),
+            )
+        )
+    return views
+
+
+CONFLICT_HEADERS: Cells = ("NAMESPACE", "NAME", "WINNER", "REASONS", "LOSING-CLUSTERS", "SINCE")
+CONFLICT_WIDE_HEADERS: Cells = ("EXPORTS",)
+
+
+def conflicts_table(
+    views: Iterable[ConflictView], *, now: datetime, wide: bool = False
+) -> Table:
+    rows = []
+    for view in views:
+        row: Cells = (
+            view.namespace,
+            view.name,
+            or_none(view.winner),
+            ",".join(view.reasons) or NONE,
+            ",".join(view.losing_clusters) or NONE,
+            age(view.since, now=now),
+        )
+        if wide:
+            row += (str(view.exports),)
+        rows.append(row)
+    return Table(CONFLICT_HEADERS + (CONFLICT_WIDE_HEADERS if wide else ()), tuple(rows))
+
+
+# --- detail (the default of `mcsync get`) ----------------------------------------------
+
+
+def _fields(pairs: Sequence[tuple[str, str]]) -> list[str]:
+    width = max(len(label) for label, _ in pairs) + 1
+    return [f"{(label + ':').ljust(width)}  {value}" for label, value in pairs]
+
+
+def _indented(table: Table, indent: str = "  ") -> list[str]:
+    return [indent + line for line in format_table(table).splitlines()]
+
+
+def _conditions_table(conditions: Sequence[Condition], *, now: datetime) -> Table:
+    return Table(
+        ("TYPE", "STATUS", "REASON", "AGE", "MESSAGE"),
+        tuple(
+            (c.type, c.status, c.reason, age(c.last_transition_time, now=now), c.message)
+            for c in conditions
+        ),
+    )
+
+
+def _port_lines(items: Sequence[ServicePort]) -> str:
+    if not items:
+        return NONE
+    return ", ".join(
+        f"{p.name + ' ' if p.name else ''}{p.port}/{p.protocol}"
+        + (f" ({p.app_protocol})" if p.app_protocol else "")
+        for p in items
+    )
+
+
+def describe_export(export: InternalServiceExport, *, now: datetime) -> str:
+    """A `kubectl describe`-like page of one export: the facts an operator asks first."""
+    spec = export.spec
+    ref = spec.service_reference
+    state = export.status.cluster_state
+    lines = _fields(
+        [
+            ("Name", export.metadata.name),
+            ("Namespace", export.metadata.namespace or ref.namespace),
+            ("Cluster", ref.cluster_id + (f" ({state})" if state else "")),
+            ("Type", spec.type),
+            ("Ports", _port_lines(spec.ports)),
+            ("Session affinity", spec.session_affinity),
+            ("IP families", ",".join(spec.ip_families) or NONE),
+            ("Exported labels", labels(spec.exported_labels)),
+            ("Exported annotations", labels(spec.exported_annotations)),
+            ("Export created", timestamp(ref.export_creation_timestamp)),
+            ("Exported since", timestamp(ref.exported_since)),
+            ("Service", f"uid {ref.uid or NONE}, resourceVersion {ref.resource_version}"),
+            ("Resource version", or_none(export.metadata.resource_version)),
+            ("Age", age(export.metadata.creation_timestamp, now=now)),
+            ("Annotations", labels(export.metadata.annotations)),
+        ]
+    )
+    lines.append("Conditions:")
+    if export.status.conditions:
+        lines.extend(_indented(_conditions_table(export.status.conditions, now=now)))
+    else:
+        lines.append(f"  {NONE}")
+    return "\n".join(lines) + "\n"
+
+
+def describe_import(item: ServiceImport, *, now: datetime) -> str:
+    """A `kubectl describe`-like page of one ServiceImport: who exports it, which ports."""
+    spec, status = item.spec, item.status
+    lines = _fields(
+        [
+            ("Name", item.metadata.name),
+            ("Namespace", or_none(item.metadata.namespace)),
+            ("Type", spec.type),
+            ("Ports", _port_lines(spec.ports)),
+            ("Session affinity", spec.session_affinity),
+            ("IP families", ",".join(spec.ip_families) or NONE),
+            ("Labels", labels(spec.labels)),
+            ("Winning cluster", or_none(status.winning_cluster)),
+            ("Conflicts", ",".join(status.conflicts) or NONE),
+            ("Resource version", or_none(item.metadata.resource_version)),
+            ("Age", age(item.metadata.creation_timestamp, now=now)),
+        ]
+    )
+    lines.append("Clusters:")
+    if status.clusters:
+        lines.extend(
+            _indented(
+                Table(
+                    ("CLUSTER", "STATE"),
+                    tuple((c.cluster, or_none(c.state)) for c in status.clusters),
+                )
+            )
+        )
+    else:
+        lines.append(f"  {NONE}")
+    lines.append("Port clusters:")
+    if status.ports:
+        lines.extend(
+            _indented(
+                Table(
+                    ("NAME", "PORT", "CLUSTERS"),
+                    tuple(
+                        (or_none(p.name), f"{p.port}/{p.protocol}", ",".join(p.clusters) or NONE)
+                        for p in status.ports
+                    ),
+                )
+            )
+        )
+    else:
+        lines.append(f"  {NONE}")
+    return "\n".join(lines) + "\n"
+
+
+# --- machine formats ------------------------------------------------------------------
+
+
+def to_json(model: BaseModel) -> str:
+    """Indented JSON of the object as the hub sends it; ends with a newline."""
+    return json.dumps(to_wire(model), indent=2, ensure_ascii=False) + "\n"
+
+
+def to_json_line(model: BaseModel) -> str:
+    """One compact line (for watch streams: one object per line)."""
+    return json.dumps(to_wire(model), separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def to_yaml(model: BaseModel) -> str:
+    """YAML of the object as the hub sends it (strings that look like dates stay quoted)."""
+    data: Any = to_wire(model)
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)

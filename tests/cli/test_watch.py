@@ -1,0 +1,52 @@
+"""The watch's filtered view: what an operator sees of the hub's events, and after a relist."""
+
+from __future__ import annotations
+
+from cli.watch import ExportFilter, ExportView
+from tests.cli.samples import export
+
+
+def conflicting(**kwargs: object) -> object:
+    return export(conflict=("True", "PortConflict"), **kwargs)  # type: ignore[arg-type]
+
+
+def test_unfiltered_view_reports_hub_events_as_they_are() -> None:
+    view = ExportView(ExportFilter())
+    first = export(resource_version="1")
+    assert view.apply("ADDED", first) == ("ADDED", first)
+    second = export(resource_version="2")
+    assert view.apply("MODIFIED", second) == ("MODIFIED", second)
+    assert view.apply("DELETED", second) == ("DELETED", second)
+    assert view.apply("DELETED", second) is None  # already gone
+
+
+def test_filtered_view_turns_leaving_into_deleted_and_entering_into_added() -> None:
+    view = ExportView(ExportFilter(conflict=True))
+    clean = export(resource_version="1")
+    assert view.apply("ADDED", clean) is None
+    clash = export(conflict=("True", "PortConflict"), resource_version="2")
+    assert view.apply("MODIFIED", clash) == ("ADDED", clash)
+    resolved = export(resource_version="3")
+    assert view.apply("MODIFIED", resolved) == ("DELETED", resolved)
+
+
+def test_namespace_and_name_filters() -> None:
+    view = ExportView(ExportFilter(namespace="demo", name="web"))
+    assert view.apply("ADDED", export(namespace="shop")) is None
+    assert view.apply("ADDED", export(name="api")) is None
+    assert view.apply("ADDED", export()) is not None
+
+
+def test_relist_reports_the_difference() -> None:
+    view = ExportView(ExportFilter())
+    kept = export(cluster="east", resource_version="1")
+    changed = export(cluster="west", resource_version="2")
+    dropped = export(cluster="north", resource_version="3")
+    assert [t for t, _ in view.replace([kept, changed, dropped])] == ["ADDED"] * 3
+    changed_now = export(cluster="west", resource_version="5")
+    added = export(cluster="south", resource_version="6")
+    changes = view.replace([kept, changed_now, added])
+    assert sorted((t, e.spec.service_reference.cluster_id) for t, e in changes) == [
+        ("ADDED", "south"), ("DELETED", "north"), ("MODIFIED", "west"),
+    ]
+    assert view.replace([kept, changed_now, added]) == []  # nothing new, nothing reported
