@@ -1,0 +1,96 @@
+{{/* Chart name, truncated to the 63 characters Kubernetes allows in a label. */}}
+{{- define "mcsync-agent.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name of the release's objects. */}}
+{{- define "mcsync-agent.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "mcsync-agent.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "mcsync-agent.labels" -}}
+helm.sh/chart: {{ include "mcsync-agent.chart" . }}
+{{ include "mcsync-agent.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: mcsync
+{{- end }}
+
+{{- define "mcsync-agent.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "mcsync-agent.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: agent
+{{- end }}
+
+{{- define "mcsync-agent.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "mcsync-agent.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "mcsync-agent.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/*
+"true" when replicas elect a leader. Only with several replicas: a single replica has no
+peer to race, and its Deployment uses the Recreate strategy so two never overlap.
+*/}}
+{{- define "mcsync-agent.leaderElect" -}}
+{{- if gt (int .Values.replicaCount) 1 }}true{{ end }}
+{{- end }}
+
+{{- define "mcsync-agent.tokenSecretName" -}}
+{{- default (printf "%s-token" (include "mcsync-agent.fullname" .)) .Values.token.existingSecret }}
+{{- end }}
+{{- define "mcsync-agent.tokenSecretKey" -}}
+{{- if .Values.token.existingSecret }}{{ .Values.token.existingSecretKey }}{{ else }}token{{ end }}
+{{- end }}
+
+{{/*
+What the agent may do with watched objects (SPEC §2.1): read Services, read and update
+ServiceExports (its finalizer), write their status, and record Events. Nothing else: no
+wildcard, no Secrets, never a write to a Service.
+*/}}
+{{- define "mcsync-agent.rules" -}}
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: ["multicluster.x-k8s.io"]
+  resources: ["serviceexports"]
+  verbs: ["get", "list", "watch", "update", "patch"]
+- apiGroups: ["multicluster.x-k8s.io"]
+  resources: ["serviceexports/status"]
+  verbs: ["get", "update", "patch"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{/* Refuse a release that cannot start, naming the value to set. */}}
+{{- define "mcsync-agent.validate" -}}
+{{- if not (or .Values.token.existingSecret .Values.token.value) }}
+{{- fail "token.existingSecret (recommended) or token.value is required: the member token answered by POST /api/v1/clusters on the hub" }}
+{{- end }}
+{{- if and .Values.token.existingSecret .Values.token.value }}
+{{- fail "set token.existingSecret or token.value, not both" }}
+{{- end }}
+{{- end }}
