@@ -1,0 +1,1 @@
+"""Tests of the Helm charts (helm/) and the container image recipe (Dockerfile)."""

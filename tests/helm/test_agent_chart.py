@@ -1,0 +1,352 @@
+"""The mcsync-agent chart: CRD, least-privilege RBAC, leader election and the member token.
+
+The agent writes only ServiceExport status, its finalizer, Events and its Lease (SPEC
+§2.1); the RBAC tests hold the chart to exactly that, so a later "just add a verb" shows up
+as a failing test and a review question.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import helm_python
+import pytest
+
+from tests.helm.conftest import (
+    AGENT_CHART,
+    NAMESPACE,
+    RELEASE,
+    REPO,
+    Rendered,
+    assert_hardened,
+    container_named,
+    crds,
+    flag_values,
+    install_doc_values,
+    load_all,
+    load_model,
+    render,
+    render_as,
+    render_error,
+)
+
+TOKEN = "member-token-literal-9f8e7d6c5b4a"
+BASE: dict[str, Any] = {
+    "hubUrl": "https://mcsync.example.com",
+    "clusterId": "east-1",
+    "token": {"value": TOKEN},
+}
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "minimal": BASE,
+    "ha-existing-secret": {
+        **BASE,
+        "replicaCount": 3,
+        "token": {"existingSecret": "mcsync-member-token", "existingSecretKey": "member"},
+        "metrics": {"serviceMonitor": {"enabled": True}},
+    },
+    "watch-namespaces": {**BASE, "watchNamespaces": ["shop", "payments"]},
+}
+
+# SPEC §2.1: read Services; read and update ServiceExports (finalizer); write their status;
+# record Events (core and events.k8s.io). As (apiGroup, resource) -> verbs.
+WORKLOAD_RULES = {
+    ("", "services"): {"get", "list", "watch"},
+    ("multicluster.x-k8s.io", "serviceexports"): {"get", "list", "watch", "update", "patch"},
+    ("multicluster.x-k8s.io", "serviceexports/status"): {"get", "update", "patch"},
+    ("", "events"): {"create", "patch"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+}
+LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
+RBAC_KINDS = ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")
+
+
+@pytest.fixture(scope="module", params=sorted(SCENARIOS))
+def scenario(request: pytest.FixtureRequest) -> tuple[str, Rendered]:
+    return request.param, render(AGENT_CHART, SCENARIOS[request.param])
+
+
+def agent_container(rendered: Rendered) -> dict[str, Any]:
+    return container_named(rendered.one("Deployment")["spec"]["template"]["spec"], "agent")
+
+
+def rules_of(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    """A role's rules flattened to (apiGroup, resource) -> verbs, refusing duplicates."""
+    flat: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        assert "resourceNames" not in rule or rule["resourceNames"]
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                assert (group, resource) not in flat, f"{group}/{resource} granted twice"
+                flat[(group, resource)] = set(rule["verbs"])
+    return flat
+
+
+def test_every_object_is_valid_kubernetes(scenario: tuple[str, Rendered]) -> None:
+    load_all(scenario[1])
+
+
+def test_every_container_is_hardened(scenario: tuple[str, Rendered]) -> None:
+    assert_hardened(scenario[1])
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_helm_lint_is_clean(name: str) -> None:
+    report = helm_python.lint(AGENT_CHART, SCENARIOS[name], strict=True, namespace=NAMESPACE)
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+def test_no_wildcard_and_nothing_cluster_admin(scenario: tuple[str, Rendered]) -> None:
+    rendered = scenario[1]
+    for role in rendered.of_kind("ClusterRole") + rendered.of_kind("Role"):
+        assert "aggregationRule" not in role
+        for rule in role["rules"]:
+            for key in ("apiGroups", "resources", "verbs", "resourceNames"):
+                assert "*" not in rule.get(key, []), f"{role['metadata']['name']}: * in {key}"
+            assert "nonResourceURLs" not in rule
+    for binding in rendered.of_kind("ClusterRoleBinding") + rendered.of_kind("RoleBinding"):
+        assert binding["roleRef"]["name"] not in {"cluster-admin", "admin", "edit"}
+        (subject,) = binding["subjects"]
+        assert subject == {
+            "kind": "ServiceAccount",
+            "name": rendered.one("ServiceAccount")["metadata"]["name"],
+            "namespace": NAMESPACE,
+        }
+        # It binds a role of this release (a RoleBinding: one in its own namespace).
+        bound = [
+            r
+            for r in rendered.of_kind(binding["roleRef"]["kind"])
+            if r["metadata"]["name"] == binding["roleRef"]["name"]
+            and r["metadata"].get("namespace") == binding["metadata"].get("namespace")
+        ]
+        assert len(bound) == 1, binding["metadata"]
+
+
+def test_cluster_role_grants_exactly_what_the_agent_needs() -> None:
+    rendered = render(AGENT_CHART, SCENARIOS["minimal"])
+    role = rendered.one("ClusterRole")
+    assert rules_of(role) == WORKLOAD_RULES
+    binding = rendered.one("ClusterRoleBinding")
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": role["metadata"]["name"],
+    }
+    assert NAMESPACE in role["metadata"]["name"], "two releases would share one ClusterRole"
+
+
+def test_watch_namespaces_get_roles_and_nothing_cluster_wide() -> None:
+    rendered = render(AGENT_CHART, SCENARIOS["watch-namespaces"])
+    assert rendered.of_kind("ClusterRole") == []
+    assert rendered.of_kind("ClusterRoleBinding") == []
+    roles = {r["metadata"]["namespace"]: r for r in rendered.of_kind("Role")}
+    assert set(roles) == {"shop", "payments"}
+    for role in roles.values():
+        assert rules_of(role) == WORKLOAD_RULES
+    bindings = {b["metadata"]["namespace"] for b in rendered.of_kind("RoleBinding")}
+    assert bindings == {"shop", "payments"}
+    agent = agent_container(rendered)
+    assert flag_values(agent, "--namespace") == ["shop", "payments"]
+
+
+@pytest.mark.parametrize("replicas", [1, 2, 3])
+def test_leader_election_iff_several_replicas(replicas: int) -> None:
+    rendered = render(AGENT_CHART, {**BASE, "replicaCount": replicas})
+    deployment = rendered.one("Deployment")
+    assert deployment["spec"]["replicas"] == replicas
+    agent = agent_container(rendered)
+    elected = replicas > 1
+    assert ("--leader-elect" in agent["args"]) is elected
+    assert flag_values(agent, "--lease-namespace") == ([NAMESPACE] if elected else [])
+    lease_roles = [
+        r for r in rendered.of_kind("Role") if ("coordination.k8s.io", "leases") in rules_of(r)
+    ]
+    if elected:
+        (role,) = lease_roles
+        assert role["metadata"]["namespace"] == NAMESPACE
+        assert rules_of(role) == LEASE_RULES
+        binding = next(
+            b
+            for b in rendered.of_kind("RoleBinding")
+            if b["roleRef"]["name"] == role["metadata"]["name"]
+        )
+        assert binding["metadata"]["namespace"] == NAMESPACE
+    else:
+        assert lease_roles == []
+        # No Lease to keep two agents apart: the old pod must stop before the new starts.
+        assert deployment["spec"]["strategy"]["type"] == "Recreate"
+
+
+def test_leases_only_in_a_namespaced_role(scenario: tuple[str, Rendered]) -> None:
+    rendered = scenario[1]
+    for role in rendered.of_kind("ClusterRole"):
+        assert all(g != "coordination.k8s.io" for g, _ in rules_of(role))
+    for role in rendered.of_kind("Role"):
+        if ("coordination.k8s.io", "leases") in rules_of(role):
+            assert role["metadata"]["namespace"] == NAMESPACE
+
+
+def test_program_flags_come_from_values() -> None:
+    values = {
+        **BASE,
+        "denyNamespaces": ["kube-system", "kube-public", "secrets"],
+        "agent": {"workers": 8, "heartbeatInterval": 20, "logFormat": "text"},
+        "metrics": {"port": 9100},
+    }
+    agent = agent_container(render(AGENT_CHART, values))
+    assert agent["command"] == ["mcsync-agent"]
+    assert flag_values(agent, "--hub-url") == ["https://mcsync.example.com"]
+    assert flag_values(agent, "--cluster-id") == ["east-1"]
+    assert flag_values(agent, "--deny-namespace") == ["kube-system", "kube-public", "secrets"]
+    assert flag_values(agent, "--namespace") == []
+    assert flag_values(agent, "--workers") == ["8"]
+    assert flag_values(agent, "--heartbeat-interval") == ["20"]
+    assert flag_values(agent, "--log-format") == ["text"]
+    assert flag_values(agent, "--metrics-port") == ["9100"]
+
+
+def test_probes_and_metrics_on_the_metrics_port(scenario: tuple[str, Rendered]) -> None:
+    rendered = scenario[1]
+    agent = agent_container(rendered)
+    (port,) = agent["ports"]
+    assert port["name"] == "metrics"
+    assert flag_values(agent, "--metrics-port") == [str(port["containerPort"])]
+    assert agent["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert agent["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    service = rendered.one("Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+
+
+def test_service_monitor_scrapes_agent_metrics() -> None:
+    assert render(AGENT_CHART, BASE).of_kind("ServiceMonitor") == []
+    rendered = render(AGENT_CHART, SCENARIOS["ha-existing-secret"])
+    (endpoint,) = rendered.one("ServiceMonitor")["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["path"]) == ("metrics", "/metrics")
+
+
+def test_token_is_a_file_from_the_secret_never_a_literal(scenario: tuple[str, Rendered]) -> None:
+    name, rendered = scenario
+    pod = rendered.one("Deployment")["spec"]["template"]["spec"]
+    agent = container_named(pod, "agent")
+    (token_file,) = flag_values(agent, "--token-file")
+    mount = next(m for m in agent["volumeMounts"] if token_file.startswith(m["mountPath"] + "/"))
+    assert mount["readOnly"] is True
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    (item,) = volume["secret"]["items"]
+    assert item["path"] == token_file.removeprefix(mount["mountPath"] + "/")
+    # Owner root, group fsGroup (the agent's gid): readable by the agent and no one else.
+    assert volume["secret"]["defaultMode"] == 0o440
+    assert pod["securityContext"]["fsGroup"] == agent["securityContext"]["runAsGroup"]
+    assert "env" not in agent or all("TOKEN" not in e["name"] for e in agent["env"])
+    assert TOKEN not in rendered.manifest("Deployment")
+    if name == "ha-existing-secret":
+        assert volume["secret"]["secretName"] == "mcsync-member-token"
+        assert item["key"] == "member"
+        assert rendered.of_kind("Secret") == []
+    else:
+        secret = rendered.one("Secret", volume["secret"]["secretName"])
+        assert secret["stringData"] == {item["key"]: TOKEN}
+
+
+def test_a_token_is_required() -> None:
+    message = render_error(AGENT_CHART, {**BASE, "token": {"value": ""}})
+    assert "token.existingSecret" in message and "token.value" in message
+
+
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [
+        ({"clusterId": "east-1", "token": {"value": TOKEN}}, "/hubUrl"),
+        ({**BASE, "hubUrl": "mcsync.example.com"}, "/hubUrl"),
+        ({**BASE, "hubUrl": "ftp://mcsync.example.com"}, "/hubUrl"),
+        ({**BASE, "clusterId": "Bad_Name"}, "/clusterId"),
+        ({**BASE, "clusterId": "x" * 64}, "/clusterId"),
+        ({"hubUrl": "https://mcsync.example.com", "token": {"value": TOKEN}}, "/clusterId"),
+        ({**BASE, "replicaCount": -1}, "/replicaCount"),
+        ({**BASE, "replicaCount": 0}, "/replicaCount"),
+        ({**BASE, "watchNamespaces": ["Shop"]}, "/watchNamespaces/0"),
+        ({**BASE, "agent": {"workers": 0}}, "/agent/workers"),
+        ({**BASE, "agent": {"logFormat": "xml"}}, "/agent/logFormat"),
+        ({**BASE, "metrics": {"port": 80}}, "/metrics/port"),
+        ({**BASE, "leaderElection": {"leaseDuration": 0}}, "/leaderElection/leaseDuration"),
+        ({**BASE, "hubURL": "https://typo.example.com"}, "hubURL"),
+    ],
+)
+def test_schema_rejects_bad_values_naming_the_field(values: dict[str, Any], field: str) -> None:
+    message = render_error(AGENT_CHART, values)
+    assert "schema" in message
+    assert field in message
+
+
+def test_crd_is_shipped_outside_templates() -> None:
+    # crds/ is installed by Helm before templates and is never templated or deleted.
+    rendered = render(AGENT_CHART, BASE)
+    assert rendered.of_kind("CustomResourceDefinition") == []
+    (crd,) = crds(AGENT_CHART)
+    assert crd["metadata"]["name"] == "serviceexports.multicluster.x-k8s.io"
+
+
+def test_crd_serves_both_versions_and_stores_v1beta1() -> None:
+    (crd,) = crds(AGENT_CHART)
+    load_model(crd)
+    spec = crd["spec"]
+    assert spec["group"] == "multicluster.x-k8s.io"
+    assert spec["scope"] == "Namespaced"
+    assert spec["names"]["kind"] == "ServiceExport"
+    assert spec["names"]["plural"] == "serviceexports"
+    versions = {v["name"]: v for v in spec["versions"]}
+    assert set(versions) == {"v1alpha1", "v1beta1"}
+    assert all(v["served"] for v in versions.values())
+    assert [n for n, v in versions.items() if v["storage"]] == ["v1beta1"]
+    for version in versions.values():
+        assert version["subresources"] == {"status": {}}
+    # One schema for both versions: no conversion webhook needed.
+    assert versions["v1alpha1"]["schema"] == versions["v1beta1"]["schema"]
+    assert spec.get("conversion", {"strategy": "None"})["strategy"] == "None"
+
+
+def test_crd_schema_has_exported_maps_and_metav1_conditions() -> None:
+    (crd,) = crds(AGENT_CHART)
+    schema = crd["spec"]["versions"][1]["schema"]["openAPIV3Schema"]
+    spec = schema["properties"]["spec"]["properties"]
+    for key in ("exportedLabels", "exportedAnnotations"):
+        assert spec[key]["type"] == "object"
+        assert spec[key]["additionalProperties"] == {"type": "string"}
+    conditions = schema["properties"]["status"]["properties"]["conditions"]
+    assert conditions["type"] == "array"
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    item = conditions["items"]
+    assert set(item["required"]) == {"type", "status", "reason", "message", "lastTransitionTime"}
+    props = item["properties"]
+    assert props["status"]["enum"] == ["True", "False", "Unknown"]
+    assert props["observedGeneration"] == {
+        "type": "integer",
+        "format": "int64",
+        "minimum": 0,
+        "description": props["observedGeneration"]["description"],
+    }
+    assert props["lastTransitionTime"]["format"] == "date-time"
+
+
+def test_release_name_does_not_leak_between_releases() -> None:
+    rendered = render(AGENT_CHART, BASE)
+    names = {o["metadata"]["name"] for o in rendered.objects}
+    assert all(RELEASE in n for n in names)
+
+
+def test_install_guide_matches_the_chart() -> None:
+    values = install_doc_values("agent-values.yaml")
+    rendered = render_as(AGENT_CHART, "mcsync-agent", "mcsync-system", values)
+    guide = (REPO / "docs" / "install.md").read_text()
+    deployment = rendered.one("Deployment")
+    assert f"deploy/{deployment['metadata']['name']}" in guide
+    pod = deployment["spec"]["template"]["spec"]
+    token = next(v for v in pod["volumes"] if v["name"] == "token")["secret"]
+    assert f"create secret generic {token['secretName']}" in guide
+    assert f"--from-literal={token['items'][0]['key']}=" in guide
+    agent = container_named(pod, "agent")
+    assert "--leader-elect --lease-namespace=mcsync-system" in guide.replace("\n  ", " ")
+    assert flag_values(agent, "--lease-namespace") == ["mcsync-system"]
+    assert f"`{rendered.one('Service')['metadata']['name']}`" in guide
