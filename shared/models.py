@@ -15,9 +15,11 @@ back an object it read.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     ConfigDict,
@@ -52,6 +54,21 @@ ClusterId = Annotated[
     str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL_RE.pattern)
 ]
 PortName = Annotated[str, Field(max_length=63)]
+
+
+def _utc_representable(value: datetime) -> datetime:
+    # `0001-01-01T00:00:00+14:00` parses, but is before year 1 in UTC: every store and
+    # comparison works in UTC, so such an instant must be refused here (a 422 naming the
+    # field), not overflow later inside a database write.
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("timestamp is out of range once converted to UTC") from None
+    return value
+
+
+# An RFC 3339 instant with an offset that has a UTC equivalent (years 1 to 9999).
+Timestamp = Annotated[AwareDatetime, AfterValidator(_utc_representable)]
 
 
 def is_dns1123_label(value: str) -> bool:
@@ -104,7 +121,7 @@ class ObjectMeta(WireModel):
     name: str = Field(min_length=1, max_length=253)
     namespace: str | None = Field(default=None, max_length=63)
     resource_version: str | None = None
-    creation_timestamp: AwareDatetime | None = None
+    creation_timestamp: Timestamp | None = None
     # None on a PUT means "keep what the hub has"; the hub always answers a dict.
     annotations: dict[str, str] | None = None
     labels: dict[str, str] | None = None
@@ -135,7 +152,7 @@ class Condition(WireModel):
     reason: str = Field(min_length=1, max_length=1024)
     message: str = Field(default="", max_length=32768)
     observed_generation: int | None = Field(default=None, ge=0)
-    last_transition_time: AwareDatetime | None = None
+    last_transition_time: Timestamp | None = None
 
 
 # --- InternalServiceExport --------------------------------------------------------------
@@ -171,8 +188,8 @@ class ServiceReference(StrictWireModel):
     uid: str = Field(default="", max_length=128)
     resource_version: str = Field(min_length=1, max_length=128)
     generation: int = Field(default=0, ge=0)
-    exported_since: AwareDatetime
-    export_creation_timestamp: AwareDatetime
+    exported_since: Timestamp
+    export_creation_timestamp: Timestamp
 
 
 ServiceImportType = Literal["ClusterSetIP", "Headless"]
@@ -374,7 +391,7 @@ class MemberClusterMeta(ObjectMeta):
 class MemberClusterStatus(WireModel):
     # Ready: heartbeat within the TTL; Stale: heartbeats stopped; Pending: none received yet.
     state: Literal["Ready", "Stale", "Pending"] = "Pending"
-    last_heartbeat_time: AwareDatetime | None = None
+    last_heartbeat_time: Timestamp | None = None
     agent_version: str | None = None
     export_count: int = 0
     conflict_count: int = 0
@@ -401,13 +418,17 @@ class MemberClusterList(WireModel):
 
 
 class Heartbeat(WireModel):
-    agent_version: str = Field(min_length=1, max_length=64)
+    # A version string (`0.1.0`, `0.2.0.dev3+g1a2b3c`): printable, so that the hub can
+    # store it as plain text on both databases (PostgreSQL text refuses NUL characters).
+    agent_version: str = Field(
+        min_length=1, max_length=64, pattern=r"^[0-9A-Za-z][0-9A-Za-z.+_~-]*$"
+    )
 
 
 class HeartbeatResponse(WireModel):
     hub_version: str
     min_agent_version: str
-    server_time: AwareDatetime
+    server_time: Timestamp
     state: str
 
 

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from hub.api.auth import AdminAccess, MemberAccess, MemberOrReaderAccess, ReaderAccess
 from hub.api.deps import SettingsDep, StoreDep
 from hub.api.errors import documented
+from hub.api.jsonbody import StrictJsonRoute
 from hub.api.params import ClusterPath
 from hub.logs import fields
 from shared.constants import API_PREFIX
@@ -32,7 +33,7 @@ from shared.version import __version__, is_older
 
 log = logging.getLogger("mcsync.hub.clusters")
 
-router = APIRouter(prefix=API_PREFIX, tags=["clusters"])
+router = APIRouter(prefix=API_PREFIX, tags=["clusters"], route_class=StrictJsonRoute)
 
 
 @router.post(

@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse, Response
 from hub.api.auth import MemberAccess, MemberOrReaderAccess, ReaderAccess
 from hub.api.deps import ContextDep, StoreDep
 from hub.api.errors import ApiError, documented
+from hub.api.jsonbody import StrictJsonRoute
 from hub.api.params import (
     ClusterPath,
     ListOptions,
@@ -47,7 +48,7 @@ from shared.models import (
 
 log = logging.getLogger("mcsync.hub.exports")
 
-router = APIRouter(prefix=API_PREFIX, tags=["serviceexports"])
+router = APIRouter(prefix=API_PREFIX, tags=["serviceexports"], route_class=StrictJsonRoute)
 
 ONE = "/clusters/{cluster}/serviceexports/{namespace}/{name}"
 COLLECTION = "/clusters/{cluster}/serviceexports"

@@ -205,3 +205,138 @@ async def test_unknown_path_and_method_answer_status(hub: Hub) -> None:
     wrong_method = await hub.client.post("/healthz")
     assert wrong_method.status_code == 405
     assert wrong_method.json()["reason"] == "MethodNotAllowed"
+
+
+# --- hostile bodies (issue: reliability and security under hostile input) -----------------
+
+DEEP_OBJECT = '{"a":' * 50_000 + "1" + "}" * 50_000
+JSON = {"Content-Type": "application/json"}
+
+
+def _raw_export(annotation_json: bytes) -> bytes:
+    """An otherwise valid export body whose one annotation value is `annotation_json`."""
+    text = json.dumps(export_body("east", annotations={"a": "PLACEHOLDER"})).encode()
+    return text.replace(b'"PLACEHOLDER"', annotation_json)
+
+
+@pytest.mark.parametrize(
+    ("content", "in_message"),
+    [
+        (DEEP_OBJECT.encode(), "nested too deeply"),
+        (_raw_export(b"[" * 20_000 + b"]" * 20_000), "nested too deeply"),
+        (_raw_export(b'"\\ud800"'), "lone UTF-16 surrogate"),  # valid JSON, invalid Unicode
+        (_raw_export(b'"caf\xe9"'), "UTF-8"),  # latin-1 bytes
+    ],
+    ids=["deep-object", "deep-array-in-annotation", "lone-surrogate", "not-utf-8"],
+)
+async def test_hostile_json_is_422_malformed_and_stores_nothing(
+    database_url: str, content: bytes, in_message: str
+) -> None:
+    async with running_hub(database_url) as hub:  # the default 1 MiB limit: deep fits in
+        await _hostile_json_refused(hub, content, in_message)
+
+
+async def _hostile_json_refused(hub: Hub, content: bytes, in_message: str) -> None:
+    east, before = await _seeded(hub)
+    for method, path in (
+        ("PUT", export_path("east")),
+        ("PUT", "/api/v1/clusters/east/serviceexports"),
+        ("POST", "/api/v1/clusters/east/heartbeat"),
+    ):
+        answer = await hub.client.request(method, path, content=content, headers={**east, **JSON})
+        assert answer.status_code == 422, (method, path, answer.text)
+        assert "malformed JSON body" in answer.json()["message"]
+        assert in_message in answer.json()["message"]
+    assert await hub.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        # An offset that pushes the instant outside years 1..9999 once in UTC (was a 500).
+        (
+            lambda b: _with(
+                b, ("spec", "serviceReference", "exportCreationTimestamp"),
+                "0001-01-01T00:00:00+14:00",
+            ),
+            "spec.serviceReference.exportCreationTimestamp",
+        ),
+        (
+            lambda b: _with(
+                b, ("spec", "serviceReference", "exportedSince"), "9999-12-31T23:59:59-14:00"
+            ),
+            "spec.serviceReference.exportedSince",
+        ),
+        (lambda b: _with(b, ("spec", "serviceReference", "uid"), "u" * 200_000),
+         "spec.serviceReference.uid"),
+        (lambda b: _with(b, ("metadata", "annotations"), {"a": "x" * 70_000}),
+         "metadata.annotations"),
+        (lambda b: _with(b, ("spec", "exportedLabels"), {"k" * 300: "v"}), "spec.exportedLabels"),
+        (lambda b: _with(b, ("spec", "ports"), [port(80, "http"), port(81, "http")]),
+         "spec.ports"),
+        (lambda b: _with(b, ("spec", "ports"), [port(80, "a"), port(80, "b")]), "spec.ports"),
+        (lambda b: _with(b, ("spec", "ports", 0, "port"), -1), "spec.ports[0].port"),
+        (lambda b: _with(b, ("spec", "sessionAffinity"), "Sticky"), "spec.sessionAffinity"),
+        (lambda b: _with(b, ("spec", "ipFamilies"), ["IPv5"]), "spec.ipFamilies[0]"),
+        (lambda b: _with(b, ("spec", "internalTrafficPolicy"), "Nowhere"),
+         "spec.internalTrafficPolicy"),
+        (
+            lambda b: _with(b, ("spec", "serviceReference", "name"), "Web_Svc"),
+            "spec.serviceReference.name",
+        ),
+        (lambda b: _with(b, ("metadata", "name"), "x" * 300), "metadata.name"),
+    ],
+    ids=[
+        "timestamp-before-year-1-in-utc",
+        "timestamp-after-year-9999-in-utc",
+        "huge-uid",
+        "huge-annotation",
+        "long-label-key",
+        "duplicate-port-names",
+        "duplicate-port-numbers",
+        "negative-port",
+        "unknown-session-affinity",
+        "unknown-ip-family",
+        "unknown-traffic-policy",
+        "name-not-dns-1035",
+        "name-too-long",
+    ],
+)
+async def test_hostile_export_is_422_naming_the_field(
+    database_url: str, mutate: Any, field: str
+) -> None:
+    async with running_hub(database_url) as hub:  # default limit: huge strings get parsed
+        east, before = await _seeded(hub)
+        body = mutate(export_body("east"))
+        answer = await hub.client.put(export_path("east"), json=body, headers=east)
+        assert answer.status_code == 422, answer.text
+        fields = [c.get("field") for c in answer.json()["details"]["causes"]]
+        assert any(f is not None and f.startswith(field) for f in fields), (field, fields)
+        assert await hub.snapshot() == before
+
+
+async def test_heartbeat_version_must_be_printable(hub: Hub) -> None:
+    """PostgreSQL text cannot hold NUL: a version with one was a 500 there."""
+    east, _ = await _seeded(hub)
+    for version in ("0.1.0\u0000", "", "v" * 65, "0.1.0 beta"):
+        answer = await hub.client.post(
+            "/api/v1/clusters/east/heartbeat", json={"agentVersion": version}, headers=east
+        )
+        assert answer.status_code == 422, (version, answer.text)
+        assert "agentVersion" in answer.json()["message"]
+    ok = await hub.client.post(
+        "/api/v1/clusters/east/heartbeat", json={"agentVersion": "0.2.0.dev3+g1a2b3c"},
+        headers=east,
+    )
+    assert ok.status_code == 200, ok.text
+
+
+async def test_default_body_limit_is_one_mebibyte(database_url: str) -> None:
+    async with running_hub(database_url) as hub:  # no max_body_bytes override: the default
+        east = (await hub.register("east"))["east"]
+        before = await hub.snapshot()
+        body = export_body("east", annotations={f"a{i}": "x" * 60_000 for i in range(18)})
+        answer = await hub.client.put(export_path("east"), json=body, headers=east)
+        assert answer.status_code == 413, answer.status_code
+        assert str(1024 * 1024) in answer.json()["message"]
+        assert await hub.snapshot() == before

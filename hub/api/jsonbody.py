@@ -1,0 +1,69 @@
+"""Request bodies are parsed as *strict* JSON: what json.loads accepts but no database can
+store, or what it cannot parse without blowing the stack, is a 422 "malformed JSON body".
+
+FastAPI parses a body with `json.loads` and answers a syntax error with a 422 (which
+`hub.api.errors` words as "malformed JSON body"), but two kinds of hostile input slip past
+that path:
+
+* a document nested thousands of levels deep makes `json.loads` raise RecursionError,
+  which FastAPI turns into a bare 400 "There was an error parsing the body";
+* `"\\ud800"` (a lone UTF-16 surrogate) is valid JSON syntax and parses into a Python
+  string that cannot be encoded as UTF-8, so the first database write that meets it
+  fails with UnicodeEncodeError: a 500.
+
+Both are the client's mistake and are refused here, before validation, as JSON syntax
+errors: one place, for every route that takes a body, via `StrictJsonRoute`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import Request, Response
+from fastapi.routing import APIRoute
+
+MAX_DEPTH_HINT = "the document is nested too deeply"
+
+
+def strict_loads(body: bytes) -> Any:
+    """Parse `body` like json.loads; raise JSONDecodeError for anything a store cannot hold."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        doc = body.decode("utf-8", errors="replace")
+        raise json.JSONDecodeError("the body is not UTF-8", doc, exc.start) from None
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError(MAX_DEPTH_HINT, text, 0) from None
+    try:
+        # Re-encoding finds lone surrogates anywhere in the document, keys included.
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise json.JSONDecodeError(
+            "a string holds a lone UTF-16 surrogate (not valid Unicode)", text, 0
+        ) from None
+    except RecursionError:  # pragma: no cover - loads would have failed first
+        raise json.JSONDecodeError(MAX_DEPTH_HINT, text, 0) from None
+    return value
+
+
+class StrictJsonRequest(Request):
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = strict_loads(await self.body())
+        return self._json
+
+
+class StrictJsonRoute(APIRoute):
+    """An APIRoute whose handler sees a `StrictJsonRequest` (FastAPI's custom-request recipe)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def strict_handler(request: Request) -> Response:
+            return await handler(StrictJsonRequest(request.scope, request.receive))
+
+        return strict_handler
