@@ -1,0 +1,247 @@
+"""Member clusters for the agent benchmarks: emulated API servers, agent processes, stopwatches.
+
+* Emulated clusters (`tests.kube.emulator`) run as threads of the benchmark process: the
+  benchmark seeds and creates objects through their in-process state (no HTTP on the
+  benchmark's side), and `ConditionStopwatch` wraps each emulator store's `commit` so the
+  moment a ServiceExport's status first carries a `Conflict` condition is taken where the
+  API server stores it — an outside stopwatch that does not depend on the agent's clock.
+* Each agent is a real `python -m member` process (the honest choice: its RSS, CPU and
+  threads are its own), with its metrics port read for readiness, queue depth and the
+  export-duration histogram.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.support import REPO_ROOT, child_env, free_port, stop_process
+from shared.metrics import EXPORT_DURATION_METRIC
+from tests.kube.emulator import EmulatorServer, EmulatorState
+from tests.kube.emulator.kubeconfig import write_kubeconfig
+
+EXPORTS = "serviceexports"
+
+
+def service_body(name: str, namespace: str, *, port: int = 80) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
+        "spec": {
+            "type": "ClusterIP",
+            "ports": [{"name": "http", "protocol": "TCP", "port": port, "targetPort": 8080}],
+        },
+    }
+
+
+def service_export_body(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+        "kind": "ServiceExport",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {},
+    }
+
+
+def has_conflict_condition(obj: dict[str, Any]) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Conflict" for c in conditions)
+
+
+class ConditionStopwatch:
+    """When each ServiceExport was created, and when its Conflict condition was first stored."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.created: dict[tuple[str, str, str], float] = {}
+        self.written: dict[tuple[str, str, str], float] = {}
+
+    def attach(self, cluster: str, state: EmulatorState) -> None:
+        store = state.store
+        original = store.commit
+
+        def commit(event_type: str, key: Any, obj: Any, old: Any) -> Any:
+            stored = original(event_type, key, obj, old)
+            if EXPORTS in key[0] and event_type == "MODIFIED" and has_conflict_condition(obj):
+                now = time.perf_counter()
+                record = (cluster, key[1], key[2])
+                with self._lock:
+                    if record in self.created and record not in self.written:
+                        self.written[record] = now
+            return stored
+
+        store.commit = commit  # type: ignore[method-assign]
+
+    def mark_created(self, cluster: str, namespace: str, name: str) -> None:
+        with self._lock:
+            self.created[cluster, namespace, name] = time.perf_counter()
+
+    def durations(self) -> list[float]:
+        with self._lock:
+            return [self.written[k] - t for k, t in self.created.items() if k in self.written]
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self.created) - len(self.written)
+
+
+@dataclass
+class Cluster:
+    """One emulated member cluster and the files its agent needs."""
+
+    name: str
+    directory: Path
+    history: int = 50_000
+    server: EmulatorServer | None = None
+    kubeconfig: Path | None = None
+    token_file: Path | None = None
+
+    @property
+    def state(self) -> EmulatorState:
+        assert self.server is not None
+        return self.server.state
+
+    def start(self, *, token: str) -> Cluster:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.server = EmulatorServer(EmulatorState(history=self.history)).start()
+        self.kubeconfig = write_kubeconfig(
+            self.directory / "kubeconfig", name=self.name, url=self.server.url
+        )
+        self.token_file = self.directory / "token"
+        self.token_file.write_text(token)
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+@dataclass
+class Agent:
+    """A `python -m member` process for one cluster."""
+
+    cluster: Cluster
+    hub_url: str
+    workers: int = 4
+    metrics_port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def start(self) -> Agent:
+        c = self.cluster
+        args = [
+            "--hub-url",
+            self.hub_url,
+            "--cluster-id",
+            c.name,
+            "--kubeconfig",
+            str(c.kubeconfig),
+            "--token-file",
+            str(c.token_file),
+            "--metrics-host",
+            "127.0.0.1",
+            "--metrics-port",
+            str(self.metrics_port),
+            "--heartbeat-interval",
+            "10",
+            "--workers",
+            str(self.workers),
+            "--log-level",
+            "WARNING",
+        ]
+        with (c.directory / "agent.log").open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "member", *args],
+                cwd=REPO_ROOT,
+                env=child_env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_process(self.process)
+
+    def _get(self, path: str) -> httpx.Response:
+        return httpx.get(f"http://127.0.0.1:{self.metrics_port}{path}", timeout=5)
+
+    def ready(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise RuntimeError(f"agent of {self.cluster.name} exited ({self.process.returncode})")
+        try:
+            return self._get("/readyz").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def samples(self) -> list[tuple[str, dict[str, str], float]]:
+        text = self._get("/metrics").text
+        return [
+            (s.name, dict(s.labels), float(s.value))
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        ]
+
+    def metric(self, metric: str, /, **labels: str) -> float | None:
+        for sample_name, sample_labels, value in self.samples():
+            if sample_name == metric and all(sample_labels.get(k) == v for k, v in labels.items()):
+                return value
+        return None
+
+    def settled(self, *, reconciles: float) -> bool:
+        """Reconciled at least `reconciles` keys since start, and nothing queued."""
+        done = self.metric(
+            "mcsync_agent_reconcile_duration_seconds_count", controller="serviceexport"
+        )
+        depth = self.metric("workqueue_depth", name="serviceexport")
+        return (done or 0) >= reconciles and depth == 0
+
+
+def wait_until(condition: Any, *, what: str, timeout: float, interval: float = 0.2) -> float:
+    """Poll `condition` until truthy; answers the seconds it took. TimeoutError names `what`."""
+    started = time.perf_counter()
+    deadline = started + timeout
+    while time.perf_counter() < deadline:
+        try:
+            if condition():
+                return time.perf_counter() - started
+        except (httpx.HTTPError, OSError):
+            pass
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def merged_histogram(agents: list[Agent]) -> dict[float, float]:
+    """The export-duration histogram of all agents summed: {upper bound ms: cumulative count}."""
+    buckets: dict[float, float] = {}
+    for agent in agents:
+        for name, labels, value in agent.samples():
+            if name == f"{EXPORT_DURATION_METRIC}_bucket":
+                bound = float(labels["le"])
+                buckets[bound] = buckets.get(bound, 0.0) + value
+    return dict(sorted(buckets.items()))
+
+
+def histogram_quantile(buckets: dict[float, float], q: float) -> float | None:
+    """The upper bound of the bucket holding quantile `q` (no interpolation: honest)."""
+    total = buckets.get(float("inf"), 0.0)
+    if not total:
+        return None
+    for bound, count in buckets.items():
+        if count >= q * total:
+            return bound
+    return None

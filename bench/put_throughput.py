@@ -1,0 +1,222 @@
+"""Benchmark 1: single-export PUT throughput and latency, beside two ceilings of the same run.
+
+    python -m bench.put_throughput [--clients 64] [--requests 20000] [--seconds 20]
+                                   [--backend postgresql|sqlite] [--smoke]
+
+Three phases, the same aiohttp client and the same 64 concurrent workers each:
+
+* framework ceiling — PUT the same bodies to the no-op route that `bench.hubserver`
+  mounts in the same server process (same middleware, same event loop); run before AND
+  after the real phase, and the mean taken, so drift on a shared machine shows up;
+* hub — PUT /api/v1/clusters/{c}/serviceexports/{ns}/{name}, every request a new export
+  (an insert, a judged key, a revision, a change row: the full write path);
+* database ceiling (PostgreSQL) — the same rows as raw asyncpg upserts
+  (`INSERT … ON CONFLICT DO UPDATE`, one statement per export, autocommit) into a copy of
+  the `exports` table, at the same concurrency: what the database alone allows.
+
+Target (issue): hub throughput ≥ 50 % of the framework ceiling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import httpx
+
+from bench.support import (
+    HubProcess,
+    base_parser,
+    closed_loop,
+    cpu_seconds,
+    created_at,
+    export_wire,
+    fresh_database,
+    mib,
+    ratio,
+    rss_bytes,
+    write_result,
+)
+from hub.store import codec
+from shared.models import InternalServiceExport
+
+NAME = "put_throughput"
+CLUSTER = "bench-put"
+NAMESPACES = 50
+TARGET_RATIO = 0.5
+
+
+def bodies(count: int, *, prefix: str) -> list[tuple[str, str, bytes]]:
+    """(namespace, name, encoded body) of `count` distinct exports."""
+    out = []
+    for i in range(count):
+        namespace, name = f"ns-{i % NAMESPACES}", f"{prefix}-{i}"
+        body = export_wire(CLUSTER, namespace, name, created=created_at(i))
+        out.append((namespace, name, json.dumps(body).encode()))
+    return out
+
+
+async def http_phase(
+    session: aiohttp.ClientSession,
+    *,
+    url_of: Any,
+    items: list[tuple[str, str, bytes]],
+    headers: dict[str, str],
+    clients: int,
+    seconds: float,
+) -> dict[str, Any]:
+    async def one(i: int) -> bool:
+        namespace, name, body = items[i]
+        async with session.put(url_of(namespace, name), data=body, headers=headers) as answer:
+            await answer.read()
+            return answer.status < 300
+
+    result = await closed_loop(one, concurrency=clients, total=len(items), max_seconds=seconds)
+    return result.summary()
+
+
+RAW_COLUMNS = (
+    "cluster_id",
+    "namespace",
+    "name",
+    *codec.SPEC_COLUMNS,
+    "annotations",
+    "condition",
+    "conflict",
+    "conflict_reasons",
+    "resource_version",
+    "created_at",
+)
+
+
+async def database_phase(
+    url: str, *, items: list[tuple[str, str, bytes]], clients: int, seconds: float
+) -> dict[str, Any]:
+    """Raw asyncpg upserts of the same rows, `clients` at a time."""
+    import asyncpg
+
+    now = created_at(0)
+    rows = []
+    for namespace, name, body in items:
+        spec = InternalServiceExport.model_validate_json(body).spec
+        columns = codec.spec_columns(spec)
+        rows.append(
+            (
+                CLUSTER,
+                namespace,
+                name,
+                *(columns[c] for c in codec.SPEC_COLUMNS),
+                "{}",
+                "{}",
+                False,
+                "",
+                1,
+                now,
+            )
+        )
+    placeholders = ", ".join(f"${i + 1}" for i in range(len(RAW_COLUMNS)))
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in RAW_COLUMNS[3:])
+    sql = (
+        f"INSERT INTO bench_raw_exports ({', '.join(RAW_COLUMNS)}) VALUES ({placeholders}) "
+        f"ON CONFLICT (cluster_id, namespace, name) DO UPDATE SET {updates}"
+    )
+    plain = url.replace("postgresql+asyncpg://", "postgresql://", 1)
+    setup = await asyncpg.connect(plain)
+    try:
+        await setup.execute("CREATE TABLE bench_raw_exports (LIKE exports INCLUDING ALL)")
+    finally:
+        await setup.close()
+    pool = await asyncpg.create_pool(plain, min_size=clients, max_size=clients)
+    assert pool is not None
+    try:
+
+        async def one(i: int) -> bool:
+            async with pool.acquire() as conn:
+                await conn.execute(sql, *rows[i])
+            return True
+
+        result = await closed_loop(one, concurrency=clients, total=len(rows), max_seconds=seconds)
+    finally:
+        await pool.close()
+    return result.summary()
+
+
+async def run(args: Any) -> dict[str, Any]:
+    clients = args.clients
+    async with fresh_database(args.backend) as url:
+        with tempfile.TemporaryDirectory(prefix="mcsync-bench-") as tmp:
+            hub = HubProcess(url, Path(tmp), extra_args=["--pool-size", str(args.pool_size)])
+            with hub:
+                async with httpx.AsyncClient(timeout=30) as admin:
+                    token = await hub.register(admin, CLUSTER)
+                headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+                base = f"{hub.url}/api/v1/clusters/{CLUSTER}/serviceexports"
+
+                def real(ns: str, n: str) -> str:
+                    return f"{base}/{ns}/{n}"
+
+                def noop(ns: str, n: str) -> str:
+                    return f"{hub.url}/bench/noop/{CLUSTER}/{ns}/{n}"
+
+                connector = aiohttp.TCPConnector(limit=clients)
+                async with aiohttp.ClientSession(connector=connector) as session:
+                    phase = {"headers": headers, "clients": clients, "seconds": args.seconds}
+                    warm = bodies(args.warmup, prefix="warm")
+                    await http_phase(session, url_of=noop, items=warm, **phase)
+                    await http_phase(session, url_of=real, items=warm, **phase)
+                    items = bodies(args.requests, prefix="svc")
+                    noop_before = await http_phase(session, url_of=noop, items=items, **phase)
+                    cpu0 = cpu_seconds(hub.pid)
+                    hub_put = await http_phase(session, url_of=real, items=items, **phase)
+                    hub_cpu = cpu_seconds(hub.pid) - cpu0
+                    noop_after = await http_phase(session, url_of=noop, items=items, **phase)
+                hub_rss = rss_bytes(hub.pid)
+            database = None
+            if args.backend == "postgresql":
+                database = await database_phase(
+                    url, items=items, clients=clients, seconds=args.seconds
+                )
+    ceiling = (noop_before["per_second"] + noop_after["per_second"]) / 2
+    framework_ratio = ratio(hub_put["per_second"], ceiling)
+    return {
+        "clients": clients,
+        "hub_pool_size": args.pool_size,
+        "framework_ceiling": {"before": noop_before, "after": noop_after, "per_second": ceiling},
+        "hub_put": hub_put,
+        "database_ceiling": database,
+        "hub_cpu_seconds_during_put_phase": round(hub_cpu, 2),
+        "hub_rss_mib": mib(hub_rss),
+        "ratio_to_framework_ceiling": framework_ratio,
+        "ratio_to_database_ceiling": ratio(
+            hub_put["per_second"], database["per_second"] if database else None
+        ),
+        "target": {
+            "ratio_to_framework_ceiling_at_least": TARGET_RATIO,
+            "met": framework_ratio is not None and framework_ratio >= TARGET_RATIO,
+        },
+    }
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--requests", type=int, default=20_000, help="requests per phase")
+    parser.add_argument("--seconds", type=float, default=20.0, help="time bound per phase")
+    parser.add_argument("--warmup", type=int, default=500)
+    parser.add_argument("--pool-size", type=int, default=10, help="the hub's database pool")
+    args = parser.parse_args()
+    if args.smoke:
+        args.clients, args.requests, args.seconds, args.warmup = 8, 60, 10.0, 10
+    started = time.perf_counter()
+    result = asyncio.run(run(args))
+    result["wall_seconds"] = round(time.perf_counter() - started, 1)
+    write_result(NAME, args, result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""Benchmark 5: 1,000 clusters of 100 exports through the sync API, with a live watch each.
+
+    python -m bench.scale [--clusters 1000] [--exports 100] [--concurrency 16] [--smoke]
+
+Every cluster is registered and opens its watch (`?watch=true`) first, as its agent
+would; then every cluster PUTs its full state (`PUT …/serviceexports`), `--concurrency`
+at a time. Each cluster exports `--exports` of K = clusters x exports / 5 service keys,
+so a key is exported by about five clusters; every tenth cluster exposes another port,
+so a good share of keys conflict and verdicts change while the fleet fills.
+
+Convergence time: from the first sync until every watch has received its cluster's last
+change (its newest resourceVersion once every sync has answered, read by listing).
+Also: the time until every sync answered, the hub's peak RSS (VmHWM), the database size.
+The sync throughput ceiling is `bench.sync_throughput`'s; this one is about scale.
+
+Target (issue): convergence under 60 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.support import (
+    HubProcess,
+    base_parser,
+    created_at,
+    database_size_bytes,
+    export_wire,
+    fresh_database,
+    mib,
+    peak_rss_bytes,
+    rss_bytes,
+    write_result,
+)
+
+NAME = "scale"
+TARGET_SECONDS = 60.0
+SHARING = 5  # clusters per service key
+
+
+class Watcher:
+    """One cluster's watch stream: (resourceVersion, arrival time) of every event."""
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        self.arrivals: list[tuple[int, float]] = []
+        self.events = 0
+        self.opened = asyncio.Event()
+        self.error: str | None = None
+
+    async def run(self, session: aiohttp.ClientSession, url: str, token: str) -> None:
+        params = {"watch": "true", "timeoutSeconds": "3600"}
+        headers = {"Authorization": f"Bearer {token}"}
+        try:
+            async with session.get(url, params=params, headers=headers) as answer:
+                if answer.status != 200:
+                    self.error = f"{answer.status}: {await answer.text()}"
+                    return
+                self.opened.set()
+                async for line in answer.content:
+                    if not line.strip():
+                        continue
+                    event = json.loads(line)
+                    if event.get("type") == "BOOKMARK":
+                        continue
+                    rv = int(event["object"]["metadata"]["resourceVersion"])
+                    self.arrivals.append((rv, time.perf_counter()))
+                    self.events += 1
+        except (aiohttp.ClientError, asyncio.CancelledError) as exc:
+            if not isinstance(exc, asyncio.CancelledError):
+                self.error = repr(exc)
+        finally:
+            self.opened.set()
+
+    def reached(self, rv: int) -> float | None:
+        for seen, at in self.arrivals:
+            if seen >= rv:
+                return at
+        return None
+
+
+def cluster_body(index: int, name: str, *, exports: int, keys: int) -> bytes:
+    port = 8080 if index % 10 == 9 else 80
+    items = []
+    for j in range(exports):
+        k = (index * exports // SHARING + j) % keys
+        items.append(
+            export_wire(name, f"ns-{k % 100}", f"svc-{k}", port=port, created=created_at(index))
+        )
+    return json.dumps(
+        {
+            "apiVersion": "mcsync.io/v1alpha1",
+            "kind": "InternalServiceExportList",
+            "metadata": {},
+            "items": items,
+        }
+    ).encode()
+
+
+async def run(args: Any) -> dict[str, Any]:
+    names = [f"member-{i}" for i in range(args.clusters)]
+    keys = max(1, args.clusters * args.exports // SHARING)
+    async with fresh_database(args.backend) as url:
+        with tempfile.TemporaryDirectory(prefix="mcsync-bench-") as tmp:
+            hub = HubProcess(url, Path(tmp), extra_args=["--pool-size", "20"])
+            with hub:
+                started_register = time.perf_counter()
+                tokens = await asyncio.to_thread(hub.register_all, names)
+                register_seconds = time.perf_counter() - started_register
+                connector = aiohttp.TCPConnector(limit=0)
+                timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
+                async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+                    base = f"{hub.url}/api/v1/clusters"
+                    watchers = [Watcher(n) for n in names]
+                    tasks = [
+                        asyncio.create_task(
+                            w.run(session, f"{base}/{w.cluster}/serviceexports", tokens[w.cluster])
+                        )
+                        for w in watchers
+                    ]
+                    await asyncio.wait_for(
+                        asyncio.gather(*(w.opened.wait() for w in watchers)), args.timeout
+                    )
+                    broken = [w for w in watchers if w.error]
+                    if broken:
+                        raise RuntimeError(f"{len(broken)} watches failed: {broken[0].error}")
+                    bodies = [
+                        cluster_body(i, n, exports=args.exports, keys=keys)
+                        for i, n in enumerate(names)
+                    ]
+                    gate = asyncio.Semaphore(args.concurrency)
+                    sync_latencies: list[float] = []
+
+                    async def sync(i: int) -> None:
+                        async with gate:
+                            t0 = time.perf_counter()
+                            async with session.put(
+                                f"{base}/{names[i]}/serviceexports",
+                                data=bodies[i],
+                                headers={
+                                    "Authorization": f"Bearer {tokens[names[i]]}",
+                                    "Content-Type": "application/json",
+                                },
+                            ) as answer:
+                                text = await answer.text()
+                                if answer.status != 200:
+                                    raise RuntimeError(f"sync {names[i]}: {answer.status} {text}")
+                            sync_latencies.append(time.perf_counter() - t0)
+
+                    t0 = time.perf_counter()
+                    await asyncio.wait_for(
+                        asyncio.gather(*(sync(i) for i in range(len(names)))), args.timeout
+                    )
+                    synced = time.perf_counter() - t0
+                    # Every cluster's newest change, now that nothing more will change.
+                    targets: dict[str, int] = {}
+                    for name in names:
+                        async with session.get(
+                            f"{base}/{name}/serviceexports",
+                            headers={"Authorization": f"Bearer {tokens[name]}"},
+                        ) as answer:
+                            items = (await answer.json())["items"]
+                        targets[name] = max(int(x["metadata"]["resourceVersion"]) for x in items)
+                    deadline = time.perf_counter() + args.timeout
+                    while time.perf_counter() < deadline:
+                        if all(w.reached(targets[w.cluster]) is not None for w in watchers):
+                            break
+                        await asyncio.sleep(0.2)
+                    arrivals = [w.reached(targets[w.cluster]) for w in watchers]
+                    missing = sum(1 for a in arrivals if a is None)
+                    converged = max(a for a in arrivals if a is not None) - t0
+                    events = sum(w.events for w in watchers)
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+                hub_rss = rss_bytes(hub.pid)
+                hub_peak = peak_rss_bytes(hub.pid)
+            size = await database_size_bytes(url)
+    return {
+        "clusters": args.clusters,
+        "exports_per_cluster": args.exports,
+        "exports": args.clusters * args.exports,
+        "service_keys": keys,
+        "sync_concurrency": args.concurrency,
+        "register_seconds": round(register_seconds, 1),
+        "all_synced_seconds": round(synced, 1),
+        "convergence_seconds": round(converged, 1),
+        "watches_not_converged": missing,
+        "watch_events": events,
+        "exports_per_second": round(args.clusters * args.exports / synced, 1),
+        "hub_rss_mib": mib(hub_rss),
+        "hub_peak_rss_mib": mib(hub_peak),
+        "database_mib": mib(size),
+        "target": {
+            "convergence_seconds_below": TARGET_SECONDS,
+            "met": missing == 0 and converged < TARGET_SECONDS,
+        },
+    }
+
+
+def main() -> None:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--clusters", type=int, default=1000)
+    parser.add_argument("--exports", type=int, default=100, help="per cluster")
+    parser.add_argument("--concurrency", type=int, default=16, help="syncs at once")
+    parser.add_argument("--timeout", type=float, default=1200.0, help="bound of every wait")
+    args = parser.parse_args()
+    if args.smoke:
+        args.clusters, args.exports, args.concurrency, args.timeout = 6, 10, 3, 60.0
+    write_result(NAME, args, asyncio.run(run(args)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Each benchmark still runs: `python -m bench.<name> --smoke`, and writes well-formed JSON.
+
+Benchmarks are not tests: figures on a shared CI machine say nothing, so nothing here
+checks a number against a target. What rots silently is the benchmark itself (an API it
+calls changes, a key it reads disappears); a tiny run of each, as a real process the way
+an operator runs it, catches that. PostgreSQL variants skip (or fail under CI=true)
+without PostgreSQL, like the rest of the suite.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_postgres
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+# benchmark → (back ends it runs on, keys its JSON must have)
+BENCHMARKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "put_throughput": (
+        ("postgresql", "sqlite"),
+        ("framework_ceiling", "hub_put", "database_ceiling", "ratio_to_framework_ceiling"),
+    ),
+    "sync_throughput": (
+        ("postgresql", "sqlite"),
+        ("sync", "bulk_insert_ceiling", "ratio_create_to_bulk_insert"),
+    ),
+    "growth": (
+        ("postgresql",),
+        ("results", "p99_write_latency_growth", "p99_conflict_resolution_growth"),
+    ),
+    "e2e_agents": (
+        ("postgresql",),
+        ("outside_stopwatch", "agent_histogram", "restart_convergence_seconds"),
+    ),
+    "scale": (
+        ("postgresql", "sqlite"),
+        ("convergence_seconds", "hub_peak_rss_mib", "database_mib", "watches_not_converged"),
+    ),
+    "agent_scale": (
+        ("postgresql",),
+        ("cold_start", "restart_repair", "idle", "agent_peak_rss_mib"),
+    ),
+}
+CASES = [(name, backend) for name, (backends, _) in BENCHMARKS.items() for backend in backends]
+COMMON_KEYS = ("benchmark", "command", "machine", "smoke", "backend", "target")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "backend"), CASES, ids=[f"{n}-{b}" for n, b in CASES])
+def test_benchmark_runs_and_writes_json(name: str, backend: str, tmp_path: Path) -> None:
+    if backend == "postgresql":
+        require_postgres()
+    output = tmp_path / f"{name}.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", f"bench.{name}", "--smoke", "--backend", backend,
+         "--output", str(output)],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(output.read_text())
+    for key in (*COMMON_KEYS, *BENCHMARKS[name][1]):
+        assert key in result, f"{name}: no {key!r} in {sorted(result)}"
+    assert result["benchmark"] == name
+    assert result["smoke"] is True
+    assert result["backend"] == backend
+    assert isinstance(result["target"]["met"], bool)
