@@ -9,6 +9,9 @@ unreachable database stops the program with one clear line instead of a tracebac
 closes only a store it opened. On the way out it first sets the shutdown signal, so open
 watch streams end before the store they wait on is closed.
 
+The store is instrumented with the app's tracer and metrics (`Store.instrument`), so each
+conflict resolution is a span under the request span and a sample of its histogram.
+
 Middleware, outermost first: OpenTelemetry (only when a tracer provider is given), the
 request observer (log line, metrics, last-resort 500), the body-size limit (413 before
 any parsing). Error answers are installed by `hub.api.errors`.
@@ -23,6 +26,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
+from opentelemetry import trace
 
 from hub.api import clusters, exports, health, imports
 from hub.api.bodylimit import BodyTooLargeMiddleware
@@ -76,12 +80,24 @@ def create_app(
     creds = credentials if credentials is not None else load_credentials(settings)
     ctx = HubContext(settings=settings, credentials=creds, metrics=HubMetrics(), store=store)
     owns_store = store is None
+    tracer = (
+        tracer_provider.get_tracer("mcsync.hub")
+        if tracer_provider is not None
+        else trace.NoOpTracer()
+    )
+
+    def instrument_store(opened: Store) -> None:
+        opened.instrument(tracer=tracer, resolution_seconds=ctx.metrics.conflict_resolution.observe)
+
+    if store is not None:
+        instrument_store(store)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         ctx.shutdown.clear()  # the same app may be started again (tests)
         if owns_store:
             ctx.store = await open_store(settings)
+            instrument_store(ctx.store)
         log.info(
             "hub ready",
             extra=fields(version=__version__, database=settings.redacted_database_url),

@@ -2,25 +2,68 @@
 
 Each app owns its own `CollectorRegistry` instead of using prometheus_client's global
 one, so that two apps in one process (tests, or two replicas in a benchmark) never share
-or double-register series. Labels are deliberately coarse: the route *template* (never
-the path with names in it), the method and the status code. No label ever carries a
-token, a cluster name or a service name, so the series count stays bounded however large
-the fleet grows.
+or double-register series; in a hub process there is one app, hence one registry. Labels
+are deliberately coarse: the route *template* (never the path with names in it), the
+method, the status code, a verdict, an event type. No label ever carries a token, a cluster
+name or a service name, so the series count stays bounded however large the fleet grows.
+
+Two kinds of numbers:
+
+* counted as things happen — requests, watch events, database errors, export writes, the
+  duration of each conflict resolution (reported by the store, `Store.instrument`);
+* read when Prometheus scrapes (`refresh`, awaited by the `/metrics` route) — exports by
+  verdict (one grouped count in the database, so every replica reports the same
+  fleet-wide truth and no counter can drift from the rows), the pool's connections, and
+  how far this replica's open watches are behind the newest committed revision.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from collections.abc import Iterable
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+)
 from prometheus_client.exposition import generate_latest
+
+from hub.store import DatabaseUnavailable, Store
+from shared.metrics import REQUEST_DURATION_BUCKETS_SECONDS
 
 REQUEST_DURATION_METRIC = "mcsync_hub_request_duration_seconds"
 ACTIVE_WATCHES_METRIC = "mcsync_hub_active_watches"
 WATCH_EVENTS_METRIC = "mcsync_hub_watch_events"
 DATABASE_ERRORS_METRIC = "mcsync_hub_database_errors"
 EXPORT_WRITES_METRIC = "mcsync_hub_export_writes"
+EXPORTS_METRIC = "mcsync_hub_exports"
+CONFLICT_RESOLUTION_METRIC = "mcsync_hub_conflict_resolution_duration_seconds"
+FEED_LAG_METRIC = "mcsync_hub_feed_lag_revisions"
+POOL_CONNECTIONS_METRIC = "mcsync_hub_db_pool_connections"
+POOL_LIMIT_METRIC = "mcsync_hub_db_pool_max_connections"
 
-# Requests are mostly a few indexed statements; the tail buckets catch lock waits.
-REQUEST_BUCKETS_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+VERDICT_CONFLICT = "conflict"
+VERDICT_NO_CONFLICT = "no_conflict"
+
+# One key's resolution is an indexed read and a pure judge: milliseconds, unless the key
+# has thousands of exports or the read waits for I/O.
+RESOLUTION_BUCKETS_SECONDS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+)
 
 
 class HubMetrics:
@@ -28,12 +71,13 @@ class HubMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=self.registry)  # process_cpu_seconds_total, memory, fds
         self.request_duration = Histogram(
             REQUEST_DURATION_METRIC,
             "Time to answer an API request, by route template, method and status code "
-            "(a watch counts until its stream ends).",
+            "(a watch counts until its stream ends, under its route with a ?watch suffix).",
             ["method", "route", "code"],
-            buckets=REQUEST_BUCKETS_SECONDS,
+            buckets=REQUEST_DURATION_BUCKETS_SECONDS,
             registry=self.registry,
         )
         self.active_watches = Gauge(
@@ -49,7 +93,7 @@ class HubMetrics:
         )
         self.database_errors = Counter(
             DATABASE_ERRORS_METRIC,
-            "Requests answered 503 because the database was unreachable.",
+            "Requests (and scrapes) that found the database unreachable (answered 503).",
             registry=self.registry,
         )
         self.export_writes = Counter(
@@ -59,7 +103,64 @@ class HubMetrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.conflict_resolution = Histogram(
+            CONFLICT_RESOLUTION_METRIC,
+            "Time to resolve conflicts in one write transaction: read the written keys' "
+            "exports in precedence order and judge them (SPEC §3).",
+            buckets=RESOLUTION_BUCKETS_SECONDS,
+            registry=self.registry,
+        )
+        self.exports = Gauge(
+            EXPORTS_METRIC,
+            "Exports in the fleet by Conflict verdict (conflict, no_conflict), counted in the "
+            "database at scrape time: every replica reports the same fleet-wide numbers.",
+            ["verdict"],
+            registry=self.registry,
+        )
+        self.feed_lag = Gauge(
+            FEED_LAG_METRIC,
+            "Revisions between the newest commit this replica knows of and the position of "
+            "its furthest-behind open watch (0 when every watch has caught up or none is "
+            "open).",
+            registry=self.registry,
+        )
+        self.pool_connections = Gauge(
+            POOL_CONNECTIONS_METRIC,
+            "Database connections of this replica's pool, by state (in_use, idle).",
+            ["state"],
+            registry=self.registry,
+        )
+        self.pool_limit = Gauge(
+            POOL_LIMIT_METRIC,
+            "The most connections this replica's pool opens (pool size plus overflow).",
+            registry=self.registry,
+        )
+
+    async def refresh(self, store: Store | None, *, watch_positions: Iterable[int]) -> None:
+        """Read the scrape-time numbers; call just before `render`.
+
+        A database that does not answer counts as a database error and removes the verdict
+        series for this scrape (a stale count would look current).
+        """
+        if store is None:
+            self.exports.clear()
+            return
+        usage = store.pool_usage()
+        self.pool_connections.labels("in_use").set(usage.in_use)
+        self.pool_connections.labels("idle").set(usage.idle)
+        self.pool_limit.set(usage.limit)
+        newest = store.feed.known_revision()
+        self.feed_lag.set(max((newest - p for p in watch_positions), default=0) if newest else 0)
+        try:
+            counts = await store.exports.count_by_verdict()
+        except DatabaseUnavailable:
+            self.database_errors.inc()
+            self.exports.clear()
+            return
+        self.exports.labels(VERDICT_CONFLICT).set(counts[True])
+        self.exports.labels(VERDICT_NO_CONFLICT).set(counts[False])
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+

@@ -5,77 +5,30 @@ without the ServiceExport CRD — print ONE line naming the flag and the problem
 (SPEC §7), never a traceback. SIGTERM and SIGINT stop the agent gracefully (it finishes the
 keys in hand and releases its Lease) and the process exits 0.
 
-Logs are one line per decision, text or JSON (`--log-format`); the object's key rides along
-as a field. A filter masks anything shaped like `Bearer <token>` as a second line of defence:
-the agent never logs its token in the first place.
+Logs are one line per decision, text or JSON (`--log-format`, the format of `shared.logs`
+that the hub writes too); the object's key and cluster ride along as fields, and the trace id
+when tracing is on. A filter masks anything shaped like `Bearer <token>` as a second line of
+defence: the agent never logs its token in the first place. Tracing is on only when the
+standard `OTEL_*` variables ask for it (`shared.tracing`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import signal
 import sys
 import threading
-from datetime import UTC, datetime
 from types import FrameType
-from typing import Any
 
 from member.kube.client import KubeConfigError
 from member.settings import SettingsError, parse_args
+from shared.logs import configure_logging
+from shared.tracing import tracer_provider_from_env
 
 EXIT_USAGE = 2
-_BEARER_RE = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+")
-# LogRecord attributes that are not "extra" fields.
-_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
-
-
-class _RedactBearer(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        cleaned = _BEARER_RE.sub(r"\1***", message)
-        if cleaned != message:
-            record.msg, record.args = cleaned, None
-        return True
-
-
-def _extras(record: logging.LogRecord) -> dict[str, Any]:
-    return {k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")}
-
-
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        for key, value in _extras(record).items():
-            entry.setdefault(
-                key, value if isinstance(value, str | int | float | bool) else str(value)
-            )
-        if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
-        return json.dumps(entry, separators=(",", ":"))
-
-
-class _TextFormatter(logging.Formatter):
-    def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-
-def setup_logging(*, log_format: str, level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_JsonFormatter() if log_format == "json" else _TextFormatter())
-    handler.addFilter(_RedactBearer())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    # The HTTP libraries log every request at INFO/DEBUG; our own lines say what matters.
-    for noisy in ("httpx", "httpcore", "urllib3", "kubernetes"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+SERVICE_NAME = "mcsync-agent"
+# HTTP libraries log every request at INFO/DEBUG; our own lines say what matters.
+_NOISY_LOGGERS = ("httpx", "httpcore", "urllib3", "kubernetes")
 
 
 def _fail(message: str) -> int:
@@ -89,18 +42,15 @@ def main(argv: list[str] | None = None) -> int:
         token = settings.read_token()
     except SettingsError as exc:
         return _fail(str(exc))
-    setup_logging(log_format=settings.log_format, level=settings.log_level)
+    configure_logging(
+        log_format=settings.log_format, level=settings.log_level, quiet=_NOISY_LOGGERS
+    )
 
-    from opentelemetry import trace
+    from member.app import Agent
 
-    from member.app import Agent, tracer_provider_from_env
-
-    provider = tracer_provider_from_env()
-    if provider is not None:
-        trace.set_tracer_provider(provider)
-
+    provider = tracer_provider_from_env(service_name=SERVICE_NAME)
     try:
-        agent = Agent(settings, token=token)
+        agent = Agent(settings, token=token, tracer_provider=provider)
     except KubeConfigError as exc:
         flag = "--kubeconfig" if settings.kubeconfig else "kubeconfig"
         return _fail(f"{flag}: {exc}")

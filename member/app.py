@@ -19,7 +19,11 @@
   leader starts warm) but only the leader runs workers. Losing the Lease stops writing at
   once: the reconciler checks `may_write()` before each write.
 * `/metrics`, `/healthz` (alive) and `/readyz` (informers synced and hub reachable) are
-  served on `--metrics-port` from the agent's own registry.
+  served on `--metrics-port` from the agent's own registry (one per Agent, so tests can
+  run several agents in one process).
+* Tracing: a provider handed in traces each reconcile and, through httpx's
+  instrumentation, each hub request as its child; the hub continues the trace from the
+  `traceparent` header.
 * Stopping (SIGTERM): stop taking work, let each worker finish the key in hand, release
   the Lease, stop the informers, exit 0.
 """
@@ -27,13 +31,13 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from kubernetes import client as k8s
+from opentelemetry import trace
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from member.duration import DurationRecorder
@@ -85,8 +89,13 @@ class Agent:
         token: str,
         api: k8s.ApiClient | None = None,
         registry: CollectorRegistry | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
     ) -> None:
-        """Build every part. Raises `KubeConfigError` when the cluster cannot be used."""
+        """Build every part. Raises `KubeConfigError` when the cluster cannot be used.
+
+        `tracer_provider`: trace reconciles and hub requests with it (`shared.tracing`
+        builds one from `OTEL_*`); None: OpenTelemetry's global one (a no-op unless set).
+        """
         self.settings = settings
         self.metrics = AgentMetrics(registry=registry)
         self.api = api if api is not None else load_api_client(kubeconfig=settings.kubeconfig)
@@ -100,6 +109,8 @@ class Agent:
             ),
             metrics=self.metrics.hub,
         )
+        if tracer_provider is not None:
+            self.hub.instrument(tracer_provider)
         self.queue = WorkQueue(
             name=QUEUE_NAME, metrics=WorkQueueMetrics(registry=self.metrics.registry)
         )
@@ -164,6 +175,7 @@ class Agent:
             deny_namespaces=settings.deny_namespace,
             metrics=self.metrics,
             may_write=self._leading.is_set,
+            tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
         )
         self.elector: LeaderElector | None = None
         if settings.leader_elect:
@@ -417,33 +429,3 @@ class HealthServer:
 
         return Handler
 
-
-def tracer_provider_from_env() -> Any:
-    """Configure OpenTelemetry from `OTEL_*` (otlp or console), or None when not asked for."""
-    exporter_name = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT"
-    )
-    if not exporter_name and endpoint:
-        exporter_name = "otlp"
-    if exporter_name not in ("otlp", "console"):
-        return None
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import (
-        BatchSpanProcessor,
-        ConsoleSpanExporter,
-        SpanExporter,
-    )
-
-    exporter: SpanExporter
-    if exporter_name == "otlp":
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-        exporter = OTLPSpanExporter()
-    else:
-        exporter = ConsoleSpanExporter()
-    attributes = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "mcsync-agent"}
-    provider = TracerProvider(resource=Resource.create(attributes))
-    provider.add_span_processor(BatchSpanProcessor(exporter))
-    return provider

@@ -81,6 +81,7 @@ class DurationRecorder:
     ) -> None:
         self._hub = hub
         self._histogram = histogram.labels(cluster_id)
+        self._cluster_id = cluster_id
         self._clock = clock
 
     def observe_once(self, record: InternalServiceExport) -> InternalServiceExport:
@@ -111,6 +112,6 @@ class DurationRecorder:
             ref.name,
             duration,
             ref.resource_version,
-            extra={"key": f"{ref.namespace}/{ref.name}"},
+            extra={"key": f"{ref.namespace}/{ref.name}", "cluster": self._cluster_id},
         )
         return patched

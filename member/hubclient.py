@@ -40,6 +40,7 @@ from urllib.parse import quote
 
 import httpx
 from opentelemetry import propagate
+from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel, ValidationError
 
 from member.metrics import HubRequestMetrics
@@ -171,6 +172,16 @@ class HubClient:
             transport=transport,
             follow_redirects=False,
         )
+
+    def instrument(self, tracer_provider: TracerProvider) -> None:
+        """Trace each request (every retry attempt) as a client span of the current span.
+
+        The instrumentation injects that span's `traceparent`, so the hub's request span
+        becomes its child; URL and method are recorded, headers (the token) are not.
+        """
+        from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+
+        HTTPXClientInstrumentor.instrument_client(self._http, tracer_provider=tracer_provider)
 
     def close(self) -> None:
         self._http.close()

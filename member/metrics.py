@@ -15,11 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from shared.metrics import EXPORT_DURATION_BUCKETS_MS, EXPORT_DURATION_LABEL, EXPORT_DURATION_METRIC
+from shared.metrics import (
+    EXPORT_DURATION_BUCKETS_MS,
+    EXPORT_DURATION_LABEL,
+    EXPORT_DURATION_METRIC,
+    REQUEST_DURATION_BUCKETS_SECONDS,
+)
 
 __all__ = ["AgentMetrics", "HubRequestMetrics"]
 
@@ -34,7 +39,7 @@ class HubRequestMetrics:
             "mcsync_agent_hub_request_duration_seconds",
             "Duration of requests to the hub, by method, route template and status code.",
             ["method", "route", "code"],
-            buckets=_SECONDS_BUCKETS,
+            buckets=REQUEST_DURATION_BUCKETS_SECONDS,
             registry=registry,
         )
         self.errors = Counter(
@@ -68,6 +73,7 @@ class AgentMetrics:
 
     def __init__(self, *, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        ProcessCollector(registry=self.registry)  # process_cpu_seconds_total, memory, fds
         self.export_duration = Histogram(
             EXPORT_DURATION_METRIC,
             "Time from when the agent marked an export valid for the current Service spec to "
@@ -81,6 +87,13 @@ class AgentMetrics:
             "Duration of one reconcile of a ServiceExport key.",
             ["controller"],
             buckets=_SECONDS_BUCKETS,
+            registry=self.registry,
+        )
+        self.reconciles = Counter(
+            "mcsync_agent_reconciles_total",
+            "Reconciles by controller and outcome (exported, up_to_date, invalid, withdrawn, "
+            "finalized, rejected, error, …: a fixed set).",
+            ["controller", "outcome"],
             registry=self.registry,
         )
         self.reconcile_errors = Counter(

@@ -1,6 +1,9 @@
 """Metric names, labels, buckets and the duration clamp of SPEC §2.6 and §6.
 
-Only the contract lives here (names and numbers); each side owns its registry.
+Only the contract lives here (names and numbers); each side owns its registry. What both
+sides measure alike is defined here once: the export-duration histogram, and the buckets of
+a hub request's duration — the agent times it as a client, the hub as a server, and with the
+same buckets a dashboard can set the two side by side (the gap is network and retries).
 """
 
 from __future__ import annotations
@@ -28,6 +31,26 @@ EXPORT_DURATION_BUCKETS_MS: Final[tuple[float, ...]] = (
 EXPORT_DURATION_RIGHT_BOUND_MS: Final = 100000.0
 # A non-positive duration (clock skew between the stamp and the observer) is recorded as this.
 EXPORT_DURATION_NON_POSITIVE_MS: Final = 1000.0
+
+
+# Hub requests, seen from either end: indexed statements in the milliseconds, the tail for
+# lock waits and retries.
+REQUEST_DURATION_BUCKETS_SECONDS: Final[tuple[float, ...]] = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
 
 
 def clamp_export_duration_ms(duration_ms: float) -> float:

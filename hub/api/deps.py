@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends, Request
 from starlette.applications import Starlette
@@ -20,6 +20,9 @@ from hub.api.credentials import Credentials
 from hub.metrics import HubMetrics
 from hub.settings import HubSettings
 from hub.store import DatabaseUnavailable, Store
+
+if TYPE_CHECKING:
+    from hub.api.watch import WatchStream
 
 STATE_ATTR = "mcsync"
 
@@ -32,6 +35,8 @@ class HubContext:
     store: Store | None = None
     # Set when the server starts draining (SIGTERM) or the app shuts down: watches end.
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
+    # The watch streams open on this replica (their positions give the feed lag metric).
+    open_watches: set[WatchStream] = field(default_factory=set)
 
 
 def context_of(app: Starlette) -> HubContext:

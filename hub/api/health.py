@@ -71,6 +71,8 @@ async def readyz(ctx: ContextDep) -> Response:
     responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
 )
 async def metrics(ctx: ContextDep) -> Response:
+    positions = [stream.position for stream in list(ctx.open_watches)]
+    await ctx.metrics.refresh(ctx.store, watch_positions=positions)
     body, content_type = ctx.metrics.render()
     return Response(body, media_type=content_type)
 

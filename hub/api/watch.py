@@ -114,6 +114,7 @@ class WatchStream:
         # The revision `position` may jump to once `pending` is fully delivered (see doc).
         caught_up_to: int | None = None
         self.ctx.metrics.active_watches.inc()
+        self.ctx.open_watches.add(self)
         try:
             while True:
                 for event in pending:
@@ -158,6 +159,7 @@ class WatchStream:
                 error_event(make_status(500, "internal error; the hub's log has the details"))
             )
         finally:
+            self.ctx.open_watches.discard(self)
             self.ctx.metrics.active_watches.dec()
 
 

@@ -15,8 +15,11 @@ into HTTP answers; nothing here knows about HTTP. Migrations are separate
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
+from opentelemetry import trace
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -49,10 +52,20 @@ __all__ = [
     "ImportStore",
     "NotFound",
     "Page",
+    "PoolUsage",
     "PutResult",
     "Store",
     "StoreError",
 ]
+
+
+@dataclass(frozen=True)
+class PoolUsage:
+    """Connections of the pool: checked out, idle in the pool, and the most it may open."""
+
+    in_use: int
+    idle: int
+    limit: int
 
 
 class Store:
@@ -135,6 +148,22 @@ class Store:
         """Stop the listener, wake every waiter, close the pool."""
         await self._ctx.notifier.close()
         await self._ctx.engine.dispose()
+
+    def instrument(
+        self, *, tracer: trace.Tracer, resolution_seconds: Callable[[float], None]
+    ) -> None:
+        """Trace each conflict resolution with `tracer` and report its duration (seconds)."""
+        self._ctx.instruments.tracer = tracer
+        self._ctx.instruments.resolution_seconds = resolution_seconds
+
+    def pool_usage(self) -> PoolUsage:
+        """The connection pool right now (no I/O: the pool's own counters)."""
+        pool = self._ctx.engine.sync_engine.pool
+        size = int(getattr(pool, "size", lambda: 0)())
+        overflow_limit = int(getattr(pool, "_max_overflow", 0))
+        in_use = int(getattr(pool, "checkedout", lambda: 0)())
+        idle = int(getattr(pool, "checkedin", lambda: 0)())
+        return PoolUsage(in_use=in_use, idle=idle, limit=size + max(overflow_limit, 0))
 
     async def ping(self) -> None:
         """Raise DatabaseUnavailable unless the database answers."""

@@ -2,19 +2,58 @@
 
 One explicit object passed to `ExportStore`, `ClusterStore`, … instead of module globals,
 so that two `Store`s (two hub replicas in one test) never share state by accident.
+
+`StoreInstruments` is how the store reports the one thing only it can see — how long each
+conflict resolution took and over how many exports — without knowing about Prometheus or
+an exporter: the app hands it a tracer and a callback (`Store.instrument`); until then the
+tracer is OpenTelemetry's no-op one and the callback does nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
 
+from opentelemetry import trace
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from hub.store.db import read_transaction, write_transaction
 from hub.store.notify import ChangeNotifier
+
+RESOLUTION_SPAN = "conflict resolution"
+
+
+def _ignore(seconds: float) -> None:
+    return None
+
+
+@dataclass
+class StoreInstruments:
+    """A tracer for the conflict-resolution span and a sink for its duration (seconds)."""
+
+    tracer: trace.Tracer = field(default_factory=trace.NoOpTracer)
+    resolution_seconds: Callable[[float], None] = _ignore
+
+    @contextlib.contextmanager
+    def resolving(self, keys: Sequence[tuple[str, str]]) -> Iterator[trace.Span]:
+        """Span and time one write's conflict resolution over `keys` (SPEC §3).
+
+        The caller adds what it learns inside (`mcsync.export_count`, the verdict); the
+        duration is recorded whether the resolution succeeded or raised.
+        """
+        attributes: dict[str, str | int] = {"mcsync.key_count": len(keys)}
+        if len(keys) == 1:
+            namespace, name = keys[0]
+            attributes["mcsync.key"] = f"{namespace}/{name}"
+        started = time.perf_counter()
+        try:
+            with self.tracer.start_as_current_span(RESOLUTION_SPAN, attributes=attributes) as span:
+                yield span
+        finally:
+            self.resolution_seconds(time.perf_counter() - started)
 
 
 @dataclass
@@ -25,6 +64,7 @@ class StoreContext:
     cluster_ttl: timedelta
     history_limit: int
     notifier: ChangeNotifier
+    instruments: StoreInstruments = field(default_factory=StoreInstruments)
 
     @property
     def postgres(self) -> bool:

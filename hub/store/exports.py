@@ -12,7 +12,7 @@ import builtins
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import and_, select, tuple_, update
+from sqlalchemy import and_, func, select, tuple_, update
 
 from hub.store import codec, paging
 from hub.store.context import StoreContext
@@ -233,6 +233,21 @@ class ExportStore:
             codec.export_model(r, cluster_state=self._state(r["last_heartbeat"])) for r in rows
         ]
         return Page(items=items, resource_version=str(revision), continue_token=token)
+
+    async def count_by_verdict(self) -> dict[bool, int]:
+        """How many exports the fleet has with Conflict=True (True) and False (False).
+
+        One grouped count over `ix_exports_conflict_key` (an index-only scan where the
+        database can): cheap enough for every metrics scrape, and it never keeps a counter
+        that could drift from the rows.
+        """
+        query = select(exports.c.conflict, func.count()).group_by(exports.c.conflict)
+        async with self._ctx.read() as conn:
+            rows = (await conn.execute(query)).all()
+        counts = {True: 0, False: 0}
+        for conflict, count in rows:
+            counts[bool(conflict)] = int(count)
+        return counts
 
     async def sync(self, cluster_id: str, exports_: Sequence[InternalServiceExport]) -> SyncResult:
         """Make the cluster's exports exactly `exports_`: upsert them, withdraw the rest.

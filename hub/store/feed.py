@@ -185,6 +185,10 @@ class Feed:
         return events
 
     # The interface the API codes against names it `timeout`.
+    def known_revision(self) -> int:
+        """The newest committed revision this process knows of (no I/O)."""
+        return self._ctx.notifier.known
+
     async def wait_for_change(self, *, after: int, timeout: float) -> int:  # noqa: ASYNC109
         """The newest revision known once it is above `after`, or `after` after `timeout` s.
 

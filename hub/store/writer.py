@@ -292,10 +292,29 @@ async def write_exports(
         )
 
     # --- 3. judge each affected key over its exports in precedence order --------------------
-    rows = await _read_precedence(conn, affected_keys)
-    by_key: dict[Key, list[RowMapping]] = {}
-    for row in rows:
-        by_key.setdefault((row["namespace"], row["name"]), []).append(row)
+    # Spanned and timed as one conflict resolution: the indexed read in precedence order and
+    # the judgement of every key it returned.
+    with ctx.instruments.resolving(affected_keys) as span:
+        rows = await _read_precedence(conn, affected_keys)
+        by_key: dict[Key, list[RowMapping]] = {}
+        for row in rows:
+            by_key.setdefault((row["namespace"], row["name"]), []).append(row)
+        judgements: dict[Key, tuple[list[InternalServiceExportSpec], KeyJudgement]] = {}
+        for key, group in by_key.items():
+            specs = []
+            for row in group:
+                rid = (row["cluster_id"], row["namespace"], row["name"])
+                spec = parsed_specs.get(rid) or codec.spec_from_text(row["spec"])
+                parsed_specs[rid] = spec
+                specs.append(spec)
+            judgements[key] = (specs, judge(specs))
+        conflicting = [key for key, (_, j) in judgements.items() if j.reasons]
+        span.set_attribute("mcsync.export_count", len(rows))
+        span.set_attribute("mcsync.conflicting_key_count", len(conflicting))
+        if len(judgements) == 1:
+            ((_, only),) = judgements.values()
+            span.set_attribute("mcsync.conflict", bool(only.reasons))
+            span.set_attribute("mcsync.reasons", ",".join(only.reasons))
 
     stored_imports = {
         (r["namespace"], r["name"]): r
@@ -322,13 +341,7 @@ async def write_exports(
         if not group:
             import_deletes.append(key)
             continue
-        specs = []
-        for row in group:
-            rid = (row["cluster_id"], row["namespace"], row["name"])
-            spec = parsed_specs.get(rid) or codec.spec_from_text(row["spec"])
-            parsed_specs[rid] = spec
-            specs.append(spec)
-        judgement = judge(specs)
+        specs, judgement = judgements[key]
         for row, spec in zip(group, specs, strict=True):
             rid = (row["cluster_id"], row["namespace"], row["name"])
             previous = codec.condition_from_text(row["condition"])

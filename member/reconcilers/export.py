@@ -26,6 +26,12 @@ Inputs are three caches (ServiceExports, Services, the hub's records of this clu
 write first checks `may_write()`: a replica that lost its Lease stops writing at once,
 mid-reconcile (`NotLeading`), rather than finishing a decision a new leader is also making.
 
+Each reconcile is one span (`reconcile ServiceExport`, attributes `mcsync.key`,
+`mcsync.cluster`, `mcsync.outcome`); the hub client's requests inside it carry its trace
+context to the hub. Each decision is one log line with the key and cluster as fields (and
+the trace id, added by the log handler). The outcome also labels the reconciles counter:
+a small fixed set (`OUTCOME_*`), never a name.
+
 "Changes the exported spec": see `member.exportspec` (everything but the Service's
 resourceVersion/generation and the stopwatch itself). The digest of the spec the stamp was
 made for sits beside it (`mcsync.io/exported-spec-hash`), so a restart, a resync or a
@@ -76,9 +82,22 @@ from shared.timefmt import format_millis, parse_rfc3339, utcnow
 __all__ = ["ExportReconciler", "Lister", "NotLeading"]
 
 logger = logging.getLogger(__name__)
-tracer = trace.get_tracer("mcsync.agent")
 
 CONTROLLER = "serviceexport"
+RECONCILE_SPAN = "reconcile ServiceExport"
+
+# What a reconcile ended in: the span's `mcsync.outcome` and the reconciles counter's label.
+OUTCOME_ABSENT = "absent"  # no ServiceExport and nothing on the hub
+OUTCOME_WITHDRAWN = "withdrawn"  # no ServiceExport; the hub's record was an orphan
+OUTCOME_FINALIZED = "finalized"  # ServiceExport being deleted: withdrawn, finalizer removed
+OUTCOME_INVALID = "invalid"  # Valid=False (no Service, wrong type, denied namespace)
+OUTCOME_UNSUPPORTED = "agent_unsupported"  # older than the hub's minAgentVersion
+OUTCOME_NOT_EXPORTABLE = "not_exportable"  # a Service the contract cannot express
+OUTCOME_REJECTED = "rejected"  # the hub refused the export for good (4xx)
+OUTCOME_EXPORTED = "exported"  # PUT to the hub; the verdict reported back
+OUTCOME_UP_TO_DATE = "up_to_date"  # the hub already had this spec; status checked
+OUTCOME_ERROR = "error"  # raised: the key is retried with backoff
+OUTCOME_NOT_LEADING = "not_leading"  # abandoned: this replica lost its Lease
 # 4xx answers that no retry can change: the request itself is what the hub refuses.
 _FINAL_REJECTIONS = frozenset({400, 413, 422})
 
@@ -112,6 +131,7 @@ class ExportReconciler:
         metrics: AgentMetrics,
         may_write: Callable[[], bool] = lambda: True,
         clock: Callable[[], datetime] = utcnow,
+        tracer: trace.Tracer | None = None,
     ) -> None:
         self._cluster_id = cluster_id
         self._exports = service_exports
@@ -126,6 +146,7 @@ class ExportReconciler:
         self._metrics = metrics
         self._may_write = may_write
         self._clock = clock
+        self._tracer = tracer if tracer is not None else trace.get_tracer("mcsync.agent")
 
     # -- entry point ------------------------------------------------------------------------
 
@@ -135,12 +156,17 @@ class ExportReconciler:
         Raises to have the key retried with backoff (hub unavailable, a stale write …).
         """
         started = time.monotonic()
-        with tracer.start_as_current_span(
-            "reconcile ServiceExport", attributes={"mcsync.key": key}
+        outcome = OUTCOME_ERROR
+        with self._tracer.start_as_current_span(
+            RECONCILE_SPAN,
+            attributes={"mcsync.key": key, "mcsync.cluster": self._cluster_id},
+            record_exception=False,
+            set_status_on_exception=False,
         ) as span:
             try:
-                self._reconcile(key)
+                outcome = self._reconcile(key)
             except NotLeading:
+                outcome = OUTCOME_NOT_LEADING
                 raise
             except Exception as exc:
                 self._metrics.reconcile_errors.labels(CONTROLLER).inc()
@@ -148,26 +174,30 @@ class ExportReconciler:
                 span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
                 raise
             finally:
+                span.set_attribute("mcsync.outcome", outcome)
+                self._metrics.reconciles.labels(CONTROLLER, outcome).inc()
                 self._metrics.reconcile_duration.labels(CONTROLLER).observe(
                     time.monotonic() - started
                 )
 
-    def _reconcile(self, key: str) -> None:
+    def _reconcile(self, key: str) -> str:
+        """One pass over `key`; answers its outcome (one of the `OUTCOME_*` names)."""
         namespace, _, name = key.partition("/")
         obj = self._exports.get(key)
         record = self._hub_view.get(key)
 
         # 1. No ServiceExport: anything the hub holds for the key is an orphan (SPEC §2.4).
         if obj is None:
-            if record is not None:
-                self._withdraw(key, why="its ServiceExport no longer exists (orphan)")
-            return
+            if record is None:
+                return OUTCOME_ABSENT
+            self._withdraw(key, why="its ServiceExport no longer exists (orphan)")
+            return OUTCOME_WITHDRAWN
 
         # 2. Being deleted: withdraw, and only once the hub confirmed, let the object go.
         metadata = obj.get("metadata") or {}
         if metadata.get("deletionTimestamp"):
             self._finalize(key, obj, record)
-            return
+            return OUTCOME_FINALIZED
 
         # 3. Validate (SPEC §2.2).
         service = self._services.get(key)
@@ -176,7 +206,7 @@ class ExportReconciler:
         )
         if not validity.valid:
             self._invalid(key, obj, record, validity)
-            return
+            return OUTCOME_INVALID
         assert service is not None
 
         # 4. An agent older than the hub's minimum stops exporting (SPEC §5).
@@ -184,7 +214,7 @@ class ExportReconciler:
             self._write_status(
                 key, obj, validity=validity, ready=(c.FALSE, c.REASON_FAILED, self._gate.reason)
             )
-            return
+            return OUTCOME_UNSUPPORTED
 
         # 5. Derive the exported spec, keeping the stopwatch if the spec did not change.
         previous_since = _stamp_for(obj)
@@ -196,11 +226,11 @@ class ExportReconciler:
                 exported_since=previous_since[0] if previous_since else self._now_millis(),
             )
         except InvalidExport as exc:
-            logger.info("%s: not exportable: %s", key, exc, extra={"key": key})
+            logger.info("%s: not exportable: %s", key, exc, extra=self._fields(key))
             self._write_status(
                 key, obj, validity=validity, ready=(c.FALSE, c.REASON_FAILED, str(exc))
             )
-            return
+            return OUTCOME_NOT_EXPORTABLE
         fingerprint = export_fingerprint(export.spec)
         since = previous_since[0] if previous_since and previous_since[1] == fingerprint else None
 
@@ -208,10 +238,12 @@ class ExportReconciler:
         obj, export = self._ensure_metadata(key, obj, export, since=since, fingerprint=fingerprint)
 
         # 7. PUT when the hub lacks the record or holds another exported spec.
+        outcome = OUTCOME_UP_TO_DATE
         if _needs_put(record, export):
             record = self._put(key, obj, export, validity)
             if record is None:
-                return
+                return OUTCOME_REJECTED
+            outcome = OUTCOME_EXPORTED
         assert record is not None
 
         # 8. Report the verdict back.
@@ -220,6 +252,7 @@ class ExportReconciler:
         # 9. Count this Service resourceVersion's export duration, once (SPEC §2.6).
         if record.condition(c.CONFLICT) is not None:
             self._observe_duration(key, record)
+        return outcome
 
     # -- steps ------------------------------------------------------------------------------
 
@@ -247,7 +280,7 @@ class ExportReconciler:
             )
         except NotFoundError:
             return  # already gone: nothing left to release
-        logger.info("%s: withdrawn from the hub; finalizer removed", key, extra={"key": key})
+        logger.info("%s: withdrawn from the hub; finalizer removed", key, extra=self._fields(key))
 
     def _invalid(
         self,
@@ -308,7 +341,7 @@ class ExportReconciler:
                 "%s: exported spec changed; exportedSince stamped %s",
                 key,
                 annotations[ANNOTATION_EXPORTED_SINCE],
-                extra={"key": key},
+                extra=self._fields(key),
             )
         return obj, export
 
@@ -325,7 +358,7 @@ class ExportReconciler:
             record = self._hub.put_export(export)
         except HubRejected as exc:
             logger.warning(
-                "%s: the hub rejected the export: %s", key, exc.message, extra={"key": key}
+                "%s: the hub rejected the export: %s", key, exc.message, extra=self._fields(key)
             )
             self._write_status(
                 key,
@@ -351,7 +384,7 @@ class ExportReconciler:
             key,
             record.metadata.resource_version,
             f"{verdict.status}/{verdict.reason}" if verdict else "pending",
-            extra={"key": key},
+            extra=self._fields(key),
         )
         return record
 
@@ -399,7 +432,7 @@ class ExportReconciler:
                 key,
                 verdict.status,
                 verdict.reason,
-                extra={"key": key},
+                extra=self._fields(key),
             )
 
     def _observe_duration(self, key: str, record: InternalServiceExport) -> None:
@@ -428,7 +461,7 @@ class ExportReconciler:
             key,
             why,
             "" if last is not None else " (it was already gone)",
-            extra={"key": key},
+            extra=self._fields(key),
         )
 
     def _write_status(
@@ -481,7 +514,7 @@ class ExportReconciler:
                 for d in new
                 if d["type"] in (c.VALID, c.CONFLICT, c.READY)
             ),
-            extra={"key": key},
+            extra=self._fields(key),
         )
         return stored
 
@@ -502,6 +535,10 @@ class ExportReconciler:
             finalizers=finalizers,
             annotations=annotations,
         )
+
+    def _fields(self, key: str) -> dict[str, str]:
+        """The structured fields of a decision's log line (the trace id joins on its own)."""
+        return {"key": key, "cluster": self._cluster_id}
 
     def _check_leading(self) -> None:
         if not self._may_write():

@@ -1,0 +1,160 @@
+"""The log format both programs write (SPEC §6): one line per decision, JSON or text.
+
+The hub and the agent must render a log line identically — an operator greps both with the
+same query and a log pipeline parses both with the same rule — so the formatters live here,
+once, and each program only chooses its level and its noisy third-party loggers.
+
+Fields: callers attach them either as plain `extra={"key": ...}` or with
+`extra=fields(key=..., ...)` (which also allows names a `LogRecord` reserves, such as
+`name`). JSON merges them into the object; text appends `key=value` pairs to the line.
+`TraceContext` adds `trace_id` and `span_id` of the span active when the record was made,
+so a decision's line leads to its trace (and the trace to its lines).
+
+Tokens never reach a log line (SPEC §4.4): neither program logs a header or a token in the
+first place, and `RedactBearer` is the second line of defence, masking anything shaped like
+`Bearer <token>` in every record — including third-party ones — and in tracebacks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from opentelemetry import trace
+
+__all__ = [
+    "JsonFormatter",
+    "LogFormat",
+    "RedactBearer",
+    "TextFormatter",
+    "TraceContext",
+    "configure_logging",
+    "fields",
+    "record_fields",
+    "redact",
+]
+
+LogFormat = Literal["json", "text"]
+FIELDS_ATTR = "mcsync_fields"
+_BEARER_RE = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+")
+# LogRecord attributes that are not caller-supplied fields.
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+    FIELDS_ATTR,
+}
+
+
+def fields(**values: Any) -> dict[str, Any]:
+    """The `extra=` argument that attaches structured fields to one log record."""
+    return {FIELDS_ATTR: values}
+
+
+def record_fields(record: logging.LogRecord) -> dict[str, Any]:
+    """Every structured field of `record`: plain extras, then `fields(...)` ones."""
+    values = {
+        k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")
+    }
+    attached = getattr(record, FIELDS_ATTR, None)
+    if isinstance(attached, Mapping):
+        values.update(attached)
+    return values
+
+
+def redact(text: str) -> str:
+    """`text` with every bearer token masked."""
+    return _BEARER_RE.sub(r"\1***", text)
+
+
+class RedactBearer(logging.Filter):
+    """Mask bearer tokens in a record's message and arguments before any handler sees it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
+
+
+class TraceContext(logging.Filter):
+    """Add `trace_id` / `span_id` (W3C hex) of the active span; nothing when none is."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid:
+            record.trace_id = format(context.trace_id, "032x")
+            record.span_id = format(context.span_id, "016x")
+        return True
+
+
+def _json_value(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return redact(str(value))
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, then the fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in record_fields(record).items():
+            entry.setdefault(key, _json_value(value))
+        if record.exc_info:
+            entry["exception"] = redact(self.formatException(record.exc_info))
+        return json.dumps(entry, separators=(",", ":"))
+
+
+class TextFormatter(logging.Formatter):
+    """`time LEVEL logger: message key=value …` (the fields stay on the first line)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extra = " ".join(f"{k}={_text_value(v)}" for k, v in record_fields(record).items())
+        if extra:
+            # The exception text (if any) follows the first line; keep fields on that line.
+            first, sep, rest = line.partition("\n")
+            line = f"{first} {extra}{sep}{rest}"
+        return redact(line)
+
+
+def _text_value(value: Any) -> str:
+    text = str(value)
+    return json.dumps(text) if (not text or any(c in text for c in ' "=\n')) else text
+
+
+def configure_logging(
+    *, log_format: LogFormat, level: str = "info", quiet: Iterable[str] = ()
+) -> logging.Handler:
+    """Send every logger's records to stderr in `log_format`; call once per process.
+
+    `quiet`: loggers lowered to WARNING (HTTP libraries that log every request). Answers
+    the installed handler.
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    handler.addFilter(RedactBearer())
+    handler.addFilter(TraceContext())
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        root.removeHandler(existing)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for name in quiet:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return handler
