@@ -95,7 +95,7 @@ class TraceContext(logging.Filter):
 
 
 def _json_value(value: Any) -> Any:
-    if value is None or isinstance(value, str | int | float | bool):
+    if value is None or isinstance(value, int | float | bool):
         return value
     return redact(str(value))
 

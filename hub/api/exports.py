@@ -96,11 +96,13 @@ def _verdict(export: InternalServiceExport) -> str:
 def _log_decision(
     message: str, export: InternalServiceExport, *, cluster: str, **extra: object
 ) -> None:
+    namespace = export.metadata.namespace or export.spec.service_reference.namespace
     log.info(
         message,
         extra=fields(
+            key=f"{namespace}/{export.metadata.name}",  # the agent's lines use the same key
             cluster=cluster,
-            namespace=export.metadata.namespace or export.spec.service_reference.namespace,
+            namespace=namespace,
             name=export.metadata.name,
             resourceVersion=export.metadata.resource_version,
             verdict=_verdict(export),

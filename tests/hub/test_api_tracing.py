@@ -47,3 +47,17 @@ def test_tracing_is_off_unless_otel_variables_ask() -> None:
         provider = tracer_provider_from_env(env)
         assert provider is not None, env
         provider.shutdown()
+
+
+async def test_without_a_provider_nothing_is_instrumented(database_url: str) -> None:
+    from opentelemetry import trace
+
+    from hub.api.deps import context_of
+
+    await migrate.upgrade_async(database_url)
+    app = create_app(settings_for(database_url))
+    assert not any("OpenTelemetry" in m.cls.__name__ for m in app.user_middleware)
+    async with app.router.lifespan_context(app):
+        store = context_of(app).store
+        assert store is not None
+        assert isinstance(store._ctx.instruments.tracer, trace.NoOpTracer)

@@ -229,6 +229,13 @@ async def test_one_trace_from_reconcile_to_conflict_resolution(
     # The hub's request lines of this reconcile: its PUT, then the duration annotation PATCH.
     assert [line["method"] for line in hub_lines] == ["PUT", "PATCH"]
     assert all(line["route"] == EXPORT_ROUTE for line in hub_lines)
+    (decided,) = [
+        line
+        for line in lines
+        if line.get("trace_id") == trace_hex and line["message"] == "export created"
+    ]
+    assert (decided["key"], decided["cluster"]) == ("shop/web", CLUSTER)
+    assert decided["verdict"].startswith("True/")
     text = "\n".join(json_lines.lines)
     for secret in (*tokens.values(), ADMIN_TOKEN):
         assert secret not in text

@@ -1,0 +1,37 @@
+"""The agent's probe and scrape port (SPEC §7): `/healthz` says the process is alive,
+`/readyz` answers 503 with the reason until informers synced and the hub answers, and
+`/metrics` serves the agent's own registry."""
+
+from __future__ import annotations
+
+import httpx
+from prometheus_client import CollectorRegistry
+
+from member.app import HealthServer
+from member.metrics import AgentMetrics
+
+
+def test_probes_and_scrape() -> None:
+    metrics = AgentMetrics(registry=CollectorRegistry())
+    metrics.leader.set(1)
+    state = {"ready": (False, "informers not synced: hub")}
+    server = HealthServer(
+        host="127.0.0.1", port=0, registry=metrics.registry, ready=lambda: state["ready"]
+    )
+    server.start()
+    base = f"http://127.0.0.1:{server.port}"
+    try:
+        assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+        not_ready = httpx.get(f"{base}/readyz", timeout=5)
+        assert not_ready.status_code == 503
+        assert not_ready.text.strip() == "informers not synced: hub"
+        state["ready"] = (True, "ok")
+        assert httpx.get(f"{base}/readyz", timeout=5).status_code == 200
+        scrape = httpx.get(f"{base}/metrics", timeout=5)
+        assert scrape.status_code == 200
+        assert scrape.headers["content-type"].startswith("text/plain")
+        assert "mcsync_agent_leader 1.0" in scrape.text
+        assert "# TYPE mcsync_service_export_duration_milliseconds histogram" in scrape.text
+        assert httpx.get(f"{base}/nothing", timeout=5).status_code == 404
+    finally:
+        server.stop()
