@@ -26,7 +26,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from hub.store import migrate
 from hub.store.clusters import ClusterStore
 from hub.store.context import StoreContext
-from hub.store.db import asyncpg_dsn, backend_of, make_engine, read_engine, translate_errors
+from hub.store.db import (
+    asyncpg_dsn,
+    backend_of,
+    connection,
+    make_engine,
+    read_engine,
+    translate_errors,
+)
 from hub.store.errors import (
     AlreadyExists,
     Conflict,
@@ -168,12 +175,12 @@ class Store:
     async def ping(self) -> None:
         """Raise DatabaseUnavailable unless the database answers."""
         with translate_errors():
-            async with self._ctx.reader.connect() as conn:
+            async with connection(self._ctx.reader) as conn:
                 await conn.execute(text("SELECT 1"))
 
     async def schema_at_head(self) -> bool:
         """True when the database's schema is at the newest migration."""
         with translate_errors():
-            async with self._ctx.reader.connect() as conn:
+            async with connection(self._ctx.reader) as conn:
                 current = await conn.run_sync(migrate.current_of_connection)
         return current == migrate.head()

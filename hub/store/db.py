@@ -221,11 +221,35 @@ def translate_errors() -> Iterator[None]:
         raise DatabaseUnavailable(f"database unavailable: {reason}") from exc
 
 
+_CONNECT_FAILURES: tuple[type[BaseException], ...] = (DBAPIError, OSError, *_UNAVAILABLE_TYPES)
+
+
+@contextlib.asynccontextmanager
+async def connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A pooled connection; DatabaseUnavailable when none can be had.
+
+    Whatever stops a connection from being made is an outage, whatever the driver calls
+    it: the error lists above name what a *live* connection may die of, but PostgreSQL
+    refuses new ones in more ways than that (a database with `ALLOW_CONNECTIONS false`
+    answers "not currently accepting connections", SQLSTATE 55000, which was a 500).
+    """
+    conn = engine.connect()
+    try:
+        await conn.start()
+    except _CONNECT_FAILURES as exc:
+        reason = _first_line(exc.orig if isinstance(exc, DBAPIError) else exc)
+        raise DatabaseUnavailable(f"database unavailable: cannot connect: {reason}") from exc
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
 @contextlib.asynccontextmanager
 async def write_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     """One write transaction (BEGIN IMMEDIATE on SQLite), errors translated."""
     with translate_errors():
-        async with engine.begin() as conn:
+        async with connection(engine) as conn, conn.begin():
             yield conn
 
 
@@ -233,5 +257,5 @@ async def write_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnectio
 async def read_transaction(reader: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     """One read transaction on a `read_engine` view (a deferred snapshot on SQLite)."""
     with translate_errors():
-        async with reader.begin() as conn:
+        async with connection(reader) as conn, conn.begin():
             yield conn

@@ -158,3 +158,42 @@ async def test_postgres_outage_is_database_unavailable_and_recovers(database_url
         await store.close()
         with contextlib.suppress(Exception):
             await proxy.stop()
+
+
+@pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+async def test_a_database_refusing_connections_is_unavailable(database_url: str) -> None:
+    """PostgreSQL-only (it is PostgreSQL's own refusal): a database that accepts no new
+    connections answers SQLSTATE 55000 at connect time, which no list of "connection lost"
+    errors named; it was a 500. Any failure to connect is DatabaseUnavailable now."""
+    from urllib.parse import urlsplit
+
+    import asyncpg
+
+    from tests.conftest import postgres_admin_url
+    from tests.hub.test_store_support import make_export, open_store
+
+    store = await open_store(database_url)
+    database = urlsplit(database_url).path.lstrip("/")
+    admin = await asyncpg.connect(postgres_admin_url(), timeout=10)
+    try:
+        await store.clusters.register("alpha", {})
+        await admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+        await admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
+            database,
+        )
+        with pytest.raises(DatabaseUnavailable, match="cannot connect"):
+            await store.exports.put("alpha", make_export("alpha"))
+        with pytest.raises(DatabaseUnavailable):
+            await store.clusters.list()
+        with pytest.raises(DatabaseUnavailable):
+            await store.ping()
+        with pytest.raises(DatabaseUnavailable):
+            await store.schema_at_head()
+
+        await admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+        assert (await store.exports.put("alpha", make_export("alpha"))).created
+    finally:
+        await admin.execute(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+        await admin.close()
+        await store.close()
