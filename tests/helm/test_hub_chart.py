@@ -1,8 +1,9 @@
 """The mcsync-hub chart: what operators rely on when they `helm install` the hub.
 
 Scenarios cover the shapes a real install takes: an external PostgreSQL given by URL, an
-HA install with every secret pre-made (plus Ingress with TLS and a ServiceMonitor), the
-bundled trial PostgreSQL, and a single-replica SQLite hub on a volume.
+HA install with every secret pre-made (plus Ingress with TLS, a ServiceMonitor and the
+Grafana dashboard ConfigMap), the bundled trial PostgreSQL, and a single-replica SQLite hub
+on a volume.
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ SCENARIOS: dict[str, dict[str, Any]] = {
             ],
             "tls": [{"secretName": "mcsync-tls", "hosts": ["mcsync.example.com"]}],
         },
-        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
+        "metrics": {
+            "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
+            "grafanaDashboard": {"enabled": True},
+        },
     },
     "bundled-postgres": {"postgresql": {"enabled": True, "auth": {"password": "Pgpass123"}}},
     "sqlite": {

@@ -237,7 +237,9 @@ async def test_one_trace_from_reconcile_to_conflict_resolution(
     assert (decided["key"], decided["cluster"]) == ("shop/web", CLUSTER)
     assert decided["verdict"].startswith("True/")
     text = "\n".join(json_lines.lines)
+    spans_text = " ".join(str(dict(s.attributes or {})) for s in (*agent_finished, *hub_finished))
     for secret in (*tokens.values(), ADMIN_TOKEN):
         assert secret not in text
+        assert secret not in spans_text
     hub_provider.shutdown()
     agent_provider.shutdown()

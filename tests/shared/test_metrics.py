@@ -36,3 +36,34 @@ def test_the_agent_exposes_exactly_those_buckets() -> None:
     # The ≤ 0 clamp lands the sample at 1000 ms: first counted in the 1000 bucket.
     counts = {s.labels["le"]: s.value for s in buckets}
     assert (counts["500.0"], counts["1000.0"], counts["+Inf"]) == (0, 1, 1)
+
+
+def exposed_families() -> dict[str, str]:
+    """Every metric family either program exposes: {name as exposed: type}.
+
+    Counters are listed under their `_total` sample name, which is how queries use them.
+    """
+    from hub.metrics import HubMetrics
+    from member.workqueue import WorkQueueMetrics
+
+    agent = AgentMetrics(registry=CollectorRegistry())
+    WorkQueueMetrics(registry=agent.registry)
+    agent.watch_informers(lambda: [("hub", 0)])
+    families: dict[str, str] = {}
+    for registry in (agent.registry, HubMetrics().registry):
+        for family in registry.collect():
+            name = f"{family.name}_total" if family.type == "counter" else family.name
+            families[name] = family.type
+    return families
+
+
+def test_every_metric_is_documented() -> None:
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "observability.md").read_text()
+    missing = [
+        name
+        for name in exposed_families()
+        if not name.startswith(("process_", "python_")) and f"`{name}`" not in docs
+    ]
+    assert missing == []
