@@ -1,11 +1,13 @@
 """Real parts for the agent's end-to-end tests: a hub process, agent processes, helpers.
 
 * `hub_process` — `python -m hub serve` on a free loopback port over a SQLite file in
-  tmp_path, admin token from `MCSYNC_ADMIN_TOKEN`; `register(cluster)` answers a member
+  tmp_path (or any `database` URL given to `HubProcess`), admin and reader tokens from
+  `MCSYNC_ADMIN_TOKEN` / `MCSYNC_READER_TOKEN`; `register(cluster)` answers a member
   token. `stop()` / `start()` restart it on the same port and database (hub outages).
 * `agent_factory(...)` — `python -m member` processes against an emulated cluster
-  (`tests/kube`) and the hub; `.metric()` reads its `/metrics`, `.stop()` sends SIGTERM and
-  checks the exit code, `.kill()` is `kill -9`.
+  (`tests/kube`) and the hub (`new_agent(...)` outside a test's own fixtures); `.metric()`
+  reads its `/metrics`, `.settled()` says its work queue is drained, `.stop()` sends SIGTERM
+  and checks the exit code, `.kill()` is `kill -9`.
 * `wait_for(...)` polls a condition with a generous deadline; tests never sleep-and-hope.
 
 Every process writes its log to a file in tmp_path; a failed wait prints the logs' tails.
@@ -60,6 +62,11 @@ def _tail(path: Path, lines: int = 40) -> str:
 _LOGS: list[tuple[str, Path]] = []
 
 
+def forget_logs() -> None:
+    """Stop printing the logs of processes a finished fixture started on timeouts."""
+    _LOGS.clear()
+
+
 def wait_for(
     condition: Callable[[], Any],
     *,
@@ -87,12 +94,15 @@ def wait_for(
 
 @dataclass
 class HubProcess:
-    """A hub server process over one SQLite database; restartable on the same port."""
+    """A hub server process over one database (by default a SQLite file in `directory`);
+    restartable on the same port."""
 
     directory: Path
     port: int = field(default_factory=free_port)
     admin_token: str = field(default_factory=lambda: "admin-" + secrets.token_hex(16))
+    reader_token: str = field(default_factory=lambda: "reader-" + secrets.token_hex(16))
     extra_args: list[str] = field(default_factory=list)
+    database: str | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -101,7 +111,7 @@ class HubProcess:
 
     @property
     def database_url(self) -> str:
-        return f"sqlite:///{self.directory / 'hub.db'}"
+        return self.database or f"sqlite:///{self.directory / 'hub.db'}"
 
     @property
     def log_path(self) -> Path:
@@ -114,7 +124,8 @@ class HubProcess:
         ]
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            cmd, cwd=REPO_ROOT, env=_env(MCSYNC_ADMIN_TOKEN=self.admin_token),
+            cmd, cwd=REPO_ROOT,
+            env=_env(MCSYNC_ADMIN_TOKEN=self.admin_token, MCSYNC_READER_TOKEN=self.reader_token),
             stdout=log, stderr=subprocess.STDOUT,
         )
         log.close()
@@ -183,7 +194,7 @@ def hub_process(tmp_path: Path) -> Iterator[HubProcess]:
         yield hub
     finally:
         hub.stop()
-        _LOGS.clear()
+        forget_logs()
 
 
 # -- agents ----------------------------------------------------------------------------------
@@ -240,6 +251,14 @@ class AgentProcess:
                     return float(sample.value)
         return None
 
+    def settled(self, *, reconciles: float = 1) -> bool:
+        """It reconciled at least `reconciles` keys and has nothing queued or in hand."""
+        done = self.metric(
+            "mcsync_agent_reconcile_duration_seconds_count", {"controller": "serviceexport"}
+        )
+        depth = self.metric("workqueue_depth", {"name": "serviceexport"})
+        return (done or 0) >= reconciles and depth == 0
+
     def stop(self, *, timeout: float = 30.0) -> int | None:
         """SIGTERM and wait; answers the exit code."""
         if self.process is None:
@@ -262,6 +281,36 @@ class AgentProcess:
         return self.log_path.read_text(errors="replace")
 
 
+def new_agent(
+    name: str,
+    *,
+    directory: Path,
+    kubeconfig: Path,
+    hub: HubProcess,
+    cluster_id: str,
+    token: str,
+    extra: list[str] | None = None,
+    start: bool = True,
+    wait_ready: bool = True,
+) -> AgentProcess:
+    """An agent process named `name` (its token file and log in `directory`); the caller
+    kills it. Flags after the defaults in `extra` override them (argparse: last one wins)."""
+    token_file = directory / f"{name}.token"
+    token_file.write_text(token + "\n")
+    port = free_port()
+    args = [
+        "--hub-url", hub.url, "--cluster-id", cluster_id, "--token-file", str(token_file),
+        "--kubeconfig", str(kubeconfig), "--metrics-port", str(port),
+        "--metrics-host", "127.0.0.1", "--heartbeat-interval", "2", "--workers", "2",
+        "--identity", name, "--log-level", "DEBUG", *(extra or []),
+    ]
+    agent = AgentProcess(name=name, args=args, env=_env(), directory=directory,
+                         metrics_port=port)
+    if start:
+        agent.start(wait_ready=wait_ready)
+    return agent
+
+
 AgentFactory = Callable[..., AgentProcess]
 
 
@@ -270,30 +319,11 @@ def agent_factory(tmp_path: Path) -> Iterator[AgentFactory]:
     """`factory(name, *, kubeconfig, hub, cluster_id, token, extra=[...], start=True)`."""
     agents: list[AgentProcess] = []
 
-    def factory(
-        name: str,
-        *,
-        kubeconfig: Path,
-        hub: HubProcess,
-        cluster_id: str,
-        token: str,
-        extra: list[str] | None = None,
-        start: bool = True,
-        wait_ready: bool = True,
-    ) -> AgentProcess:
-        token_file = tmp_path / f"{name}.token"
-        token_file.write_text(token + "\n")
-        port = free_port()
-        args = [
-            "--hub-url", hub.url, "--cluster-id", cluster_id, "--token-file", str(token_file),
-            "--kubeconfig", str(kubeconfig), "--metrics-port", str(port),
-            "--metrics-host", "127.0.0.1", "--heartbeat-interval", "2", "--workers", "2",
-            "--identity", name, "--log-level", "DEBUG", *(extra or []),
-        ]
-        agent = AgentProcess(
-            name=name, args=args, env=_env(), directory=tmp_path, metrics_port=port
-        )
-        agents.append(agent)
+    def factory(name: str, **kwargs: Any) -> AgentProcess:
+        start = kwargs.pop("start", True)
+        wait_ready = kwargs.pop("wait_ready", True)
+        agent = new_agent(name, directory=tmp_path, start=False, **kwargs)
+        agents.append(agent)  # registered before it starts: a failed start is still killed
         if start:
             agent.start(wait_ready=wait_ready)
         return agent

@@ -39,15 +39,6 @@ def exported(kube: KubeCluster, name: str) -> bool:
     return conditions_of(kube.state.get("serviceexports", "shop", name)) == EXPORTED
 
 
-def settled(agent: AgentProcess, *, reconciles: float = 1) -> bool:
-    """The agent reconciled at least `reconciles` keys and has nothing queued or in hand."""
-    done = agent.metric(
-        "mcsync_agent_reconcile_duration_seconds_count", {"controller": "serviceexport"}
-    )
-    depth = agent.metric("workqueue_depth", {"name": "serviceexport"})
-    return (done or 0) >= reconciles and depth == 0
-
-
 def observed_rv(hub: HubProcess, name: str) -> str | None:
     record = hub.export(CLUSTER, "shop", name)
     return (record or {}).get("metadata", {}).get("annotations", {}).get(
@@ -83,14 +74,14 @@ def test_histogram_counted_once_across_restart_and_resync(
                               {"informer": "serviceexports[*]"}) or 0) >= 1,
         what="the ServiceExport informer relisted",
     )
-    wait_for(lambda: settled(first), what="the agent settled after the resync")
+    wait_for(lambda: first.settled(), what="the agent settled after the resync")
     assert histogram_count(first) == 1
 
     # Restart (kill -9: no goodbye): the new process reconciles every key again, counts 0.
     first.kill()
     second = agent_factory("second", kubeconfig=kube_cluster.kubeconfig, hub=hub_process,
                            cluster_id=CLUSTER, token=token)
-    wait_for(lambda: settled(second), what="the restarted agent reconciled its keys")
+    wait_for(lambda: second.settled(), what="the restarted agent reconciled its keys")
     assert histogram_count(second) == 0
     assert exported(kube_cluster, "web")
 
@@ -135,7 +126,7 @@ def test_hub_outage_then_convergence(
     # a v1, a v2, b: three data points, none doubled by the retries.
     wait_for(lambda: histogram_count(agent) == 3, what="three data points")
     wait_for(agent.ready, what="ready again")
-    wait_for(lambda: settled(agent), what="settled")
+    wait_for(lambda: agent.settled(), what="settled")
     assert histogram_count(agent) == 3
 
 
@@ -167,7 +158,7 @@ def test_leader_failover(
     state.create("serviceexports", "shop", service_export_body("b", "shop"))
     wait_for(lambda: exported(kube_cluster, "b"), what="b exported by the new leader")
     # The new term re-reconciled "a" too, without counting it again.
-    wait_for(lambda: settled(standby, reconciles=2), what="the new leader settled")
+    wait_for(lambda: standby.settled(reconciles=2), what="the new leader settled")
     assert histogram_count(standby) == 1
     lease = state.get("leases", "mcsync", "mcsync-agent")
     assert lease is not None and lease["spec"]["holderIdentity"] == standby.name
