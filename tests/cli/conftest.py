@@ -161,3 +161,26 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    """The stdout of a CLI run that must have succeeded (exit 0, no traceback)."""
+    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
+    assert "Traceback" not in result.stderr
+    return result.stdout
+
+
+def table(stdout: str) -> list[dict[str, str]]:
+    """Rows of a kubectl-style table as dicts by header (for tables whose cells have no
+    spaces: every table of `mcsync` but `get`'s detail pages). An empty result prints no
+    table at all (`No resources found.` goes to stderr): no rows."""
+    lines = stdout.splitlines()
+    if not lines:
+        return []
+    headers = lines[0].split()
+    rows = []
+    for line in lines[1:]:
+        cells = line.split()
+        assert len(cells) == len(headers), f"row {line!r} does not fit {headers}"
+        rows.append(dict(zip(headers, cells, strict=True)))
+    return rows

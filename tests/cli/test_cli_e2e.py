@@ -36,7 +36,15 @@ from shared.models import (
     WatchEvent,
     to_wire,
 )
-from tests.cli.conftest import RunningHub, clean_env, cli_command, free_port, run_cli
+from tests.cli.conftest import (
+    RunningHub,
+    clean_env,
+    cli_command,
+    free_port,
+    ok,
+    run_cli,
+    table,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -105,24 +113,6 @@ def mcsync(
     return run_cli(
         *args, env={"MCSYNC_HUB_URL": hub.url, "MCSYNC_TOKEN": token or hub.reader_token}
     )
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, f"exit {result.returncode}: {result.stderr}"
-    assert "Traceback" not in result.stderr
-    return result.stdout
-
-
-def table(stdout: str) -> list[dict[str, str]]:
-    """Rows of a kubectl-style table as dicts by header (cells contain no spaces here)."""
-    lines = stdout.splitlines()
-    headers = lines[0].split()
-    rows = []
-    for line in lines[1:]:
-        cells = line.split()
-        assert len(cells) == len(headers), f"row {line!r} does not fit {headers}"
-        rows.append(dict(zip(headers, cells, strict=True)))
-    return rows
 
 
 def test_clusters_lists_both_with_export_counts(hub: RunningHub, fleet: dict[str, str]) -> None:
