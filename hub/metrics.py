@@ -48,22 +48,10 @@ POOL_LIMIT_METRIC = "mcsync_hub_db_pool_max_connections"
 VERDICT_CONFLICT = "conflict"
 VERDICT_NO_CONFLICT = "no_conflict"
 
-# One key's resolution is an indexed read and a pure judge: milliseconds, unless the key
-# has thousands of exports or the read waits for I/O.
-RESOLUTION_BUCKETS_SECONDS = (
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-)
+# One key's resolution is an indexed read and a pure judge: well under a millisecond up to
+# a few, unless the key has thousands of exports or the read waits for I/O. The request
+# buckets up to 2.5 s, with one finer bucket below them.
+RESOLUTION_BUCKETS_SECONDS = (0.0005, *(b for b in REQUEST_DURATION_BUCKETS_SECONDS if b <= 2.5))
 
 
 class HubMetrics:

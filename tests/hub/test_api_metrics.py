@@ -14,15 +14,11 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
 from hub.api.deps import context_of
-from hub.app import create_app
 from hub.metrics import HubMetrics
-from hub.store import migrate
+from member.hubclient import ROUTE_EXPORT
 from tests.hub.test_api_support import (
     ADMIN,
     ADMIN_TOKEN,
@@ -32,10 +28,8 @@ from tests.hub.test_api_support import (
     export_path,
     running_hub,
     serving,
-    settings_for,
 )
 
-EXPORT_ROUTE = "/api/v1/clusters/{cluster}/serviceexports/{namespace}/{name}"
 DEADLINE = 30.0
 
 
@@ -127,9 +121,9 @@ async def test_request_series_use_route_templates_and_never_carry_names_or_token
 
     text, samples = await scrape(hub.client)
     count = "mcsync_hub_request_duration_seconds_count"
-    assert value(samples, count, method="PUT", route=EXPORT_ROUTE, code="201") == 1
-    assert value(samples, count, method="GET", route=EXPORT_ROUTE, code="200") == 1
-    assert value(samples, count, method="GET", route=EXPORT_ROUTE, code="404") == 1
+    assert value(samples, count, method="PUT", route=ROUTE_EXPORT, code="201") == 1
+    assert value(samples, count, method="GET", route=ROUTE_EXPORT, code="200") == 1
+    assert value(samples, count, method="GET", route=ROUTE_EXPORT, code="404") == 1
     assert value(samples, count, method="GET", route="<unmatched>", code="404") == 1
     routes = {dict(ls).get("route") for (n, ls) in samples if n == count}
     assert all(r is not None and (r.startswith("/") or r == "<unmatched>") for r in routes)
@@ -204,40 +198,3 @@ async def test_open_watches_are_counted_and_caught_up(hub: Hub) -> None:
         await closed()  # the stream ends with its client; the gauge follows
     _, samples = await scrape(hub.client)
     assert value(samples, "mcsync_hub_active_watches") == 0
-
-
-async def test_each_conflict_resolution_is_a_span_under_its_request(database_url: str) -> None:
-    await migrate.upgrade_async(database_url)
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    app = create_app(settings_for(database_url), tracer_provider=provider)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://hub") as client:
-            hub = Hub(app=app, client=client, settings=settings_for(database_url))
-            members = await hub.register("east", "west")
-            assert (await hub.put("east", members["east"], created=at(0))).status_code == 201
-            exporter.clear()
-            answer = await hub.put("west", members["west"], created=at(1), type="Headless")
-            assert answer.status_code == 201
-            _, samples = await scrape(client)
-    spans = exporter.get_finished_spans()
-    (server,) = [s for s in spans if s.kind.name == "SERVER"]
-    (resolution,) = [s for s in spans if s.name == "conflict resolution"]
-    assert resolution.context.trace_id == server.context.trace_id
-    # The resolution sits under the request (through the ASGI middleware's own spans).
-    by_id = {s.context.span_id: s for s in spans}
-    parent = resolution.parent
-    chain = []
-    while parent is not None and parent.span_id in by_id:
-        chain.append(by_id[parent.span_id])
-        parent = by_id[parent.span_id].parent
-    assert server in chain
-    attributes = dict(resolution.attributes or {})
-    assert attributes["mcsync.key"] == "demo/web"
-    assert attributes["mcsync.export_count"] == 2
-    assert attributes["mcsync.conflict"] is True
-    assert attributes["mcsync.reasons"] == "TypeConflict"
-    assert total(samples, "mcsync_hub_conflict_resolution_duration_seconds_count") == 2
-    provider.shutdown()

@@ -22,6 +22,9 @@ from typing import Any
 import httpx
 import uvicorn
 from fastapi import FastAPI
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import SecretStr
 
 from hub.api.deps import context_of
@@ -99,6 +102,14 @@ def conflict_of(obj: dict[str, Any]) -> tuple[str, str]:
     raise AssertionError(f"no Conflict condition in {obj['status']}")
 
 
+def traced() -> tuple[TracerProvider, InMemorySpanExporter]:
+    """A tracer provider that keeps every finished span in memory, synchronously."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
 def settings_for(url: str, **overrides: Any) -> HubSettings:
     values: dict[str, Any] = {
         "database_url": url,
@@ -151,11 +162,13 @@ class Hub:
 
 
 @contextlib.asynccontextmanager
-async def running_hub(url: str, **overrides: Any) -> AsyncIterator[Hub]:
+async def running_hub(
+    url: str, *, tracer_provider: TracerProvider | None = None, **overrides: Any
+) -> AsyncIterator[Hub]:
     """A migrated database, the app's real lifespan, and an ASGI client."""
     await migrate.upgrade_async(url)
     settings = settings_for(url, **overrides)
-    app = create_app(settings)
+    app = create_app(settings, tracer_provider=tracer_provider)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://hub") as client:

@@ -25,6 +25,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from member.hubclient import ROUTE_EXPORT
 from shared import conditions as c
 from shared.constants import ANNOTATION_LAST_OBSERVED_RESOURCE_VERSION
 from shared.metrics import EXPORT_DURATION_METRIC
@@ -41,7 +42,6 @@ from tests.member.agent_support import (
 
 pytestmark = pytest.mark.e2e
 
-EXPORT_ROUTE = "/api/v1/clusters/{cluster}/serviceexports/{namespace}/{name}"
 QUEUE = {"name": "serviceexport"}
 
 
@@ -141,12 +141,12 @@ def test_both_metrics_endpoints_agree_with_the_fleet(
     agent_samples = {name: scrape(agent_url(agent)) for name, agent in agents.items()}
     created_by_agents = sum(
         total(s, "mcsync_agent_hub_request_duration_seconds_count", method="PUT",
-              route=EXPORT_ROUTE, code="201")
+              route=ROUTE_EXPORT, code="201")
         for s in agent_samples.values()
     )  # fmt: skip
     assert created_by_agents == total(
         hub_samples, "mcsync_hub_request_duration_seconds_count", method="PUT",
-        route=EXPORT_ROUTE, code="201",
+        route=ROUTE_EXPORT, code="201",
     ) == 4  # fmt: skip
     for name, samples in agent_samples.items():
         assert total(samples, "mcsync_agent_leader") == 1

@@ -19,33 +19,31 @@ from typing import Any
 
 import httpx
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
 from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
 from hub.app import create_app
 from hub.store import migrate
 from member.app import Agent
+from member.hubclient import ROUTE_EXPORT
 from member.reconcilers.export import OUTCOME_EXPORTED, RECONCILE_SPAN
 from member.settings import AgentSettings
 from shared import conditions as c
 from shared.logs import JsonFormatter, RedactBearer, TraceContext
-from tests.hub.test_api_support import ADMIN, ADMIN_TOKEN, export_body, serving, settings_for
+from tests.hub.test_api_support import (
+    ADMIN,
+    ADMIN_TOKEN,
+    export_body,
+    serving,
+    settings_for,
+    traced,
+)
 from tests.kube.fixtures import KubeCluster
 from tests.member.agent_support import conditions_of, service_body, service_export_body
 
 DEADLINE = 60.0
 CLUSTER = "east"
-EXPORT_ROUTE = "/api/v1/clusters/{cluster}/serviceexports/{namespace}/{name}"
-
-
-def traced() -> tuple[TracerProvider, InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider, exporter
 
 
 class JsonLines(logging.Handler):
@@ -228,7 +226,7 @@ async def test_one_trace_from_reconcile_to_conflict_resolution(
     ]
     # The hub's request lines of this reconcile: its PUT, then the duration annotation PATCH.
     assert [line["method"] for line in hub_lines] == ["PUT", "PATCH"]
-    assert all(line["route"] == EXPORT_ROUTE for line in hub_lines)
+    assert all(line["route"] == ROUTE_EXPORT for line in hub_lines)
     (decided,) = [
         line
         for line in lines
