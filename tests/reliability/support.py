@@ -15,6 +15,7 @@ the consistency check every fault test ends with.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -165,3 +166,90 @@ async def wait_until(predicate: Callable[[], bool], *, deadline: float, what: st
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+class ThreadedProxy:
+    """A loopback TCP proxy in front of the hub, run on its own event loop in a thread so
+    that synchronous tests (agent processes) can cut and heal it.
+
+    * `cut()` — a network partition: every open connection is reset and new ones are
+      refused, while the hub itself keeps running.
+    * `heal()` — listen again on the same port.
+    * `on_answer_to(prefix, callback)` — when the hub's answer to a request whose first
+      bytes are `prefix` arrives, call `callback()` *before* forwarding a byte of it, and
+      drop that answer (the connection is reset). The hub has committed by then; the
+      client never hears so. Used to kill an agent between a write and its follow-up.
+    """
+
+    def __init__(self, target_port: int) -> None:
+        from tests.hub.test_store_db import TcpProxy
+
+        self._proxy = TcpProxy("127.0.0.1", target_port)
+        self._proxy._serve = self._serve  # type: ignore[method-assign]
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._hook: tuple[bytes, Callable[[], None]] | None = None
+        self.intercepted = 0
+        self._run(self._proxy.start())
+
+    @property
+    def port(self) -> int:
+        return self._proxy.port
+
+    def _run(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=30)
+
+    def cut(self) -> None:
+        self._run(self._proxy.stop())
+
+    def heal(self) -> None:
+        self._run(self._proxy.start())
+
+    def on_answer_to(self, prefix: bytes, callback: Callable[[], None]) -> None:
+        self._hook = (prefix, callback)
+
+    def close(self) -> None:
+        try:
+            self._run(self._proxy.stop())
+        except Exception:
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(*self._proxy.target)
+        self._proxy._writers.update((writer, up_writer))
+        armed = False
+
+        async def upstream() -> None:
+            nonlocal armed
+            try:
+                while data := await reader.read(65536):
+                    if self._hook is not None and data.startswith(self._hook[0]):
+                        armed = True  # HTTP/1.1 without pipelining: the next answer is its
+                    up_writer.write(data)
+                    await up_writer.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                up_writer.transport.abort()
+
+        async def downstream() -> None:
+            nonlocal armed
+            try:
+                while data := await up_reader.read(65536):
+                    if armed and self._hook is not None:
+                        self.intercepted += 1
+                        callback = self._hook[1]
+                        self._hook = None  # once
+                        callback()
+                        break
+                    writer.write(data)
+                    await writer.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                writer.transport.abort()
+
+        await asyncio.gather(upstream(), downstream())
