@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TextIO
+from typing import TextIO, get_args
 
 from pydantic import BaseModel
 
@@ -97,10 +97,12 @@ def exports(ctx: Context) -> int:
 class _WatchPrinter:
     """Prints the initial list and then each change, in the chosen output format.
 
-    Tables get an EVENT column; their widths come from the first batch printed, so later
-    rows line up unless a cell is longer than anything seen before (it then pushes the
-    rest of its line, as kubectl's watch output does). JSON is one `WatchEvent` per line;
-    YAML one `WatchEvent` document per change.
+    Tables get an EVENT column, as wide as the longest event type from the start (a first
+    batch of ADDED rows must not leave a later DELETED pushing its row out of line); the
+    other widths come from the first batch printed, so later rows line up unless a cell is
+    longer than anything seen before (it then pushes the rest of its line, as kubectl's
+    watch output does). JSON is one `WatchEvent` per line; YAML one `WatchEvent` document
+    per change.
     """
 
     def __init__(self, ctx: Context) -> None:
@@ -125,7 +127,8 @@ class _WatchPrinter:
         else:
             rows = tuple(self._row(t, e) for t, e in events)
             if self.widths is None:
-                self.widths = render.Table(self.headers, rows).widths()
+                event_width, *rest = render.Table(self.headers, rows).widths()
+                self.widths = (max(event_width, *map(len, get_args(ViewEventType))), *rest)
                 out.write(render.format_row(self.headers, self.widths) + "\n")
             for row in rows:
                 out.write(render.format_row(row, self.widths) + "\n")
