@@ -180,3 +180,89 @@ async def test_request_log_lines_carry_the_route_template_and_never_a_token(
             text = formatter.format(record)
             for secret in (token, ADMIN_TOKEN_VALUE, READER_TOKEN_VALUE):
                 assert secret not in text
+
+
+# --- member isolation, every verb (issue: reliability and security under hostile input) --
+
+
+async def test_member_token_on_any_path_of_another_cluster_is_403_and_changes_nothing(
+    hub: Hub,
+) -> None:
+    members = await hub.register("east", "west")
+    east = members["east"]
+    assert (await hub.put("west", members["west"])).status_code == 201
+    before = await hub.snapshot()
+    west_export = export_path("west")
+    patch = {"metadata": {"resourceVersion": "1", "annotations": {"a": "b"}}}
+    attempts = [
+        ("PUT", west_export, export_body("west")),
+        ("GET", west_export, None),
+        ("DELETE", west_export, None),
+        ("PATCH", west_export, patch),
+        ("GET", "/api/v1/clusters/west/serviceexports", None),
+        ("GET", "/api/v1/clusters/west/serviceexports?watch=true&timeoutSeconds=1", None),
+        ("PUT", "/api/v1/clusters/west/serviceexports", {"items": []}),
+        ("POST", "/api/v1/clusters/west/heartbeat", {"agentVersion": "0.1.0"}),
+        ("GET", "/api/v1/clusters/west", None),
+        ("DELETE", "/api/v1/clusters/west", None),
+    ]
+    for method, path, body in attempts:
+        headers = dict(east)
+        if method == "PATCH":
+            headers["Content-Type"] = "application/merge-patch+json"
+        answer = await hub.client.request(
+            method, path, headers=headers, content=None if body is None else json.dumps(body)
+        )
+        assert answer.status_code == 403, (method, path, answer.status_code, answer.text)
+        assert answer.json()["reason"] == "Forbidden"
+    assert await hub.snapshot() == before
+
+
+async def test_member_tokens_are_stored_only_as_sha256_hashes(hub: Hub) -> None:
+    import hashlib
+
+    from sqlalchemy import MetaData, String, Text, select
+
+    members = await hub.register("east", "west")
+    tokens = {name: h["Authorization"].removeprefix("Bearer ") for name, h in members.items()}
+    assert (await hub.put("east", members["east"])).status_code == 201
+    metadata = MetaData()
+    async with hub.store.engine.connect() as conn:
+        await conn.run_sync(metadata.reflect)
+        hashes = {
+            row.name: row.token_hash
+            for row in await conn.execute(select(metadata.tables["clusters"]))
+        }
+        # No text column of any table holds a token, in any row.
+        for table in metadata.sorted_tables:
+            text_columns = [c for c in table.columns if isinstance(c.type, (String, Text))]
+            for row in await conn.execute(select(*text_columns)) if text_columns else []:
+                for value in row:
+                    for token in tokens.values():
+                        assert token not in str(value), (table.name, "holds a member token")
+    assert hashes == {
+        name: hashlib.sha256(token.encode()).hexdigest() for name, token in tokens.items()
+    }
+
+
+async def test_configured_tokens_are_compared_in_constant_time(
+    hub: Hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Admin and reader tokens go through hmac.compare_digest; a member token is never
+    compared at all, only its sha256 looked up (a hash reveals nothing about the token)."""
+    import hmac
+
+    import hub.api.auth as auth
+
+    compared: list[tuple[bytes, bytes]] = []
+    original = hmac.compare_digest
+
+    def spy(a: bytes, b: bytes) -> bool:
+        compared.append((a, b))
+        return original(a, b)
+
+    monkeypatch.setattr(auth.hmac, "compare_digest", spy)
+    guess = ADMIN_TOKEN_VALUE[:-1] + "x"  # all but the last character right
+    assert (await hub.client.get("/api/v1/clusters", headers=bearer(guess))).status_code == 401
+    assert (guess.encode(), ADMIN_TOKEN_VALUE.encode()) in compared
+    assert (guess.encode(), READER_TOKEN_VALUE.encode()) in compared
