@@ -71,7 +71,7 @@ def run(args: Any) -> dict[str, Any]:
             seed_seconds = time.perf_counter() - seeded
 
             # -- 1. cold start: everything is new to the hub ---------------------------------
-            agent = Agent(cluster, hub.url)
+            agent = Agent(cluster, hub.url, workers=args.workers)
             for namespace, name in keys:
                 stopwatch.mark_created(CLUSTER, namespace, name)
             agent.start()
@@ -91,7 +91,7 @@ def run(args: Any) -> dict[str, Any]:
 
             # -- 2. restart: the startup repair, with one fresh change during it ----------------
             agent.stop()
-            agent = Agent(cluster, hub.url)
+            agent = Agent(cluster, hub.url, workers=args.workers)
             started = time.perf_counter()
             agent.start()
             ready = wait_until(agent.ready, what="agent ready", timeout=args.timeout, interval=0.05)
@@ -132,6 +132,7 @@ def run(args: Any) -> dict[str, Any]:
     peak = max(cold_peak, repair_peak)
     return {
         "services": args.services,
+        "agent_workers": args.workers,
         "seed_seconds": round(seed_seconds, 1),
         "cold_start": {
             "seconds_until_all_written_back": round(cold, 1),
@@ -159,6 +160,7 @@ def run(args: Any) -> dict[str, Any]:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--services", type=int, default=10_000)
+    parser.add_argument("--workers", type=int, default=4, help="the agent's --workers")
     parser.add_argument("--idle", type=float, default=10.0, help="seconds idle before RSS")
     parser.add_argument("--timeout", type=float, default=900.0, help="bound of every wait")
     args = parser.parse_args()
