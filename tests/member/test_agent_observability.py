@@ -13,23 +13,39 @@ a hub process. `web` clashes (east ClusterIP, west headless), `api` does not. Th
 * the work queue is drained, the agent leads, no informer relisted;
 * every log line is JSON, decision lines carry key and cluster, no line has a token, and
   with tracing off no line has a trace id.
+
+And with tracing switched on the way an operator does it — `OTEL_EXPORTER_OTLP_ENDPOINT` in
+both processes' environment — the standard OTLP exporters of a real agent process and a
+real hub process deliver one trace, reconcile → hub request → conflict resolution, to an
+OTLP/HTTP receiver on a loopback port.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 from member.hubclient import ROUTE_EXPORT
 from shared import conditions as c
 from shared.constants import ANNOTATION_LAST_OBSERVED_RESOURCE_VERSION
 from shared.metrics import EXPORT_DURATION_METRIC
+from tests.hub.test_api_support import export_body
 from tests.kube.fixtures import KubeCluster, KubeClusterFactory
+from tests.member import agent_support
 from tests.member.agent_support import (
     AgentFactory,
     AgentProcess,
@@ -206,3 +222,148 @@ def test_both_metrics_endpoints_agree_with_the_fleet(
         assert all(line["cluster"] == name and line["key"] for line in decisions)
         assert not any("trace_id" in line for line in lines)
     assert not any(token in hub_process.log_path.read_text() for token in tokens.values())
+
+
+# -- tracing switched on by OTEL_* in real processes ----------------------------------------
+
+
+@dataclass(frozen=True)
+class ReceivedSpan:
+    service: str
+    name: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    attributes: dict[str, Any]
+
+
+class OtlpReceiver:
+    """An OTLP/HTTP trace receiver on a loopback port: keeps every span it is sent."""
+
+    def __init__(self) -> None:
+        self.spans: list[ReceivedSpan] = []
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                request = ExportTraceServiceRequest.FromString(body)
+                receiver.add(request)
+                answer = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def add(self, request: ExportTraceServiceRequest) -> None:
+        for resource_spans in request.resource_spans:
+            resource = {a.key: a.value for a in resource_spans.resource.attributes}
+            service = resource["service.name"].string_value if "service.name" in resource else ""
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    attributes = {
+                        a.key: getattr(a.value, a.value.WhichOneof("value") or "string_value")
+                        for a in span.attributes
+                    }
+                    with self._lock:
+                        self.spans.append(
+                            ReceivedSpan(
+                                service=service,
+                                name=span.name,
+                                trace_id=span.trace_id.hex(),
+                                span_id=span.span_id.hex(),
+                                parent_span_id=span.parent_span_id.hex(),
+                                attributes=attributes,
+                            )
+                        )
+
+    def received(self) -> list[ReceivedSpan]:
+        with self._lock:
+            return list(self.spans)
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def otlp(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpReceiver]:
+    """A receiver, and every process the agent fixtures start told to export to it."""
+    receiver = OtlpReceiver()
+    plain_env = agent_support._env
+
+    def traced_env(**extra: str) -> dict[str, str]:
+        # Only the endpoint: the exporter (otlp) follows from it, as SPEC §6 says.
+        return plain_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, **extra)
+
+    monkeypatch.setattr(agent_support, "_env", traced_env)
+    try:
+        yield receiver
+    finally:
+        receiver.stop()
+
+
+def test_otel_variables_switch_on_one_trace_across_real_processes(
+    otlp: OtlpReceiver,
+    kube_cluster: KubeCluster,
+    agent_factory: AgentFactory,
+    tmp_path: Path,
+) -> None:
+    hub = HubProcess(directory=tmp_path / "traced-hub")
+    hub.directory.mkdir()
+    hub.start()
+    try:
+        west_token = hub.register("west")
+        west = hub.request(
+            "PUT",
+            "/api/v1/clusters/west/serviceexports/shop/web",
+            token=west_token,
+            # Headless, and older than anything east will send: a TypeConflict for east.
+            json=export_body("west", namespace="shop", name="web", type="Headless"),
+        )
+        assert west.status_code == 201, west.text
+        agent = agent_factory(
+            "east", kubeconfig=kube_cluster.kubeconfig, hub=hub, cluster_id="east",
+            token=hub.register("east"),
+        )  # fmt: skip
+        export(kube_cluster, "web")
+        wait_for(
+            lambda: conditions_of(kube_cluster.state.get("serviceexports", "shop", "web")).get(
+                c.CONFLICT, ("", "")
+            )[0] == c.TRUE,
+            what="Conflict=True on east's ServiceExport",
+        )  # fmt: skip
+        assert agent.stop() == 0  # SIGTERM: the agent flushes its spans on the way out
+    finally:
+        hub.stop()  # and so does the hub
+
+    spans = otlp.received()
+    (reconcile,) = [
+        s for s in spans
+        if s.name == "reconcile ServiceExport" and s.attributes.get("mcsync.outcome") == "exported"
+    ]  # fmt: skip
+    assert reconcile.service == "mcsync-agent"
+    assert reconcile.attributes["mcsync.key"] == "shop/web"
+    assert reconcile.attributes["mcsync.cluster"] == "east"
+    in_trace = [s for s in spans if s.trace_id == reconcile.trace_id]
+    (put,) = [s for s in in_trace if s.name == "PUT" and s.parent_span_id == reconcile.span_id]
+    (server,) = [s for s in in_trace if s.parent_span_id == put.span_id]
+    assert server.service == "mcsync-hub"
+    assert server.name == f"PUT {ROUTE_EXPORT}"
+    (resolution,) = [s for s in in_trace if s.name == "conflict resolution"]
+    assert resolution.service == "mcsync-hub"
+    assert resolution.attributes["mcsync.key"] == "shop/web"
+    assert resolution.attributes["mcsync.export_count"] == 2
