@@ -97,13 +97,18 @@ async def test_outage_answers_503_with_retry_after_then_recovers(database_url: s
         _assert_unavailable(await client.get(export_path("east"), headers=east))
         _assert_unavailable(await client.get("/readyz"))
         assert (await client.get("/healthz")).status_code == 200
-        metrics = (await client.get("/metrics")).text
-        assert "mcsync_hub_database_errors_total" in metrics
+        scrape = await client.get("/metrics")  # scrapes still answer while the database is down
+        assert scrape.status_code == 200
+        assert "mcsync_hub_database_errors_total" in scrape.text
+        # The verdict counts come from the database: absent rather than stale.
+        assert 'mcsync_hub_exports{verdict="conflict"}' not in scrape.text
 
         await restore()
         stored = await client.put(export_path("east"), json=export_body("east"), headers=east)
         assert stored.status_code == 201, stored.text
         assert (await client.get("/readyz")).status_code == 200
+        scrape = await client.get("/metrics")
+        assert 'mcsync_hub_exports{verdict="no_conflict"} 1.0' in scrape.text
 
 
 async def test_readyz_is_503_until_the_schema_is_at_head(database_url: str) -> None:
