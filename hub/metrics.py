@@ -137,8 +137,10 @@ class HubMetrics:
         self.pool_connections.labels("in_use").set(usage.in_use)
         self.pool_connections.labels("idle").set(usage.idle)
         self.pool_limit.set(usage.limit)
+        # A watch may have read past what this replica was notified of yet (another
+        # replica's commit, NOTIFY still in flight): that is no lag, not a negative one.
         newest = store.feed.known_revision()
-        self.feed_lag.set(max((newest - p for p in watch_positions), default=0) if newest else 0)
+        self.feed_lag.set(max((max(0, newest - p) for p in watch_positions), default=0))
         try:
             counts = await store.exports.count_by_verdict()
         except DatabaseUnavailable:

@@ -161,6 +161,8 @@ async def test_feed_lag_is_how_far_the_furthest_watch_is_behind(hub: Hub) -> Non
     assert metrics.registry.get_sample_value(lag) == 2
     await metrics.refresh(store, watch_positions=[])
     assert metrics.registry.get_sample_value(lag) == 0
+    await metrics.refresh(store, watch_positions=[newest + 1])  # read ahead of the notifier
+    assert metrics.registry.get_sample_value(lag) == 0
 
 
 async def test_open_watches_are_counted_and_caught_up(hub: Hub) -> None:
