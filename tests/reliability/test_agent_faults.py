@@ -5,8 +5,10 @@ Real processes: the agent (`python -m member`) against an emulated Kubernetes AP
 (tests/kube) and a hub process, with a loopback TCP proxy (`ThreadedProxy`) between agent
 and hub so the test can partition them while the hub keeps running.
 
-Partition: the hub is unreachable for `PARTITION_SECONDS` (15 in CI; the `slow`
-variant holds the full minute). Meanwhile Kubernetes keeps changing — new exports, spec
+Partition: the hub is unreachable for 15 s in CI; the `slow` variant holds the full
+minute of the issue and runs when `MCSYNC_FULL_PARTITION=1` (it adds a minute of
+waiting and proves nothing the 15 s one does not, except that the length does not
+matter). Meanwhile Kubernetes keeps changing — new exports, spec
 changes, a ServiceExport deletion — and the agent must keep watching it (new exports say
 `Ready=False/Pending` during the partition). After the partition heals the fleet must
 converge within seconds, with exactly one histogram data point per exported Service
@@ -165,6 +167,11 @@ def test_partition_then_convergence(
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(
+    os.environ.get("MCSYNC_FULL_PARTITION", "") != "1",
+    reason="the full-minute partition adds a minute; set MCSYNC_FULL_PARTITION=1 to run it "
+    "(CI runs the 15 s variant; docs/reliability.md quotes both)",
+)
 def test_partition_of_a_full_minute(
     kube_cluster: KubeCluster, hub_process: HubProcess, proxy: ThreadedProxy,
     agent_factory: AgentFactory, record_property: RecordProperty,

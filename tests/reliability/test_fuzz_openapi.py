@@ -40,7 +40,7 @@ from tests.e2e.test_hub_process import HubProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.reliability]
 
-FUZZ_EXAMPLES = int(os.environ.get("MCSYNC_FUZZ_EXAMPLES", "10"))
+FUZZ_EXAMPLES = int(os.environ.get("MCSYNC_FUZZ_EXAMPLES", "8"))
 ADMIN_TOKEN = "fuzz-admin-token-0123456789abcdef"
 READER_TOKEN = "fuzz-reader-token-0123456789abcdef"
 MEMBER_CLUSTER = "east"
