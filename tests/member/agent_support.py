@@ -67,6 +67,14 @@ def forget_logs() -> None:
     _LOGS.clear()
 
 
+def _logs() -> str:
+    return "\n".join(f"--- {name} ---\n{_tail(path)}" for name, path in _LOGS)
+
+
+class ProcessExited(RuntimeError):
+    """A process a test waits on has exited: waiting longer cannot help."""
+
+
 def wait_for(
     condition: Callable[[], Any],
     *,
@@ -80,13 +88,14 @@ def wait_for(
     while time.monotonic() < deadline:
         try:
             last = condition()
+        except ProcessExited as exc:
+            pytest.fail(f"{exc} while waiting for {what}\n{_logs()}")
         except Exception as exc:  # a condition may read a half-started process
             last = exc
         if last and not isinstance(last, Exception):
             return last
         time.sleep(interval)
-    logs = "\n".join(f"--- {name} ---\n{_tail(path)}" for name, path in _LOGS)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}\n{logs}")
+    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}\n{_logs()}")
 
 
 # -- hub -------------------------------------------------------------------------------------
@@ -136,7 +145,7 @@ class HubProcess:
     def _ready(self) -> bool:
         assert self.process is not None
         if self.process.poll() is not None:
-            raise RuntimeError(f"hub exited with {self.process.returncode}: {_tail(self.log_path)}")
+            raise ProcessExited(f"the hub exited with {self.process.returncode}")
         try:
             return httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200
         except httpx.HTTPError:
@@ -231,7 +240,7 @@ class AgentProcess:
     def ready(self) -> bool:
         assert self.process is not None
         if self.process.poll() is not None:
-            raise RuntimeError(f"agent {self.name} exited with {self.process.returncode}")
+            raise ProcessExited(f"agent {self.name} exited with {self.process.returncode}")
         try:
             return self._get("/readyz").status_code == 200
         except httpx.HTTPError:
