@@ -42,11 +42,14 @@ __all__ = [
 LogFormat = Literal["json", "text"]
 FIELDS_ATTR = "mcsync_fields"
 _BEARER_RE = re.compile(r"(?i)(bearer\s+)[^\s\"',;]+")
-# LogRecord attributes that are not caller-supplied fields.
+# LogRecord attributes that are not caller-supplied fields. uvicorn attaches
+# `color_message`, a copy of the message with terminal colour codes: not a field, and its
+# escape codes would only garble the line.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message",
     "asctime",
     "taskName",
+    "color_message",
     FIELDS_ATTR,
 }
 

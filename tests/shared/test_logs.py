@@ -51,6 +51,13 @@ def test_text_lines_append_fields_and_quote_what_needs_it() -> None:
     assert text.endswith('decided key=shop/web why="two words"')
 
 
+def test_uvicorns_colour_copy_of_the_message_is_not_a_field() -> None:
+    made = record("Started server process [%d]", 42,
+                  color_message="Started server process [\x1b[36m%d\x1b[0m]")
+    assert TextFormatter().format(made).endswith("Started server process [42]")
+    assert "color_message" not in json.loads(JsonFormatter().format(made))
+
+
 def test_a_line_made_inside_a_span_carries_its_trace_id() -> None:
     provider = TracerProvider()
     tracer = provider.get_tracer("test")
