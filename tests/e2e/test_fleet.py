@@ -3,7 +3,7 @@
 Every scenario asserts on the three things people read: the ServiceExport status (and
 Events) in the member clusters, the hub's REST answers, and the CLI's output. The fleet
 (`tests/e2e/fleet.py`) is shared by the scenarios of one back end; each works on Services
-of its own in namespace `shop`, so they do not depend on each other's objects. Clusters are
+of its own in namespace `shop` and restarts what it stops, so each also runs alone (`-k`). Clusters are
 `west`, `north` and `east`; exports are created in that order, a second apart where the
 winner matters, so the oldest (`west`) is last in alphabetical order and a tie-break by
 cluster id could not pass for precedence by age.
@@ -207,6 +207,7 @@ def test_agent_killed_mid_change_loses_nothing_and_counts_nothing_twice(fleet: F
 
     north.agent.start()
     wait_clean([north], "ledger")
+    wait_clean([north], "orders")
     wait_for(lambda: [p["port"] for p in (fleet.hub.export("north", NAMESPACE, "orders")
                                           or {"spec": {"ports": []}})["spec"]["ports"]]
              == [80, 9090], what="orders' new ports on the hub")
@@ -223,6 +224,9 @@ def test_agent_killed_mid_change_loses_nothing_and_counts_nothing_twice(fleet: F
     assert on_hub == sorted(names)
     # Settled, every key reconciled again: nothing the dead process counted is counted twice.
     assert north.histogram_count() == expected, north.agent.logs()[-4000:]
+    listed = {r["NAME"]: r for r in table(ok(fleet.cli("exports", "--cluster", "north")))}
+    assert set(listed) == set(names)
+    assert listed["orders"]["PORTS"] == "80/TCP,9090/TCP"
 
 
 def test_hub_restart_agents_reconnect_and_converge(fleet: Fleet) -> None:
@@ -251,8 +255,9 @@ def test_hub_restart_agents_reconnect_and_converge(fleet: Fleet) -> None:
 
 def test_stopped_agent_makes_its_cluster_stale_not_forgotten(fleet: Fleet) -> None:
     east = fleet["east"]
+    fleet.export(("inventory", {"ports": HTTP_80}), order=("east",))
+    wait_clean([east], "inventory")
     exported = sorted(e["metadata"]["name"] for e in fleet.hub.exports("east"))
-    assert exported, "earlier scenarios left exports in east"
     assert east.agent.stop() == 0  # SIGTERM: a graceful exit
 
     wait_for(lambda: fleet.read("/api/v1/clusters/east")["status"]["state"] == "Stale",
@@ -265,9 +270,11 @@ def test_stopped_agent_makes_its_cluster_stale_not_forgotten(fleet: Fleet) -> No
     assert {e["status"]["clusterState"] for e in listed} == {"Stale"}
     wide = table(ok(fleet.cli("exports", "--cluster", "east", "-o", "wide")))
     assert {r["CLUSTER-STATE"] for r in wide} == {"Stale"}
-    states = {cl["cluster"]: cl["state"] for cl in (import_of(fleet, "api") or {})
+    states = {cl["cluster"]: cl["state"] for cl in (import_of(fleet, "inventory") or {})
               ["status"]["clusters"]}
-    assert states["east"] == "Stale"
+    assert states == {"east": "Stale"}
+    # In the cluster nothing changed: a stopped agent leaves its last verdict in place.
+    assert east.conditions("inventory") == CLEAN
 
     east.agent.start()
     wait_for(lambda: fleet.read("/api/v1/clusters/east")["status"]["state"] == "Ready",
