@@ -56,8 +56,9 @@ class KubeApi:
         self.client = httpx.Client(base_url=url, timeout=10)
 
     def _answer(self, response: httpx.Response) -> dict[str, Any]:
-        assert response.is_success, f"{response.request.method} {response.request.url}: " \
-                                    f"{response.status_code} {response.text}"
+        if not response.is_success:
+            raise AssertionError(f"{response.request.method} {response.request.url}: "
+                                 f"{response.status_code} {response.text}")
         body: dict[str, Any] = response.json()
         return body
 
@@ -138,6 +139,8 @@ class Member:
 
 @dataclass
 class Fleet:
+    """The hub and the member clusters by name (`fleet["west"]`)."""
+
     hub: HubProcess
     members: dict[str, Member] = field(default_factory=dict)
 

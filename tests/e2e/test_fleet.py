@@ -3,10 +3,10 @@
 Every scenario asserts on the three things people read: the ServiceExport status (and
 Events) in the member clusters, the hub's REST answers, and the CLI's output. The fleet
 (`tests/e2e/fleet.py`) is shared by the scenarios of one back end; each works on Services
-of its own in namespace `shop` and restarts what it stops, so each also runs alone (`-k`). Clusters are
-`west`, `north` and `east`; exports are created in that order, a second apart where the
-winner matters, so the oldest (`west`) is last in alphabetical order and a tie-break by
-cluster id could not pass for precedence by age.
+of its own in namespace `shop` and restarts what it stops, so each also runs alone (`-k`).
+Clusters are `west`, `north` and `east`; exports are created in that order, a second apart
+where the winner matters, so the oldest (`west`) is last in alphabetical order and a
+tie-break by cluster id could not pass for precedence by age.
 
 Deadlines are generous polls (`wait_for`, 60 s); nothing asserts on timing.
 """
