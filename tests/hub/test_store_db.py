@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -89,8 +90,19 @@ async def test_outage_after_open_is_database_unavailable(database_url: str) -> N
     await store.close()
 
 
+Tap = Callable[[bytes], bool]  # sees each chunk; False drops it and resets the connection
+
+
+def _forward(_data: bytes) -> bool:
+    return True
+
+
 class TcpProxy:
-    """A loopback TCP forwarder to PostgreSQL that the test can cut and restore."""
+    """A loopback TCP forwarder that the test can cut and restore.
+
+    `taps()` gives each new connection its (client→server, server→client) taps; the
+    default forwards everything. A subclass may look at the bytes and cut in between.
+    """
 
     def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
@@ -110,13 +122,17 @@ class TcpProxy:
         await self._server.wait_closed()
         self._writers.clear()
 
+    def taps(self) -> tuple[Tap, Tap]:
+        return _forward, _forward
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection(*self.target)
         self._writers.update((writer, up_writer))
+        upstream, downstream = self.taps()
 
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, tap: Tap) -> None:
             try:
-                while data := await src.read(65536):
+                while (data := await src.read(65536)) and tap(data):
                     dst.write(data)
                     await dst.drain()
             except (ConnectionError, OSError):
@@ -124,7 +140,7 @@ class TcpProxy:
             finally:
                 dst.transport.abort()
 
-        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+        await asyncio.gather(pump(reader, up_writer, upstream), pump(up_reader, writer, downstream))
 
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)

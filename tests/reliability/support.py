@@ -15,18 +15,22 @@ the consistency check every fault test ends with.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from hub.conflicts import judge
 from hub.store import Store
 from shared.models import InternalServiceExport
+from tests.e2e.test_hub_process import HubProcess
 from tests.hub.test_api_support import at, export_body, port
+from tests.hub.test_store_db import Tap, TcpProxy
+from tests.hub.test_store_verdicts import assert_verdicts_match_fresh_judgement
 
 RecordProperty = Callable[[str, object], None]
 
@@ -137,27 +141,27 @@ async def exports_of(store: Store, namespace: str) -> list[InternalServiceExport
 
 async def assert_fleet_consistent(store: Store, namespace: str) -> int:
     """Every verdict of `namespace` equals a fresh judgement; answers the keys checked."""
-    by_key: dict[str, list[InternalServiceExport]] = {}
-    for export in await exports_of(store, namespace):
-        by_key.setdefault(export.metadata.name, []).append(export)
-    for name, group in by_key.items():
-        group.sort(
-            key=lambda e: (
-                e.spec.service_reference.export_creation_timestamp,
-                e.spec.service_reference.cluster_id,
-            )
-        )
-        judgement = judge([e.spec for e in group])
-        for export in group:
-            verdict = judgement.verdicts[export.spec.service_reference.cluster_id]
-            condition = export.condition("Conflict")
-            assert condition is not None, (name, export.spec.service_reference.cluster_id)
-            assert condition.status == ("True" if verdict.conflict else "False"), name
-            assert condition.message == verdict.message, name
-        imported = await store.imports.get(namespace, name)
-        assert imported.status.winning_cluster == judgement.winner, name
-        assert [c.cluster for c in imported.status.clusters] == list(judgement.clusters), name
-    return len(by_key)
+    names = sorted({e.metadata.name for e in await exports_of(store, namespace)})
+    for name in names:
+        await assert_verdicts_match_fresh_judgement(store, namespace, name)
+    return len(names)
+
+
+@contextlib.contextmanager
+def hub_running(database_url: str, cwd: Path, env: dict[str, str]) -> Iterator[HubProcess]:
+    """A `python -m hub serve` on `database_url`, ready; killed afterwards if still up."""
+    hub = HubProcess(database_url=database_url, cwd=cwd, env=env)
+    try:
+        hub.wait_ready()
+        yield hub
+    finally:
+        kill_if_running(hub)
+
+
+def kill_if_running(hub: HubProcess) -> None:
+    if hub.process.poll() is None:
+        hub.process.kill()
+        hub.process.wait(timeout=60)
 
 
 async def wait_until(predicate: Callable[[], bool], *, deadline: float, what: str) -> None:
@@ -166,6 +170,32 @@ async def wait_until(predicate: Callable[[], bool], *, deadline: float, what: st
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+class _InterceptingProxy(TcpProxy):
+    """TcpProxy whose server→client tap can stop one answer (see ThreadedProxy)."""
+
+    hook: tuple[bytes, Callable[[], None]] | None = None
+    intercepted = 0
+
+    def taps(self) -> tuple[Tap, Tap]:
+        armed = False
+
+        def upstream(data: bytes) -> bool:
+            nonlocal armed
+            if self.hook is not None and data.startswith(self.hook[0]):
+                armed = True  # HTTP/1.1 without pipelining: the next answer is its answer
+            return True
+
+        def downstream(_data: bytes) -> bool:
+            if not armed or self.hook is None:
+                return True
+            callback, self.hook = self.hook[1], None  # once
+            self.intercepted += 1
+            callback()
+            return False
+
+        return upstream, downstream
 
 
 class ThreadedProxy:
@@ -182,20 +212,19 @@ class ThreadedProxy:
     """
 
     def __init__(self, target_port: int) -> None:
-        from tests.hub.test_store_db import TcpProxy
-
-        self._proxy = TcpProxy("127.0.0.1", target_port)
-        self._proxy._serve = self._serve  # type: ignore[method-assign]
+        self._proxy = _InterceptingProxy("127.0.0.1", target_port)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
-        self._hook: tuple[bytes, Callable[[], None]] | None = None
-        self.intercepted = 0
         self._run(self._proxy.start())
 
     @property
     def port(self) -> int:
         return self._proxy.port
+
+    @property
+    def intercepted(self) -> int:
+        return self._proxy.intercepted
 
     def _run(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=30)
@@ -207,49 +236,10 @@ class ThreadedProxy:
         self._run(self._proxy.start())
 
     def on_answer_to(self, prefix: bytes, callback: Callable[[], None]) -> None:
-        self._hook = (prefix, callback)
+        self._proxy.hook = (prefix, callback)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self._run(self._proxy.stop())
-        except Exception:
-            pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(*self._proxy.target)
-        self._proxy._writers.update((writer, up_writer))
-        armed = False
-
-        async def upstream() -> None:
-            nonlocal armed
-            try:
-                while data := await reader.read(65536):
-                    if self._hook is not None and data.startswith(self._hook[0]):
-                        armed = True  # HTTP/1.1 without pipelining: the next answer is its
-                    up_writer.write(data)
-                    await up_writer.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                up_writer.transport.abort()
-
-        async def downstream() -> None:
-            nonlocal armed
-            try:
-                while data := await up_reader.read(65536):
-                    if armed and self._hook is not None:
-                        self.intercepted += 1
-                        callback = self._hook[1]
-                        self._hook = None  # once
-                        callback()
-                        break
-                    writer.write(data)
-                    await writer.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                writer.transport.abort()
-
-        await asyncio.gather(upstream(), downstream())

@@ -40,6 +40,7 @@ from tests.reliability.support import (
     RecordProperty,
     assert_fleet_consistent,
     exports_of,
+    hub_running,
     wait_until,
 )
 
@@ -61,14 +62,8 @@ def hub(database_url: str, tmp_path: Path) -> Iterator[HubProcess]:
         "MCSYNC_READER_TOKEN": READER_TOKEN,
         "MCSYNC_RETRY_AFTER_SECONDS": "2",
     }
-    process = HubProcess(database_url=database_url, cwd=tmp_path, env=env)
-    try:
-        process.wait_ready()
+    with hub_running(database_url, tmp_path, env) as process:
         yield process
-    finally:
-        if process.process.poll() is None:
-            process.process.kill()
-            process.process.wait(timeout=60)
 
 
 async def _terminate_backends(admin: asyncpg.Connection, database: str) -> int:

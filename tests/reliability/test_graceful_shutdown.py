@@ -25,7 +25,7 @@ import pytest
 from hub.store import Store
 from tests.e2e.test_hub_process import HubProcess
 from tests.hub.test_api_support import export_body
-from tests.reliability.support import Figures, RecordProperty, exports_of, wait_until
+from tests.reliability.support import Figures, RecordProperty, exports_of, hub_running, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.reliability]
 
@@ -37,15 +37,8 @@ DEADLINE = 90.0
 
 @pytest.fixture
 def hub(database_url: str, tmp_path: Path) -> Iterator[HubProcess]:
-    process = HubProcess(database_url=database_url, cwd=tmp_path,
-                         env={"MCSYNC_ADMIN_TOKEN": ADMIN_TOKEN})
-    try:
-        process.wait_ready()
+    with hub_running(database_url, tmp_path, {"MCSYNC_ADMIN_TOKEN": ADMIN_TOKEN}) as process:
         yield process
-    finally:
-        if process.process.poll() is None:
-            process.process.kill()
-            process.process.wait(timeout=60)
 
 
 async def _sigterm_scenario(database_url: str, hub: HubProcess, figures: Figures) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -43,16 +42,6 @@ CLUSTERS = 4
 PER_CLUSTER = 500
 KILL_AT = 800
 DEADLINE = 240.0
-
-
-@pytest.fixture
-def hubs() -> Iterator[list[HubProcess]]:
-    started: list[HubProcess] = []
-    yield started
-    for hub in started:
-        if hub.process.poll() is None:
-            hub.process.kill()
-            hub.process.wait(timeout=60)
 
 
 async def _start_hub(database_url: str, cwd: Path, hubs: list[HubProcess]) -> HubProcess:

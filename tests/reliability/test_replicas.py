@@ -40,6 +40,7 @@ from tests.reliability.support import (
     Figures,
     RecordProperty,
     assert_fleet_consistent,
+    hub_running,
     wait_until,
 )
 
@@ -54,17 +55,11 @@ DEADLINE = 120.0
 @pytest.fixture
 def replicas(database_url: str, tmp_path: Path) -> Iterator[tuple[HubProcess, HubProcess]]:
     env = {"MCSYNC_ADMIN_TOKEN": ADMIN_TOKEN}
-    a = HubProcess(database_url=database_url, cwd=tmp_path, env=env)
-    b = HubProcess(database_url=database_url, cwd=tmp_path, env=env)
-    try:
-        a.wait_ready()
-        b.wait_ready()
+    with (
+        hub_running(database_url, tmp_path, env) as a,
+        hub_running(database_url, tmp_path, env) as b,
+    ):
         yield a, b
-    finally:
-        for hub in (a, b):
-            if hub.process.poll() is None:
-                hub.process.kill()
-                hub.process.wait(timeout=60)
 
 
 def racing_body(index: int, cluster: str) -> dict[str, Any]:
