@@ -32,6 +32,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from hub.store.errors import DatabaseUnavailable
@@ -158,6 +159,9 @@ def read_engine(engine: AsyncEngine) -> AsyncEngine:
 _UNAVAILABLE_TYPES: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
+    # Every pooled connection busy past the pool timeout: overload, which is a 503 with
+    # Retry-After like an outage, never a 500 (bench/scale: 1,000 watches hit it).
+    PoolTimeout,
     sqlite3.OperationalError,
     sqlite3.InterfaceError,
 )
