@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,13 +37,21 @@ from bench.support import (
     fresh_database,
     mib,
     peak_rss_bytes,
+    percentiles,
     rss_bytes,
     write_result,
 )
 
 NAME = "scale"
+
+
+def progress(message: str) -> None:
+    print(f"[scale] {message}", file=sys.stderr, flush=True)
+
+
 TARGET_SECONDS = 60.0
 SHARING = 5  # clusters per service key
+MAX_ATTEMPTS = 30  # per sync, on 503
 
 
 class Watcher:
@@ -70,6 +79,9 @@ class Watcher:
                     event = json.loads(line)
                     if event.get("type") == "BOOKMARK":
                         continue
+                    if event.get("type") == "ERROR":
+                        self.error = f"ERROR event: {event.get('object')}"
+                        return
                     rv = int(event["object"]["metadata"]["resourceVersion"])
                     self.arrivals.append((rv, time.perf_counter()))
                     self.events += 1
@@ -114,6 +126,7 @@ async def run(args: Any) -> dict[str, Any]:
                 started_register = time.perf_counter()
                 tokens = await asyncio.to_thread(hub.register_all, names)
                 register_seconds = time.perf_counter() - started_register
+                progress(f"registered {len(names)} clusters in {register_seconds:.1f}s")
                 connector = aiohttp.TCPConnector(limit=0)
                 timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
                 async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
@@ -128,6 +141,7 @@ async def run(args: Any) -> dict[str, Any]:
                     await asyncio.wait_for(
                         asyncio.gather(*(w.opened.wait() for w in watchers)), args.timeout
                     )
+                    progress("every watch open")
                     broken = [w for w in watchers if w.error]
                     if broken:
                         raise RuntimeError(f"{len(broken)} watches failed: {broken[0].error}")
@@ -138,20 +152,37 @@ async def run(args: Any) -> dict[str, Any]:
                     gate = asyncio.Semaphore(args.concurrency)
                     sync_latencies: list[float] = []
 
+                    unavailable = 0
+
                     async def sync(i: int) -> None:
+                        # A client retries a 503 after its Retry-After, as the agent does;
+                        # the count of 503s is part of the result.
+                        nonlocal unavailable
+                        headers = {
+                            "Authorization": f"Bearer {tokens[names[i]]}",
+                            "Content-Type": "application/json",
+                        }
                         async with gate:
                             t0 = time.perf_counter()
-                            async with session.put(
-                                f"{base}/{names[i]}/serviceexports",
-                                data=bodies[i],
-                                headers={
-                                    "Authorization": f"Bearer {tokens[names[i]]}",
-                                    "Content-Type": "application/json",
-                                },
-                            ) as answer:
-                                text = await answer.text()
-                                if answer.status != 200:
-                                    raise RuntimeError(f"sync {names[i]}: {answer.status} {text}")
+                            for _ in range(MAX_ATTEMPTS):
+                                async with session.put(
+                                    f"{base}/{names[i]}/serviceexports",
+                                    data=bodies[i],
+                                    headers=headers,
+                                ) as answer:
+                                    text = await answer.text()
+                                    retry_after = answer.headers.get("Retry-After", "1")
+                                if answer.status == 200:
+                                    break
+                                if answer.status != 503:
+                                    raise RuntimeError(
+                                        f"sync {names[i]}: {answer.status} {text}\n"
+                                        f"{hub.log_tail(80)}"
+                                    )
+                                unavailable += 1
+                                await asyncio.sleep(min(5.0, float(retry_after)))
+                            else:
+                                raise RuntimeError(f"sync {names[i]}: 503 {MAX_ATTEMPTS} times")
                             sync_latencies.append(time.perf_counter() - t0)
 
                     t0 = time.perf_counter()
@@ -159,6 +190,7 @@ async def run(args: Any) -> dict[str, Any]:
                         asyncio.gather(*(sync(i) for i in range(len(names)))), args.timeout
                     )
                     synced = time.perf_counter() - t0
+                    progress(f"every sync answered after {synced:.1f}s")
                     # Every cluster's newest change, now that nothing more will change.
                     targets: dict[str, int] = {}
                     for name in names:
@@ -194,6 +226,8 @@ async def run(args: Any) -> dict[str, Any]:
         "convergence_seconds": round(converged, 1),
         "watches_not_converged": missing,
         "watch_events": events,
+        "sync_503_answers": unavailable,
+        "sync_latency": percentiles(sync_latencies),
         "exports_per_second": round(args.clusters * args.exports / synced, 1),
         "hub_rss_mib": mib(hub_rss),
         "hub_peak_rss_mib": mib(hub_peak),
