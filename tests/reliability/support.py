@@ -235,6 +235,12 @@ class ThreadedProxy:
     def heal(self) -> None:
         self._run(self._proxy.start())
 
+    def retarget(self, port: int) -> None:
+        """Send new connections to `port` (a hub restarted elsewhere); open ones are reset."""
+        self.cut()
+        self._proxy.target = ("127.0.0.1", port)
+        self.heal()
+
     def on_answer_to(self, prefix: bytes, callback: Callable[[], None]) -> None:
         self._proxy.hook = (prefix, callback)
 

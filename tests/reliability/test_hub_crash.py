@@ -1,6 +1,12 @@
 """`kill -9` of the hub in the middle of a stream of thousands of exports (SPEC §5: an
 export the hub answered 2xx for is durable).
 
+Besides the simulated agents, one real agent (`python -m member`, reaching the hub
+through a proxy that follows the hub to its new port) exports `REAL_EXPORTS` Services of
+an emulated cluster: half before the stream, a quarter created just as the kill is sent,
+a quarter while the hub is dead. After the restart it must converge — every one
+`Ready=True/Exported`, one histogram data point each, none doubled by the crash.
+
 Several simulated agents (`LoadAgent`: one member cluster each, its own token, PUTs
 retried on a refused connection as the real agent's hub client does) stream
 `CLUSTERS x PER_CLUSTER` exports over shared service keys, so verdicts are judged across
@@ -20,17 +26,30 @@ import asyncio
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
 
 from hub.store import Store
+from shared import conditions as c
 from tests.e2e.test_hub_process import HubProcess
+from tests.kube.fixtures import KubeCluster
+from tests.member.agent_support import (
+    AgentFactory,
+    AgentProcess,
+    conditions_of,
+    service_body,
+    service_export_body,
+    wait_for,
+)
+from tests.member.test_agent_resilience import CLUSTER, histogram_count
 from tests.reliability.support import (
     Figures,
     HubTarget,
     LoadAgent,
     RecordProperty,
+    ThreadedProxy,
     assert_fleet_consistent,
     exports_of,
 )
@@ -41,6 +60,7 @@ ADMIN_TOKEN = "crash-admin-token-0123456789abcdef"
 CLUSTERS = 4
 PER_CLUSTER = 500
 KILL_AT = 800
+REAL_EXPORTS = 20
 DEADLINE = 240.0
 
 
@@ -51,18 +71,67 @@ async def _start_hub(database_url: str, cwd: Path, hubs: list[HubProcess]) -> Hu
     return hub
 
 
+def _create_real(kube: KubeCluster, indexes: range) -> None:
+    for index in indexes:
+        kube.state.create("services", "shop", service_body(f"real-{index}", "shop"))
+        kube.state.create("serviceexports", "shop", service_export_body(f"real-{index}", "shop"))
+
+
+def _real_agent(
+    kube: KubeCluster, agents: AgentFactory, proxy: ThreadedProxy, token: str
+) -> AgentProcess:
+    _create_real(kube, range(REAL_EXPORTS // 2))  # half before the stream …
+    hub = SimpleNamespace(url=f"http://127.0.0.1:{proxy.port}")  # all the factory reads
+    return agents("real", kubeconfig=kube.kubeconfig, hub=hub, cluster_id=CLUSTER, token=token)
+
+
+def _real_agent_converged(kube: KubeCluster, agent: AgentProcess) -> None:
+    def done() -> bool:
+        return all(
+            conditions_of(kube.state.get("serviceexports", "shop", f"real-{i}")).get(c.READY)
+            == (c.TRUE, c.REASON_EXPORTED)
+            for i in range(REAL_EXPORTS)
+        ) and histogram_count(agent) >= REAL_EXPORTS
+
+    wait_for(done, what="the real agent converged after the crash")
+    wait_for(agent.settled, what="the real agent settled")
+
+
 async def _crash_scenario(
-    database_url: str, tmp_path: Path, hubs: list[HubProcess], figures: Figures
+    database_url: str, tmp_path: Path, hubs: list[HubProcess], figures: Figures,
+    kube: KubeCluster, agent_factory: AgentFactory,
 ) -> None:
     deadline = time.monotonic() + DEADLINE
     first = await _start_hub(database_url, tmp_path, hubs)
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     target = HubTarget(first.url)
+    proxy = ThreadedProxy(first.port)
+    try:
+        await _stream_and_crash(
+            database_url, tmp_path, hubs, figures, kube, agent_factory, proxy, deadline,
+            first, admin, target,
+        )
+    finally:
+        proxy.close()
+
+
+async def _stream_and_crash(
+    database_url: str, tmp_path: Path, hubs: list[HubProcess], figures: Figures,
+    kube: KubeCluster, agent_factory: AgentFactory, proxy: ThreadedProxy, deadline: float,
+    first: HubProcess, admin: dict[str, str], target: HubTarget,
+) -> None:
     limits = httpx.Limits(max_connections=CLUSTERS * 2)
     async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+        registered = await client.post(
+            f"{first.url}/api/v1/clusters", json={"metadata": {"name": CLUSTER}}, headers=admin
+        )
+        assert registered.status_code == 201, registered.text
+        real = await asyncio.to_thread(
+            _real_agent, kube, agent_factory, proxy, registered.json()["token"]
+        )
         agents = []
         for index in range(CLUSTERS):
-            cluster = f"member-{index}"
+            cluster = f"load-{index}"
             answer = await client.post(
                 f"{first.url}/api/v1/clusters", json={"metadata": {"name": cluster}},
                 headers=admin,
@@ -83,15 +152,18 @@ async def _crash_scenario(
                 if stream.done():
                     stream.result()
             await asyncio.sleep(0.01)
-        first.process.send_signal(signal.SIGKILL)
+        _create_real(kube, range(REAL_EXPORTS // 2, REAL_EXPORTS * 3 // 4))  # … a quarter
+        first.process.send_signal(signal.SIGKILL)  # racing the kill, a quarter while down:
         killed_at = time.monotonic()
         await asyncio.to_thread(first.process.wait, 60)
         target.up.clear()  # agents that meet the dead hub now wait for the new one
         acked = {a.cluster: dict(a.acks) for a in agents}
         figures["acknowledged_before_kill"] = sum(len(v) for v in acked.values())
 
+        _create_real(kube, range(REAL_EXPORTS * 3 // 4, REAL_EXPORTS))
         second = await _start_hub(database_url, tmp_path, hubs)
         figures["restart_seconds"] = round(time.monotonic() - killed_at, 1)
+        proxy.retarget(second.port)
 
         # Before anyone writes again: every acknowledged export is there, as acknowledged.
         store = await Store.open(database_url)
@@ -127,17 +199,25 @@ async def _crash_scenario(
             figures["exports_in_conflict"] = sum(
                 1 for e in final if getattr(e.condition("Conflict"), "status", "") == "True"
             )
+            await asyncio.to_thread(_real_agent_converged, kube, real)
+            figures["real_agent_exports"] = REAL_EXPORTS
+            figures["real_agent_histogram_count"] = histogram_count(real)
+            assert figures["real_agent_histogram_count"] == REAL_EXPORTS, figures.line()
+            assert real.stop() == 0
         finally:
             await store.close()
     assert second.stop() == 0, second.log()[-3000:]
 
 
 def test_kill_9_mid_stream_loses_no_acknowledged_export(
-    database_url: str, tmp_path: Path, hubs: list[HubProcess], record_property: RecordProperty
+    database_url: str, tmp_path: Path, hubs: list[HubProcess], record_property: RecordProperty,
+    kube_cluster: KubeCluster, agent_factory: AgentFactory,
 ) -> None:
     figures = Figures(f"kill-9 ({database_url.split(':')[0]})", record_property)
     figures["clusters"] = CLUSTERS
     figures["exports_planned"] = CLUSTERS * PER_CLUSTER
-    asyncio.run(_crash_scenario(database_url, tmp_path, hubs, figures))
+    asyncio.run(
+        _crash_scenario(database_url, tmp_path, hubs, figures, kube_cluster, agent_factory)
+    )
     figures.report()
     assert figures["lost"] == 0
