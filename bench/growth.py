@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench.support import (
+    EXPORT_COLUMNS,
     asyncpg_url,
     base_parser,
     closed_loop,
@@ -51,28 +52,6 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 SAMPLE_CLUSTER = "clusteraaa"  # + position 0..2
 SAMPLE_NS = "nsbbb"
 SAMPLE_NAME = "svcccc"
-EXPORT_COLUMNS = (
-    "cluster_id",
-    "namespace",
-    "name",
-    "export_creation_timestamp",
-    "type",
-    "session_affinity",
-    "session_affinity_config",
-    "internal_traffic_policy",
-    "traffic_distribution",
-    "ip_families",
-    "exported_labels",
-    "exported_annotations",
-    "ports",
-    "spec",
-    "annotations",
-    "condition",
-    "conflict",
-    "conflict_reasons",
-    "resource_version",
-    "created_at",
-)
 TEXT_COLUMNS = ("spec", "condition", "exported_labels", "exported_annotations", "ports")
 
 _resolution: ContextVar[list[float] | None] = ContextVar("resolution", default=None)

@@ -30,6 +30,7 @@ import aiohttp
 import httpx
 
 from bench.support import (
+    EXPORT_COLUMNS,
     HubProcess,
     base_parser,
     closed_loop,
@@ -39,11 +40,10 @@ from bench.support import (
     fresh_database,
     mib,
     ratio,
+    raw_export_row,
     rss_bytes,
     write_result,
 )
-from hub.store import codec
-from shared.models import InternalServiceExport
 
 NAME = "put_throughput"
 CLUSTER = "bench-put"
@@ -80,20 +80,6 @@ async def http_phase(
     return result.summary()
 
 
-RAW_COLUMNS = (
-    "cluster_id",
-    "namespace",
-    "name",
-    *codec.SPEC_COLUMNS,
-    "annotations",
-    "condition",
-    "conflict",
-    "conflict_reasons",
-    "resource_version",
-    "created_at",
-)
-
-
 async def database_phase(
     url: str, *, items: list[tuple[str, str, bytes]], clients: int, seconds: float
 ) -> dict[str, Any]:
@@ -101,28 +87,11 @@ async def database_phase(
     import asyncpg
 
     now = created_at(0)
-    rows = []
-    for namespace, name, body in items:
-        spec = InternalServiceExport.model_validate_json(body).spec
-        columns = codec.spec_columns(spec)
-        rows.append(
-            (
-                CLUSTER,
-                namespace,
-                name,
-                *(columns[c] for c in codec.SPEC_COLUMNS),
-                "{}",
-                "{}",
-                False,
-                "",
-                1,
-                now,
-            )
-        )
-    placeholders = ", ".join(f"${i + 1}" for i in range(len(RAW_COLUMNS)))
-    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in RAW_COLUMNS[3:])
+    rows = [raw_export_row(body, now=now) for _, _, body in items]
+    placeholders = ", ".join(f"${i + 1}" for i in range(len(EXPORT_COLUMNS)))
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in EXPORT_COLUMNS[3:])
     sql = (
-        f"INSERT INTO bench_raw_exports ({', '.join(RAW_COLUMNS)}) VALUES ({placeholders}) "
+        f"INSERT INTO bench_raw_exports ({', '.join(EXPORT_COLUMNS)}) VALUES ({placeholders}) "
         f"ON CONFLICT (cluster_id, namespace, name) DO UPDATE SET {updates}"
     )
     plain = url.replace("postgresql+asyncpg://", "postgresql://", 1)

@@ -24,7 +24,6 @@ import platform
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,13 +34,20 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 
+from hub.store import codec
+
+# The tests' own helpers: the same PostgreSQL (MCSYNC_TEST_POSTGRES_URL), the same
+# database naming and child-process environment, one definition each.
+from tests.conftest import _admin, _with_database, postgres_admin_url
+from tests.member.agent_support import _env as child_env
+from tests.member.agent_support import free_port
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
-DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -165,22 +171,6 @@ def mib(value: int) -> float:
     return round(value / 1024 / 1024, 1)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MCSYNC_", "OTEL_"))}
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
-    )
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra)
-    return env
-
-
 def stop_process(process: subprocess.Popen[bytes], *, timeout: float = 20.0) -> None:
     if process.poll() is not None:
         return
@@ -195,31 +185,9 @@ def stop_process(process: subprocess.Popen[bytes], *, timeout: float = 20.0) -> 
 # -- databases -------------------------------------------------------------------------------
 
 
-def postgres_admin_url() -> str:
-    return os.environ.get(
-        "MCSYNC_BENCH_POSTGRES_URL",
-        os.environ.get("MCSYNC_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL),
-    )
-
-
-def _with_database(url: str, database: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "/" + database, parts.query, ""))
-
-
 def asyncpg_url(url: str) -> str:
     """A plain postgresql:// URL for asyncpg (it refuses SQLAlchemy's driver suffix)."""
     return url.replace("postgresql+asyncpg://", "postgresql://", 1)
-
-
-async def _admin(sql: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(postgres_admin_url(), timeout=10)
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
 
 
 def _new_postgres_database() -> tuple[str, str]:
@@ -315,6 +283,36 @@ def export_wire(
             },
         },
     }
+
+
+# The `exports` columns in table order, for raw writes of the same rows (the ceilings).
+EXPORT_COLUMNS: tuple[str, ...] = (
+    "cluster_id",
+    "namespace",
+    "name",
+    *codec.SPEC_COLUMNS,
+    "annotations",
+    "condition",
+    "conflict",
+    "conflict_reasons",
+    "resource_version",
+    "created_at",
+)
+
+
+def raw_export_row(body: dict[str, Any] | bytes, *, now: datetime) -> tuple[Any, ...]:
+    """The `exports` row (EXPORT_COLUMNS order) of an export in wire form, as the hub would
+    store it before judging: what a raw database write of "the same rows" writes."""
+    from shared.models import InternalServiceExport
+
+    if isinstance(body, bytes):
+        export = InternalServiceExport.model_validate_json(body)
+    else:
+        export = InternalServiceExport.model_validate(body)
+    ref = export.spec.service_reference
+    columns = codec.spec_columns(export.spec)
+    spec_values = tuple(columns[c] for c in codec.SPEC_COLUMNS)
+    return (ref.cluster_id, ref.namespace, ref.name, *spec_values, "{}", "{}", False, "", 1, now)
 
 
 def created_at(index: int) -> datetime:

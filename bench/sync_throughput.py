@@ -29,6 +29,7 @@ from typing import Any
 import httpx
 
 from bench.support import (
+    EXPORT_COLUMNS,
     HubProcess,
     base_parser,
     created_at,
@@ -36,11 +37,10 @@ from bench.support import (
     fresh_database,
     mib,
     ratio,
+    raw_export_row,
     rss_bytes,
     write_result,
 )
-from hub.store import codec
-from shared.models import InternalServiceExport
 
 NAME = "sync_throughput"
 CLUSTER = "bench-sync"
@@ -66,43 +66,15 @@ async def bulk_insert_ceiling(url: str, body: dict[str, Any]) -> dict[str, Any]:
     import asyncpg
 
     now = created_at(0)
-    records = []
-    for item in body["items"]:
-        spec = InternalServiceExport.model_validate(item).spec
-        columns = codec.spec_columns(spec)
-        ref = spec.service_reference
-        records.append(
-            (
-                CLUSTER,
-                ref.namespace,
-                ref.name,
-                *(columns[c] for c in codec.SPEC_COLUMNS),
-                "{}",
-                "{}",
-                False,
-                "",
-                1,
-                now,
-            )
-        )
-    names = [
-        "cluster_id",
-        "namespace",
-        "name",
-        *codec.SPEC_COLUMNS,
-        "annotations",
-        "condition",
-        "conflict",
-        "conflict_reasons",
-        "resource_version",
-        "created_at",
-    ]
+    records = [raw_export_row(item, now=now) for item in body["items"]]
     conn = await asyncpg.connect(url.replace("postgresql+asyncpg://", "postgresql://", 1))
     try:
         await conn.execute("CREATE TABLE bench_raw_exports (LIKE exports INCLUDING ALL)")
         started = time.perf_counter()
         async with conn.transaction():
-            await conn.copy_records_to_table("bench_raw_exports", records=records, columns=names)
+            await conn.copy_records_to_table(
+                "bench_raw_exports", records=records, columns=EXPORT_COLUMNS
+            )
         seconds = time.perf_counter() - started
     finally:
         await conn.close()
