@@ -11,7 +11,9 @@ stopped. Two kinds of fault, while simulated agents stream exports and a reader 
    `OUTAGE_SECONDS`: no connection can be made at all, as during a server restart. Then
    connections are allowed again.
 
-The hub process is never restarted (its pid is checked). SQLite's equivalent outage is
+A watch held across both faults (resumed from its last revision whenever it ends, as
+the agent's feed does) must have seen every acknowledged export of its cluster. The hub
+process is never restarted (its pid is checked). SQLite's equivalent outage is
 covered in tests/hub/test_api_outage.py.
 """
 
@@ -89,6 +91,51 @@ async def _reader(url: str, codes: Counter[int], stop: asyncio.Event) -> None:
             await asyncio.sleep(0.05)
 
 
+class FollowingWatch:
+    """A watch held across the outage, resumed from its last revision whenever it ends —
+    as the agent's feed does. Records every export name it saw ADDED or MODIFIED."""
+
+    def __init__(self, url: str, token: str, cluster: str) -> None:
+        self.url, self.token, self.cluster = url, token, cluster
+        self.names: set[str] = set()
+        self.revision = "0"
+        self.resumes = 0
+        self.ends: Counter[str] = Counter()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        headers = {"Authorization": f"Bearer {self.token}"}
+        async with httpx.AsyncClient(timeout=60) as client:
+            while not stop.is_set():
+                try:
+                    async with client.stream(
+                        "GET",
+                        f"{self.url}/api/v1/clusters/{self.cluster}/serviceexports"
+                        f"?watch=true&resourceVersion={self.revision}&timeoutSeconds=30",
+                        headers=headers,
+                    ) as stream:
+                        if stream.status_code != 200:
+                            self.ends[f"HTTP {stream.status_code}"] += 1
+                            assert stream.status_code == 503, await stream.aread()
+                            await asyncio.sleep(0.2)
+                            continue
+                        end = "clean"
+                        async for line in stream.aiter_lines():
+                            event = json.loads(line)
+                            if event["type"] == "ERROR":
+                                # The outage reached the stream: a 503 Status ends it, the
+                                # client resumes from the last revision it saw.
+                                assert event["object"]["code"] == 503, event
+                                end = "ERROR 503"
+                                break
+                            self.revision = event["object"]["metadata"]["resourceVersion"]
+                            if event["type"] in ("ADDED", "MODIFIED"):
+                                self.names.add(event["object"]["metadata"]["name"])
+                        self.ends[end] += 1
+                except httpx.TransportError as exc:  # a stream cut mid-way: resume
+                    self.ends[type(exc).__name__] += 1
+                self.resumes += 1
+
+
 async def _watch_hears_a_write(url: str, token: str, cluster: str) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(timeout=60) as client:
@@ -141,6 +188,8 @@ async def _outage_scenario(database_url: str, hub: HubProcess, figures: Figures)
                 asyncio.create_task(a.run(client=client, deadline=deadline)) for a in agents
             ]
             reader = asyncio.create_task(_reader(hub.url, reads, stop_reading))
+            follower = FollowingWatch(hub.url, agents[0].token, agents[0].cluster)
+            following = asyncio.create_task(follower.run(stop_reading))
 
             def acked() -> int:
                 return sum(len(a.acks) for a in agents)
@@ -174,8 +223,28 @@ async def _outage_scenario(database_url: str, hub: HubProcess, figures: Figures)
 
             async with asyncio.timeout(max(1.0, deadline - time.monotonic())):
                 await asyncio.gather(*streams)
+            def followed() -> bool:
+                if following.done():
+                    following.result()  # the watch failed: say how
+                return follower.names >= set(agents[0].acks)
+
+            try:
+                await wait_until(followed, deadline=deadline,
+                                 what="the watch held across the outage saw every export")
+            except AssertionError as exc:
+                missing = sorted(set(agents[0].acks) - follower.names)
+                raise AssertionError(
+                    f"{exc}: {len(missing)} missing, e.g. {missing[:5]}; resumes "
+                    f"{follower.resumes}, ends {dict(follower.ends)}, at {follower.revision}"
+                ) from None
             stop_reading.set()
             await reader
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+            figures["watch_across_outage"] = (
+                f"{len(follower.names)} names, {follower.resumes} resumes, "
+                f"ends {dict(follower.ends)}"
+            )
             await _watch_hears_a_write(hub.url, agents[0].token, agents[0].cluster)
 
         put_codes: Counter[int] = Counter()
