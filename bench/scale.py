@@ -52,44 +52,77 @@ def progress(message: str) -> None:
 TARGET_SECONDS = 60.0
 SHARING = 5  # clusters per service key
 MAX_ATTEMPTS = 30  # per sync, on 503
+MAX_RELISTS = 50  # per watcher
 
 
 class Watcher:
-    """One cluster's watch stream: (resourceVersion, arrival time) of every event."""
+    """One cluster's view of its exports, kept the way an agent keeps it: watch, and on a
+    410 (fell behind the hub's retained history) relist and watch on from the list.
+
+    `arrivals` holds (resourceVersion, arrival time) of every event, and of every relist
+    (at the list's resourceVersion, which covers every item in it)."""
 
     def __init__(self, cluster: str) -> None:
         self.cluster = cluster
         self.arrivals: list[tuple[int, float]] = []
         self.events = 0
+        self.relists = 0
         self.opened = asyncio.Event()
         self.error: str | None = None
 
     async def run(self, session: aiohttp.ClientSession, url: str, token: str) -> None:
-        params = {"watch": "true", "timeoutSeconds": "3600"}
         headers = {"Authorization": f"Bearer {token}"}
+        since: str | None = None
         try:
-            async with session.get(url, params=params, headers=headers) as answer:
-                if answer.status != 200:
-                    self.error = f"{answer.status}: {await answer.text()}"
+            for _ in range(MAX_RELISTS + 1):
+                params = {"watch": "true", "timeoutSeconds": "3600"}
+                if since is not None:
+                    params["resourceVersion"] = since
+                gone = await self._watch(session, url, params, headers)
+                if not gone:
                     return
-                self.opened.set()
-                async for line in answer.content:
-                    if not line.strip():
-                        continue
-                    event = json.loads(line)
-                    if event.get("type") == "BOOKMARK":
-                        continue
-                    if event.get("type") == "ERROR":
-                        self.error = f"ERROR event: {event.get('object')}"
-                        return
-                    rv = int(event["object"]["metadata"]["resourceVersion"])
-                    self.arrivals.append((rv, time.perf_counter()))
-                    self.events += 1
+                self.relists += 1
+                async with session.get(url, headers=headers) as answer:
+                    listed = await answer.json()
+                since = listed["metadata"]["resourceVersion"]
+                self.arrivals.append((int(since), time.perf_counter()))
+            self.error = f"more than {MAX_RELISTS} relists"
         except (aiohttp.ClientError, asyncio.CancelledError) as exc:
             if not isinstance(exc, asyncio.CancelledError):
                 self.error = repr(exc)
         finally:
             self.opened.set()
+
+    async def _watch(
+        self,
+        session: aiohttp.ClientSession,
+        url: str,
+        params: dict[str, str],
+        headers: dict[str, str],
+    ) -> bool:
+        """Follow one watch stream; True when it ended in 410 Gone (relist)."""
+        async with session.get(url, params=params, headers=headers) as answer:
+            if answer.status == 410:
+                return True
+            if answer.status != 200:
+                self.error = f"{answer.status}: {await answer.text()}"
+                return False
+            self.opened.set()
+            async for line in answer.content:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "BOOKMARK":
+                    continue
+                if event.get("type") == "ERROR":
+                    if (event.get("object") or {}).get("code") == 410:
+                        return True
+                    self.error = f"ERROR event: {event.get('object')}"
+                    return False
+                rv = int(event["object"]["metadata"]["resourceVersion"])
+                self.arrivals.append((rv, time.perf_counter()))
+                self.events += 1
+        return False
 
     def reached(self, rv: int) -> float | None:
         for seen, at in self.arrivals:
@@ -209,6 +242,7 @@ async def run(args: Any) -> dict[str, Any]:
                     missing = sum(1 for a in arrivals if a is None)
                     converged = max(a for a in arrivals if a is not None) - t0
                     events = sum(w.events for w in watchers)
+                    relists = sum(w.relists for w in watchers)
                     for task in tasks:
                         task.cancel()
                     await asyncio.gather(*tasks, return_exceptions=True)
@@ -227,6 +261,7 @@ async def run(args: Any) -> dict[str, Any]:
         "watches_not_converged": missing,
         "watch_events": events,
         "sync_503_answers": unavailable,
+        "watch_relists_after_410": relists,
         "sync_latency": percentiles(sync_latencies),
         "exports_per_second": round(args.clusters * args.exports / synced, 1),
         "hub_rss_mib": mib(hub_rss),
