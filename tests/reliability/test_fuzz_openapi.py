@@ -8,7 +8,8 @@ generated path as is, and once with its `{cluster}` replaced by the member's own
 that member writes reach the store instead of stopping at a 403.
 
 Checked on every answer: no 5xx, the status code is one the operation documents, the
-content type and body match the documented schema. The number of cases and requests is
+content type and body match the documented schema. At the end none of the four tokens
+appears in the hub's log or its `/metrics`. The number of cases and requests is
 printed and recorded (`record_property`) so docs/reliability.md can quote it.
 
 Bounded: `FUZZ_EXAMPLES` examples per operation and generation mode; watches are given
@@ -173,4 +174,10 @@ def test_openapi_fuzz_has_no_5xx_and_matches_the_schema(
     record_property("status_codes", dict(sorted(codes.items())))
     assert not failures, f"{figures}\n" + "\n".join(failures[:5])
     assert all(code < 500 for code in codes), figures
+    # Every request carried a token; none may show in a log line or a metric (SPEC §4.4).
+    metrics = httpx.get(f"{hub.url}/metrics").text
     assert hub.stop() == 0, hub.log()[-3000:]
+    log = hub.log()
+    for who, headers in callers.items():
+        token = headers.get("Authorization", "").removeprefix("Bearer ")
+        assert not token or (token not in log and token not in metrics), f"{who} token leaked"
