@@ -185,6 +185,7 @@ async def test_request_log_lines_carry_the_route_template_and_never_a_token(
 # --- member isolation, every verb (issue: reliability and security under hostile input) --
 
 
+@pytest.mark.reliability
 async def test_member_token_on_any_path_of_another_cluster_is_403_and_changes_nothing(
     hub: Hub,
 ) -> None:
@@ -218,6 +219,7 @@ async def test_member_token_on_any_path_of_another_cluster_is_403_and_changes_no
     assert await hub.snapshot() == before
 
 
+@pytest.mark.reliability
 async def test_member_tokens_are_stored_only_as_sha256_hashes(hub: Hub) -> None:
     import hashlib
 
@@ -245,6 +247,7 @@ async def test_member_tokens_are_stored_only_as_sha256_hashes(hub: Hub) -> None:
     }
 
 
+@pytest.mark.reliability
 async def test_configured_tokens_are_compared_in_constant_time(
     hub: Hub, monkeypatch: pytest.MonkeyPatch
 ) -> None:

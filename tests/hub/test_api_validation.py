@@ -219,6 +219,7 @@ def _raw_export(annotation_json: bytes) -> bytes:
     return text.replace(b'"PLACEHOLDER"', annotation_json)
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize(
     ("content", "in_message"),
     [
@@ -250,6 +251,7 @@ async def _hostile_json_refused(hub: Hub, content: bytes, in_message: str) -> No
     assert await hub.snapshot() == before
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize(
     ("mutate", "field"),
     [
@@ -315,6 +317,7 @@ async def test_hostile_export_is_422_naming_the_field(
         assert await hub.snapshot() == before
 
 
+@pytest.mark.reliability
 async def test_heartbeat_version_must_be_printable(hub: Hub) -> None:
     """PostgreSQL text cannot hold NUL: a version with one was a 500 there."""
     east, _ = await _seeded(hub)
@@ -331,6 +334,7 @@ async def test_heartbeat_version_must_be_printable(hub: Hub) -> None:
     assert ok.status_code == 200, ok.text
 
 
+@pytest.mark.reliability
 async def test_default_body_limit_is_one_mebibyte(database_url: str) -> None:
     async with running_hub(database_url) as hub:  # no max_body_bytes override: the default
         east = (await hub.register("east"))["east"]

@@ -176,6 +176,7 @@ async def test_postgres_outage_is_database_unavailable_and_recovers(database_url
             await proxy.stop()
 
 
+@pytest.mark.reliability
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 async def test_a_database_refusing_connections_is_unavailable(database_url: str) -> None:
     """PostgreSQL-only (it is PostgreSQL's own refusal): a database that accepts no new
