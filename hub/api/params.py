@@ -94,6 +94,9 @@ class WatchOptions:
     timeout_seconds: int | None
 
 
+MAX_REVISION = 2**63 - 1  # revisions are BIGINT on PostgreSQL, a 64-bit INTEGER on SQLite
+
+
 def watch_options(
     watch: Annotated[
         bool, Query(description="stream changes as newline-delimited JSON (SPEC §4.3)")
@@ -114,10 +117,17 @@ def watch_options(
     revision = None
     if resource_version not in (None, ""):
         assert resource_version is not None
-        if not resource_version.isdigit():
+        # ASCII digits only ("²".isdigit() is true, int("²") raises), and no more than the
+        # databases' 64-bit integers hold: either slip was a 500 from the revision query.
+        if not (
+            resource_version.isascii()
+            and resource_version.isdigit()
+            and int(resource_version) <= MAX_REVISION
+        ):
             raise ApiError.invalid(
                 "resourceVersion",
-                f"must be a non-negative integer revision, got {resource_version!r}",
+                f"must be a non-negative integer revision (at most {MAX_REVISION}), "
+                f"got {resource_version!r}",
             )
         revision = int(resource_version)
     return WatchOptions(watch=watch, resource_version=revision, timeout_seconds=timeout_seconds)

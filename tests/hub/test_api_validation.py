@@ -344,3 +344,22 @@ async def test_default_body_limit_is_one_mebibyte(database_url: str) -> None:
         assert answer.status_code == 413, answer.status_code
         assert str(1024 * 1024) in answer.json()["message"]
         assert await hub.snapshot() == before
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    "revision", ["99999999999999999999", "9223372036854775808", "\u00b2", "1\u0663"],
+    ids=["above-int64", "int64-max-plus-1", "superscript-two", "arabic-indic-digit"],
+)
+async def test_watch_revision_outside_int64_or_ascii_is_422(hub: Hub, revision: str) -> None:
+    """Both were 500s: the revision query overflowed, or int() refused a Unicode digit."""
+    from urllib.parse import quote
+
+    await _seeded(hub)
+    answer = await hub.client.get(
+        f"/api/v1/clusters/east/serviceexports?watch=true&timeoutSeconds=1"
+        f"&resourceVersion={quote(revision)}",
+        headers=ADMIN,
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["details"]["causes"][0]["field"] == "resourceVersion"
