@@ -21,16 +21,27 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 
 from hub.store import Store
+from shared import conditions as c
 from shared.models import InternalServiceExport
 from tests.e2e.test_hub_process import HubProcess
 from tests.hub.test_api_support import at, export_body, port
 from tests.hub.test_store_db import Tap, TcpProxy
 from tests.hub.test_store_verdicts import assert_verdicts_match_fresh_judgement
+from tests.kube.fixtures import KubeCluster
+from tests.member.agent_support import (
+    AgentFactory,
+    conditions_of,
+    service_body,
+    service_export_body,
+    wait_for,
+)
+from tests.member.test_agent_resilience import CLUSTER, histogram_count
 
 RecordProperty = Callable[[str, object], None]
 
@@ -249,3 +260,33 @@ class ThreadedProxy:
             self._run(self._proxy.stop())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
+
+
+# -- one real agent beside the simulated ones ----------------------------------------------
+
+
+def create_real_exports(kube: KubeCluster, indexes: range) -> None:
+    """Services `shop/real-<i>` with a ServiceExport each, for the real agent to export."""
+    for index in indexes:
+        kube.state.create("services", "shop", service_body(f"real-{index}", "shop"))
+        kube.state.create("serviceexports", "shop", service_export_body(f"real-{index}", "shop"))
+
+
+def start_real_agent(kube: KubeCluster, agents: AgentFactory, url: str, token: str) -> Any:
+    """A `python -m member` for cluster `member-1` talking to the hub at `url`."""
+    hub = SimpleNamespace(url=url)  # all the factory reads of a hub
+    return agents("real", kubeconfig=kube.kubeconfig, hub=hub, cluster_id=CLUSTER, token=token)
+
+
+def real_agent_converged(kube: KubeCluster, agent: Any, count: int) -> None:
+    """Wait until `real-0..count-1` are Ready=True/Exported, counted once each, settled."""
+
+    def done() -> bool:
+        return all(
+            conditions_of(kube.state.get("serviceexports", "shop", f"real-{i}")).get(c.READY)
+            == (c.TRUE, c.REASON_EXPORTED)
+            for i in range(count)
+        ) and histogram_count(agent) >= count
+
+    wait_for(done, what="the real agent converged")
+    wait_for(agent.settled, what="the real agent settled")

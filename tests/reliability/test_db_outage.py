@@ -11,10 +11,12 @@ stopped. Two kinds of fault, while simulated agents stream exports and a reader 
    `OUTAGE_SECONDS`: no connection can be made at all, as during a server restart. Then
    connections are allowed again.
 
-A watch held across both faults (resumed from its last revision whenever it ends, as
-the agent's feed does) must have seen every acknowledged export of its cluster. The hub
-process is never restarted (its pid is checked). SQLite's equivalent outage is
-covered in tests/hub/test_api_outage.py.
+A real agent (`python -m member`) with 10 exports runs through it too, half of them
+created while the database is down: afterwards all are `Ready=True/Exported`, each
+counted once in its histogram. A watch held across both faults (resumed from its last
+revision whenever it ends, as the agent's feed does) must have seen every acknowledged
+export of its cluster. The hub process is never restarted (its pid is checked).
+SQLite's equivalent outage is covered in tests/hub/test_api_outage.py.
 """
 
 from __future__ import annotations
@@ -35,14 +37,20 @@ from hub.store import Store
 from tests.conftest import postgres_admin_url
 from tests.e2e.test_hub_process import HubProcess
 from tests.hub.test_api_support import export_body
+from tests.kube.fixtures import KubeCluster
+from tests.member.agent_support import AgentFactory
+from tests.member.test_agent_resilience import CLUSTER, histogram_count
 from tests.reliability.support import (
     Figures,
     HubTarget,
     LoadAgent,
     RecordProperty,
     assert_fleet_consistent,
+    create_real_exports,
     exports_of,
     hub_running,
+    real_agent_converged,
+    start_real_agent,
     wait_until,
 )
 
@@ -54,6 +62,7 @@ CLUSTERS = 3
 PER_CLUSTER = 300
 CUT_ROUNDS = 5
 OUTAGE_SECONDS = 6.0
+REAL_EXPORTS = 10
 DEADLINE = 180.0
 
 
@@ -162,7 +171,10 @@ async def _watch_hears_a_write(url: str, token: str, cluster: str) -> None:
                         return
 
 
-async def _outage_scenario(database_url: str, hub: HubProcess, figures: Figures) -> None:
+async def _outage_scenario(
+    database_url: str, hub: HubProcess, figures: Figures, kube: KubeCluster,
+    agent_factory: AgentFactory,
+) -> None:
     deadline = time.monotonic() + DEADLINE
     database = urlsplit(database_url).path.lstrip("/")
     pid = hub.process.pid
@@ -173,9 +185,17 @@ async def _outage_scenario(database_url: str, hub: HubProcess, figures: Figures)
     stop_reading = asyncio.Event()
     try:
         async with httpx.AsyncClient(timeout=60) as client:
+            registered = await client.post(f"{hub.url}/api/v1/clusters",
+                                           json={"metadata": {"name": CLUSTER}},
+                                           headers=admin_headers)
+            assert registered.status_code == 201, registered.text
+            create_real_exports(kube, range(REAL_EXPORTS // 2))
+            real = await asyncio.to_thread(
+                start_real_agent, kube, agent_factory, hub.url, registered.json()["token"]
+            )
             agents = []
             for index in range(CLUSTERS):
-                cluster = f"member-{index}"
+                cluster = f"load-{index}"
                 answer = await client.post(f"{hub.url}/api/v1/clusters",
                                            json={"metadata": {"name": cluster}},
                                            headers=admin_headers)
@@ -208,6 +228,8 @@ async def _outage_scenario(database_url: str, hub: HubProcess, figures: Figures)
             outage_started = time.monotonic()
             try:
                 cut += await _terminate_backends(admin, database)
+                # The real agent's Kubernetes keeps changing while the hub answers 503.
+                create_real_exports(kube, range(REAL_EXPORTS // 2, REAL_EXPORTS))
                 before = acked()
                 await asyncio.sleep(OUTAGE_SECONDS)
                 figures["acked_during_outage"] = acked() - before
@@ -246,6 +268,10 @@ async def _outage_scenario(database_url: str, hub: HubProcess, figures: Figures)
                 f"ends {dict(follower.ends)}"
             )
             await _watch_hears_a_write(hub.url, agents[0].token, agents[0].cluster)
+            await asyncio.to_thread(real_agent_converged, kube, real, REAL_EXPORTS)
+            figures["real_agent_histogram_count"] = histogram_count(real)
+            assert figures["real_agent_histogram_count"] == REAL_EXPORTS, figures.line()
+            assert real.stop() == 0
 
         put_codes: Counter[int] = Counter()
         for agent in agents:
@@ -280,9 +306,10 @@ async def _outage_scenario(database_url: str, hub: HubProcess, figures: Figures)
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 def test_postgres_outage_under_load_is_503_never_500_and_recovers(
-    database_url: str, hub: HubProcess, record_property: RecordProperty
+    database_url: str, hub: HubProcess, record_property: RecordProperty,
+    kube_cluster: KubeCluster, agent_factory: AgentFactory,
 ) -> None:
     figures = Figures("postgresql outage", record_property)
-    asyncio.run(_outage_scenario(database_url, hub, figures))
+    asyncio.run(_outage_scenario(database_url, hub, figures, kube_cluster, agent_factory))
     figures.report()
     assert hub.stop() == 0, hub.log()[-3000:]

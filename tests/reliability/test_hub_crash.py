@@ -26,23 +26,14 @@ import asyncio
 import signal
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import httpx
 import pytest
 
 from hub.store import Store
-from shared import conditions as c
 from tests.e2e.test_hub_process import HubProcess
 from tests.kube.fixtures import KubeCluster
-from tests.member.agent_support import (
-    AgentFactory,
-    AgentProcess,
-    conditions_of,
-    service_body,
-    service_export_body,
-    wait_for,
-)
+from tests.member.agent_support import AgentFactory, AgentProcess
 from tests.member.test_agent_resilience import CLUSTER, histogram_count
 from tests.reliability.support import (
     Figures,
@@ -51,7 +42,10 @@ from tests.reliability.support import (
     RecordProperty,
     ThreadedProxy,
     assert_fleet_consistent,
+    create_real_exports,
     exports_of,
+    real_agent_converged,
+    start_real_agent,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.reliability]
@@ -71,30 +65,11 @@ async def _start_hub(database_url: str, cwd: Path, hubs: list[HubProcess]) -> Hu
     return hub
 
 
-def _create_real(kube: KubeCluster, indexes: range) -> None:
-    for index in indexes:
-        kube.state.create("services", "shop", service_body(f"real-{index}", "shop"))
-        kube.state.create("serviceexports", "shop", service_export_body(f"real-{index}", "shop"))
-
-
 def _real_agent(
     kube: KubeCluster, agents: AgentFactory, proxy: ThreadedProxy, token: str
 ) -> AgentProcess:
-    _create_real(kube, range(REAL_EXPORTS // 2))  # half before the stream …
-    hub = SimpleNamespace(url=f"http://127.0.0.1:{proxy.port}")  # all the factory reads
-    return agents("real", kubeconfig=kube.kubeconfig, hub=hub, cluster_id=CLUSTER, token=token)
-
-
-def _real_agent_converged(kube: KubeCluster, agent: AgentProcess) -> None:
-    def done() -> bool:
-        return all(
-            conditions_of(kube.state.get("serviceexports", "shop", f"real-{i}")).get(c.READY)
-            == (c.TRUE, c.REASON_EXPORTED)
-            for i in range(REAL_EXPORTS)
-        ) and histogram_count(agent) >= REAL_EXPORTS
-
-    wait_for(done, what="the real agent converged after the crash")
-    wait_for(agent.settled, what="the real agent settled")
+    create_real_exports(kube, range(REAL_EXPORTS // 2))  # half before the stream …
+    return start_real_agent(kube, agents, f"http://127.0.0.1:{proxy.port}", token)
 
 
 async def _crash_scenario(
@@ -152,7 +127,7 @@ async def _stream_and_crash(
                 if stream.done():
                     stream.result()
             await asyncio.sleep(0.01)
-        _create_real(kube, range(REAL_EXPORTS // 2, REAL_EXPORTS * 3 // 4))  # … a quarter
+        create_real_exports(kube, range(REAL_EXPORTS // 2, REAL_EXPORTS * 3 // 4))  # … a quarter
         first.process.send_signal(signal.SIGKILL)  # racing the kill, a quarter while down:
         killed_at = time.monotonic()
         await asyncio.to_thread(first.process.wait, 60)
@@ -160,7 +135,7 @@ async def _stream_and_crash(
         acked = {a.cluster: dict(a.acks) for a in agents}
         figures["acknowledged_before_kill"] = sum(len(v) for v in acked.values())
 
-        _create_real(kube, range(REAL_EXPORTS * 3 // 4, REAL_EXPORTS))
+        create_real_exports(kube, range(REAL_EXPORTS * 3 // 4, REAL_EXPORTS))
         second = await _start_hub(database_url, tmp_path, hubs)
         figures["restart_seconds"] = round(time.monotonic() - killed_at, 1)
         proxy.retarget(second.port)
@@ -199,7 +174,7 @@ async def _stream_and_crash(
             figures["exports_in_conflict"] = sum(
                 1 for e in final if getattr(e.condition("Conflict"), "status", "") == "True"
             )
-            await asyncio.to_thread(_real_agent_converged, kube, real)
+            await asyncio.to_thread(real_agent_converged, kube, real, REAL_EXPORTS)
             figures["real_agent_exports"] = REAL_EXPORTS
             figures["real_agent_histogram_count"] = histogram_count(real)
             assert figures["real_agent_histogram_count"] == REAL_EXPORTS, figures.line()
