@@ -149,6 +149,7 @@ def _partition(
     figures["histogram_count"] = histogram_count(agent)
     assert figures["histogram_count"] == 4 + 2 + len(new), figures.line()
     assert agent_pid(agent) == pid, "the agent restarted"
+    assert "Traceback" not in agent.logs()
     figures["agent_restarts"] = 0
     figures["hub_request_errors_during_partition"] = metric_sum(
         agent, "mcsync_agent_hub_request_errors_total"
