@@ -134,6 +134,7 @@ class Agent:
     workers: int = 4
     metrics_port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
 
     @property
     def pid(self) -> int:
@@ -182,6 +183,13 @@ class Agent:
     def ready(self) -> bool:
         assert self.process is not None
         if self.process.poll() is not None:
+            if self.process.returncode == 2 and self.restarts < 3:
+                # Exit 2 at start is almost always the metrics port taken meanwhile by
+                # another process on this shared host (free_port cannot reserve it).
+                self.restarts += 1
+                self.metrics_port = free_port()
+                self.start()
+                return False
             raise RuntimeError(f"agent of {self.cluster.name} exited ({self.process.returncode})")
         try:
             return self._get("/readyz").status_code == 200
