@@ -54,8 +54,18 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 # -- command line and results ----------------------------------------------------------------
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def base_parser(description: str) -> argparse.ArgumentParser:
-    """The flags every benchmark has: --smoke, --output, --backend."""
+    """The flags every benchmark has: --smoke, --output, --backend.
+
+    Also turns SIGTERM (an outer `timeout`, a CI cancel) into SystemExit, so the `finally`
+    blocks run: the hub and agent processes stop and the benchmark's database is dropped
+    instead of left behind on a shared server.
+    """
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks it still runs")
     parser.add_argument("--output", type=Path, default=None, help="JSON file to write")
