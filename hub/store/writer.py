@@ -4,15 +4,16 @@ Every change of an InternalServiceExport — a PUT, a DELETE, a sync batch, a cl
 withdrawal — goes through `write_exports`, inside the caller's transaction:
 
 1. Lock the keys, sorted by (namespace, name). PostgreSQL: one multi-row
-   `INSERT INTO service_imports … ON CONFLICT DO UPDATE` (a no-op update), which locks
-   each key's row in VALUES order, creating it when absent. `ON CONFLICT DO NOTHING` +
-   `SELECT … FOR UPDATE` would leave a gap: when the transaction holding the lock deletes
-   the row (last export withdrawn), the waiting SELECT finds no row and returns without a
-   lock; retrying then takes locks out of order and can deadlock. The upsert form has no
-   such gap (PostgreSQL re-checks a concurrently deleted row itself). SQLite: the
-   transaction began with BEGIN IMMEDIATE and already holds the only writer lock.
-   Because every writer locks keys in the same sorted order and takes the revision
-   counter last (`feed.allocate_revisions`), hub replicas cannot deadlock each other.
+   `INSERT INTO service_imports … SELECT … FROM unnest(…) ON CONFLICT DO UPDATE` (a no-op
+   update), which locks each key's row in sorted key order, creating it when absent.
+   `ON CONFLICT DO NOTHING` + `SELECT … FOR UPDATE` would leave a gap: when the
+   transaction holding the lock deletes the row (last export withdrawn), the waiting
+   SELECT finds no row and returns without a lock; retrying then takes locks out of
+   order and can deadlock. The upsert form has no such gap (PostgreSQL re-checks a
+   concurrently deleted row itself). SQLite: the transaction began with BEGIN IMMEDIATE
+   and already holds the only writer lock. Because every writer locks keys in the same
+   sorted order and takes the revision counter last (`feed.allocate_revisions`), hub
+   replicas cannot deadlock each other.
 2. Read the affected records by primary key, decide which mutations are real (an
    identical re-PUT writes nothing: no revision, no change row), and write those rows.
 3. Read each key's exports in precedence order with ONE indexed query
@@ -33,7 +34,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, select, tuple_, update
+from sqlalchemy import String, and_, bindparam, delete, func, select, tuple_, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -120,7 +122,18 @@ async def lock_keys(
     """
     if not ctx.postgres or not keys:
         return None  # SQLite: BEGIN IMMEDIATE already holds the database's single writer lock
-    stmt = pg_insert(service_imports).values([{"namespace": ns, "name": name} for ns, name in keys])
+    # The keys travel as two array parameters, not as one VALUES row each: a 500-key
+    # sync batch was a 1,000-parameter statement that SQLAlchemy compiled afresh every
+    # time. WITH ORDINALITY … ORDER BY keeps the sorted lock order explicit.
+    pairs = (
+        func.unnest(_text_array([ns for ns, _ in keys]), _text_array([name for _, name in keys]))
+        .table_valued("namespace", "name", with_ordinality="position")
+        .render_derived("lock_keys")
+    )
+    stmt = pg_insert(service_imports).from_select(
+        ["namespace", "name"],
+        select(pairs.c.namespace, pairs.c.name).order_by(pairs.c.position),
+    )
     locking = stmt.on_conflict_do_update(
         index_elements=[service_imports.c.namespace, service_imports.c.name],
         set_={"namespace": stmt.excluded.namespace},
@@ -129,11 +142,35 @@ async def lock_keys(
     return {(r["namespace"], r["name"]): r for r in rows}
 
 
-def _key_filter(keys: Sequence[Key]) -> Any:
+def _text_array(values: Sequence[str]) -> Any:
+    return bindparam(None, list(values), type_=ARRAY(String()))
+
+
+def _pairs_in(columns: tuple[Any, Any], keys: Sequence[Key], *, postgres: bool) -> Any:
+    """`(a, b) IN keys`. PostgreSQL: a semi-join on two unnested array parameters.
+
+    A row-value IN list of hundreds of pairs is planned as hundreds of OR branches (and
+    compiled by SQLAlchemy anew for each batch size); the arrays give PostgreSQL one
+    nested loop over the primary-key index and SQLAlchemy one cached statement.
+    """
+    if not postgres:
+        return tuple_(*columns).in_(list(keys))
+    pairs = select(
+        func.unnest(_text_array([a for a, _ in keys])),
+        func.unnest(_text_array([b for _, b in keys])),
+    )
+    return tuple_(*columns).in_(pairs)
+
+
+def _key_filter(keys: Sequence[Key], *, postgres: bool) -> Any:
     if len(keys) == 1:
         ((ns, name),) = keys
         return and_(exports.c.namespace == ns, exports.c.name == name)
-    return tuple_(exports.c.namespace, exports.c.name).in_(list(keys))
+    return _pairs_in((exports.c.namespace, exports.c.name), keys, postgres=postgres)
+
+
+def _is_postgres(conn: AsyncConnection) -> bool:
+    return conn.dialect.name == "postgresql"
 
 
 async def _read_records(
@@ -144,7 +181,10 @@ async def _read_records(
     clusters_of = {cid for cid, _, _ in ids}
     if len(clusters_of) == 1:
         (cid,) = clusters_of
-        where = and_(exports.c.cluster_id == cid, _key_filter([(ns, n) for _, ns, n in ids]))
+        where = and_(
+            exports.c.cluster_id == cid,
+            _key_filter([(ns, n) for _, ns, n in ids], postgres=_is_postgres(conn)),
+        )
     else:
         where = tuple_(exports.c.cluster_id, exports.c.namespace, exports.c.name).in_(list(ids))
     rows = (await conn.execute(select(exports).where(where))).mappings().all()
@@ -155,7 +195,7 @@ async def _read_precedence(conn: AsyncConnection, keys: Sequence[Key]) -> list[R
     """Every export of `keys`, grouped by key, each group in precedence order (SPEC §3)."""
     query = (
         select(exports)
-        .where(_key_filter(keys))
+        .where(_key_filter(keys, postgres=_is_postgres(conn)))
         .order_by(
             exports.c.namespace,
             exports.c.name,
@@ -542,7 +582,11 @@ async def drop_empty_imports(conn: AsyncConnection, keys: Sequence[Key]) -> None
     )
     await conn.execute(
         delete(service_imports).where(
-            tuple_(service_imports.c.namespace, service_imports.c.name).in_(list(keys)),
+            _pairs_in(
+                (service_imports.c.namespace, service_imports.c.name),
+                keys,
+                postgres=_is_postgres(conn),
+            ),
             ~has_export,
         )
     )
