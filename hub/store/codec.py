@@ -26,10 +26,12 @@ from shared.models import (
     to_wire,
 )
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
 
 def canonical_json(value: Any) -> str:
     """The one text form of a JSON value the store writes."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(value)
 
 
 SPEC_COLUMNS: tuple[str, ...] = (
@@ -63,6 +65,11 @@ def spec_columns(spec: InternalServiceExportSpec) -> dict[str, Any]:
         "ports": canonical_json(wire.get("ports", [])),
         "spec": canonical_json(wire),
     }
+
+
+def spec_text(spec: InternalServiceExportSpec) -> str:
+    """The `spec` column of `spec_columns` alone (what an unchanged re-PUT compares)."""
+    return canonical_json(to_wire(spec))
 
 
 def cluster_state(last_heartbeat: datetime | None, *, now: datetime, ttl: timedelta) -> str:

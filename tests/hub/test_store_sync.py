@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from hub.store import NotFound, Store
+from shared.models import InternalServiceExport
 from tests.hub.test_store_support import at, conflict_of, make_export, open_store, register
 
 
@@ -54,6 +55,36 @@ async def test_sync_counts_created_updated_unchanged_withdrawn(store: Store) -> 
     )
     assert (again.created, again.updated, again.unchanged, again.withdrawn) == (0, 0, 3, 0)
     assert again.resource_version == result.resource_version
+
+
+async def test_unchanged_resync_writes_nothing(store: Store) -> None:
+    def wanted(**changes: dict[str, str]) -> list[InternalServiceExport]:
+        return [
+            make_export("alpha", name=f"svc{i}", annotations=changes.get(f"svc{i}"))
+            for i in range(5)
+        ]
+
+    first = await store.exports.sync("alpha", wanted(svc0={"note": "a"}))
+    revision = await store.feed.current_revision()
+    exports_before = (await store.exports.list(cluster_id="alpha")).items
+    imports_before = (await store.imports.list()).items
+
+    # The same set again (new objects; annotations omitted or the stored ones): nothing
+    # is written, no revision is taken, no change row is kept, no import changes.
+    for body in (wanted(), wanted(svc0={"note": "a"})):
+        again = await store.exports.sync("alpha", body)
+        assert (again.created, again.updated, again.unchanged, again.withdrawn) == (0, 0, 5, 0)
+        assert again.resource_version == first.resource_version == str(revision)
+        assert await store.feed.changes_since(revision=revision) == []
+        assert (await store.exports.list(cluster_id="alpha")).items == exports_before
+        assert (await store.imports.list()).items == imports_before
+
+    # Changed annotations alone are a change: one record, one revision.
+    changed = await store.exports.sync("alpha", wanted(svc0={"note": "b"}))
+    assert (changed.created, changed.updated, changed.unchanged) == (0, 1, 4)
+    assert changed.resource_version == str(revision + 1)
+    (event,) = await store.feed.changes_since(revision=revision)
+    assert (event.type, event.object.metadata.name) == ("MODIFIED", "svc0")
 
 
 async def test_sync_of_nothing_withdraws_everything(store: Store) -> None:
