@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse, Response
 from hub.api.auth import MemberAccess, MemberOrReaderAccess, ReaderAccess
 from hub.api.deps import ContextDep, StoreDep
 from hub.api.errors import ApiError, documented
+from hub.api.gcpause import GcPausedJsonRoute
 from hub.api.jsonbody import StrictJsonRoute
 from hub.api.params import (
     ClusterPath,
@@ -272,12 +273,6 @@ async def list_cluster_exports(
     return await _list(store, cluster_id=cluster, options=options)
 
 
-@router.put(
-    COLLECTION,
-    response_model=SyncResult,
-    summary="Full-state sync: upsert the given exports, withdraw the cluster's others",
-    responses=documented(401, 403, 404, 413, 422, 503),
-)
 async def sync_cluster_exports(
     cluster: ClusterPath,
     exports: InternalServiceExportList,
@@ -317,6 +312,19 @@ async def sync_cluster_exports(
         ),
     )
     return wire(result)
+
+
+# Registered without the decorator only to give it its own route class: the whole request
+# runs with the cyclic garbage collector paused (see `hub.api.gcpause`).
+router.add_api_route(
+    COLLECTION,
+    sync_cluster_exports,
+    methods=["PUT"],
+    response_model=SyncResult,
+    summary="Full-state sync: upsert the given exports, withdraw the cluster's others",
+    responses=documented(401, 403, 404, 413, 422, 503),
+    route_class_override=GcPausedJsonRoute,
+)
 
 
 @router.get(
