@@ -6,7 +6,8 @@
   own transaction (`writer`), and takes revisions for what changed (`feed`);
 * `imports`  — the ServiceImport derived per key by those writes;
 * `clusters` — registrations, member-token hashes, heartbeats and derived state;
-* `feed`     — the change history and the wake-ups that watches wait on.
+* `feed`     — the change history, the wake-ups, and the one shared reader that feeds
+  every watch of this replica (`fanout`).
 
 The routes of `hub.api` call these and translate the exceptions of `hub.store.errors`
 into HTTP answers; nothing here knows about HTTP. Migrations are separate
@@ -152,7 +153,8 @@ class Store:
         return store
 
     async def close(self) -> None:
-        """Stop the listener, wake every waiter, close the pool."""
+        """Stop the feed reader and the listener, wake every waiter, close the pool."""
+        await self.feed.close()
         await self._ctx.notifier.close()
         await self._ctx.engine.dispose()
 

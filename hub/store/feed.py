@@ -22,7 +22,9 @@ and remembers the newest pruned revision in `revision.pruned_through`, which is 
 reader knows, exactly, whether a change after its revision was lost (→ Gone).
 
 Read side: `Feed.changes_since` replays the retained history in revision order;
-`Feed.wait_for_change` waits on the ChangeNotifier (in-process signal + LISTEN/NOTIFY).
+`Feed.wait_for_change` waits on the ChangeNotifier (in-process signal + LISTEN/NOTIFY);
+`Feed.subscribe` hands a watch the live changes of its cluster from the replica's one shared
+reader (`hub.store.fanout`), so that a commit costs one history read, not one per watch.
 """
 
 from __future__ import annotations
@@ -36,11 +38,29 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from hub.store import codec
 from hub.store.context import StoreContext
 from hub.store.errors import Gone
+from hub.store.fanout import FeedFanout, Subscription
 from hub.store.notify import CHANNEL
 from hub.store.tables import REVISION_ROW_ID, changes, clusters
 from hub.store.tables import revision as revision_table
 from shared.models import InternalServiceExport, WatchEvent
 from shared.timefmt import utcnow
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One retained change as read, decoded only when `event()` is called."""
+
+    revision: int
+    cluster_id: str
+    type: str
+    text: str
+    state: str
+
+    def event(self) -> WatchEvent:
+        return WatchEvent(
+            type=self.type,  # type: ignore[arg-type]
+            object=codec.export_from_text(self.text, cluster_state=self.state),
+        )
 
 
 @dataclass(frozen=True)
@@ -129,6 +149,7 @@ class Feed:
 
     def __init__(self, ctx: StoreContext) -> None:
         self._ctx = ctx
+        self._fanout: FeedFanout | None = None
 
     async def current_revision(self) -> int:
         async with self._ctx.read() as conn:
@@ -142,12 +163,26 @@ class Feed:
         At most `limit` events; ask again from the last one's resourceVersion for more.
         Raises Gone when a change after `revision` has been pruned from the history.
         """
+        rows = await self.rows_since(revision=revision, cluster_id=cluster_id, limit=limit)
+        return [row.event() for row in rows]
+
+    async def rows_since(
+        self, *, revision: int, cluster_id: str | None = None, limit: int = 500
+    ) -> list[HistoryRow]:
+        """`changes_since`, undecoded: each change's cluster and revision, decoded on demand
+        (the shared reader decodes only the changes somebody watches)."""
         if revision < 0:
             raise ValueError(f"revision must be 0 or more, got {revision}")
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         query = (
-            select(changes.c.revision, changes.c.type, changes.c.object, clusters.c.last_heartbeat)
+            select(
+                changes.c.revision,
+                changes.c.cluster_id,
+                changes.c.type,
+                changes.c.object,
+                clusters.c.last_heartbeat,
+            )
             .select_from(changes.outerjoin(clusters, clusters.c.name == changes.c.cluster_id))
             .where(changes.c.revision > revision)
             .order_by(changes.c.revision)
@@ -173,18 +208,40 @@ class Feed:
                 "resourceVersion"
             )
         now = utcnow()
-        events = []
-        for row in rows:
-            state = codec.export_cluster_state(
-                codec.cluster_state(row.last_heartbeat, now=now, ttl=self._ctx.cluster_ttl)
+        ttl = self._ctx.cluster_ttl
+        return [
+            HistoryRow(
+                revision=int(row.revision),
+                cluster_id=row.cluster_id,
+                type=row.type,
+                text=row.object,
+                state=codec.export_cluster_state(
+                    codec.cluster_state(row.last_heartbeat, now=now, ttl=ttl)
+                ),
             )
-            events.append(
-                WatchEvent(
-                    type=row.type,
-                    object=codec.export_from_text(row.object, cluster_state=state),
-                )
-            )
-        return events
+            for row in rows
+        ]
+
+    # --- the shared reader (hub.store.fanout) -----------------------------------------
+
+    @property
+    def fanout(self) -> FeedFanout:
+        if self._fanout is None:
+
+            async def read_page(revision: int, limit: int) -> list[HistoryRow]:
+                return await self.rows_since(revision=revision, limit=limit)
+
+            self._fanout = FeedFanout(notifier=self._ctx.notifier, read_page=read_page)
+        return self._fanout
+
+    def subscribe(self, cluster_id: str | None) -> Subscription:
+        """Receive the changes of `cluster_id` (None: all) after `joined_at` in memory,
+        from this replica's one shared history reader (see `hub.store.fanout`)."""
+        return self.fanout.subscribe(cluster_id)
+
+    async def close(self) -> None:
+        if self._fanout is not None:
+            await self._fanout.close()
 
     # The interface the API codes against names it `timeout`.
     def known_revision(self) -> int:

@@ -1,0 +1,248 @@
+"""One shared feed reader per hub replica (hub.store.fanout), seen through real watches.
+
+Each test drives `WatchStream.lines` — the generator the HTTP route streams — directly, so
+that many watches and a deliberately stalled client (a consumer that stops pulling, exactly
+what a blocked socket does to the generator) fit in one process. On PostgreSQL the writes
+come from a second Store on the same database, i.e. another hub replica, so the watches are
+woken by LISTEN/NOTIFY; on SQLite by the in-process commit.
+
+No timing asserts: every wait is for a condition, bounded only by a generous deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+
+from hub.api.deps import context_of
+from hub.api.watch import WatchStream
+from hub.store import Store
+from tests.hub.test_api_support import Hub, running_hub
+from tests.hub.test_store_support import make_export, port, register
+
+DEADLINE = 60.0  # generous: a slow shared machine must not fail these
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    try:
+        async with asyncio.timeout(DEADLINE):
+            while not condition():  # noqa: ASYNC110 (a condition, not an event)
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+class Watcher:
+    """A watch consumed by a task; `gate`, while clear, stalls the consumer (slow client)."""
+
+    def __init__(self, hub: Hub, cluster: str | None, start: int) -> None:
+        self.stream = WatchStream(
+            store=hub.store,
+            ctx=context_of(hub.app),
+            cluster_id=cluster,
+            start=start,
+            timeout_seconds=DEADLINE * 4,
+        )
+        self.start = start
+        self.events: list[dict[str, Any]] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        lines = self.stream.lines([])
+        try:
+            async for line in lines:
+                parsed = json.loads(line)
+                if parsed["type"] != "BOOKMARK":
+                    self.events.append(parsed)
+                await self.gate.wait()
+        finally:
+            await lines.aclose()
+
+    @property
+    def revisions(self) -> list[int]:
+        return [
+            int(e["object"]["metadata"]["resourceVersion"])
+            for e in self.events
+            if e["type"] != "ERROR"
+        ]
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+@contextlib.asynccontextmanager
+async def hub_and_writer(database_url: str, **overrides: Any) -> AsyncIterator[tuple[Hub, Store]]:
+    """The hub under test and the Store that writes: another replica on PostgreSQL."""
+    overrides.setdefault("watch_bookmark_seconds", 0.2)
+    async with running_hub(database_url, **overrides) as hub:
+        if hub.store.backend != "postgresql":
+            yield hub, hub.store
+            return
+        # The writer prunes the history: it keeps what the hub under test would keep.
+        other = await Store.open(database_url, history_limit=hub.settings.history_limit)
+        try:
+            yield hub, other
+        finally:
+            await other.close()
+
+
+def arrived(watcher: Watcher, revision: int) -> Callable[[], bool]:
+    return lambda: revision in watcher.revisions
+
+
+async def expected(hub: Hub, cluster: str | None, after: int) -> list[int]:
+    """The revisions of every change of `cluster` after `after`, from the history itself."""
+    events = await hub.store.feed.changes_since(revision=after, cluster_id=cluster, limit=100_000)
+    return [int(e.resource_version or 0) for e in events]
+
+
+async def test_history_reads_do_not_grow_with_the_number_of_watches(database_url: str) -> None:
+    watches, commits = 50, 10
+    async with hub_and_writer(database_url) as (hub, writer):
+        names = [f"c{i:02d}" for i in range(watches)]
+        await register(writer, *names)
+        start = await hub.store.feed.current_revision()
+        watchers = [Watcher(hub, name, start) for name in names]
+        fanout = hub.store.feed.fanout
+        await until(lambda: fanout.subscriber_count == watches, "every watch to subscribe")
+
+        history_reads = 0
+
+        def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+            nonlocal history_reads
+            flat = " ".join(statement.split()).lower()
+            if flat.startswith("select") and "from changes" in flat:
+                history_reads += 1
+
+        sync_engine = hub.store.engine.sync_engine
+        event.listen(sync_engine, "before_cursor_execute", count)
+        try:
+            for number in range(commits):
+                name = names[number * 7 % watches]
+                put = await writer.exports.put(
+                    name, make_export(name, name=f"svc{number}", ports=[port(80 + number)])
+                )
+                revision = int(put.object.metadata.resource_version or 0)
+                target = watchers[names.index(name)]
+                await until(arrived(target, revision), "the change to arrive")
+        finally:
+            event.remove(sync_engine, "before_cursor_execute", count)
+        # One read per commit (at most: wake-ups during a read share the next one), plus
+        # slack for a wake-up that finds nothing new; never one per watch per commit.
+        assert 1 <= history_reads <= 2 * commits, history_reads
+        assert history_reads < watches
+        for name, watcher in zip(names, watchers, strict=True):
+            assert watcher.revisions == await expected(hub, name, start)
+        for watcher in watchers:
+            await watcher.stop()
+        assert fanout.subscriber_count == 0
+        assert not context_of(hub.app).open_watches
+
+
+async def test_a_watch_started_mid_stream_gets_every_later_change_once_in_order(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Tiny pages, so that the replay and the reader both page through the history.
+    monkeypatch.setattr("hub.api.watch.PAGE_SIZE", 4)
+    async with hub_and_writer(database_url) as (hub, writer):
+        await register(writer, "east", "west")
+        hub.store.feed.fanout.page_size = 3
+        first = await hub.store.feed.current_revision()
+        early = Watcher(hub, "east", first)
+        fleet = Watcher(hub, None, first)
+        late: list[Watcher] = []
+        total = 40
+        for number in range(total):
+            cluster = "east" if number % 3 else "west"
+            put = await writer.exports.put(
+                cluster, make_export(cluster, name=f"svc{number % 7}", ports=[port(number + 1)])
+            )
+            if number in (5, 17, 29):
+                # Started from a revision in the past while commits keep coming: it must
+                # replay from the database and then switch to the shared reader.
+                revision = int(put.object.metadata.resource_version or 0)
+                late.append(Watcher(hub, "east", revision - 2))
+            if number % 10 == 0:
+                await asyncio.sleep(0)  # let readers interleave with the writes
+        newest = await hub.store.feed.current_revision()
+        for watcher in (early, fleet, *late):
+            watched = watcher.stream.cluster_id
+            want = await expected(hub, watched, watcher.start)
+            await until(arrived(watcher, want[-1]), "the watch to reach the newest change")
+            assert watcher.revisions == want  # every change once, in order, no gap
+            assert all(e["type"] != "ERROR" for e in watcher.events)
+        assert fleet.revisions[-1] == newest
+        for watcher in (early, fleet, *late):
+            await watcher.stop()
+
+
+async def test_a_stalled_watch_does_not_hold_up_the_others_and_catches_up(
+    database_url: str,
+) -> None:
+    async with hub_and_writer(database_url) as (hub, writer):
+        await register(writer, "east", "west")
+        fanout = hub.store.feed.fanout
+        fanout.buffer_limit = 5
+        start = await hub.store.feed.current_revision()
+        slow = Watcher(hub, "east", start)
+        fast = Watcher(hub, "east", start)
+        other = Watcher(hub, "west", start)
+        await until(lambda: fanout.subscriber_count == 3, "every watch to subscribe")
+        slow.gate.clear()  # from its first event on, the slow client reads nothing
+
+        for number in range(30):
+            cluster = "west" if number % 5 == 4 else "east"
+            await writer.exports.put(
+                cluster, make_export(cluster, name=f"svc{number % 4}", ports=[port(number + 1)])
+            )
+        east = await expected(hub, "east", start)
+        west = await expected(hub, "west", start)
+        # The others get everything while the slow one is still stalled.
+        await until(lambda: fast.revisions == east, "the fast watch to get every change")
+        await until(lambda: other.revisions == west, "the other cluster's watch")
+        assert len(slow.events) == 1
+        assert fanout.overflows >= 1
+
+        slow.gate.set()
+        await until(lambda: slow.revisions == east, "the stalled watch to catch up")
+        assert all(e["type"] != "ERROR" for e in slow.events)
+        # Caught up, it is fed by the shared reader again.
+        more = await writer.exports.put("east", make_export("east", name="late"))
+        revision = int(more.object.metadata.resource_version or 0)
+        await until(lambda: slow.revisions[-1:] == [revision], "the next change")
+        assert slow.revisions == [*east, revision]
+        assert fast.revisions == slow.revisions
+        for watcher in (slow, fast, other):
+            await watcher.stop()
+
+
+async def test_a_stalled_watch_whose_backlog_was_pruned_is_told_to_relist(
+    database_url: str,
+) -> None:
+    async with hub_and_writer(database_url, history_limit=5) as (hub, writer):
+        await register(writer, "east")
+        fanout = hub.store.feed.fanout
+        fanout.buffer_limit = 2
+        start = await hub.store.feed.current_revision()
+        slow = Watcher(hub, "east", start)
+        await until(lambda: fanout.subscriber_count == 1, "the watch to subscribe")
+        slow.gate.clear()
+        for number in range(20):
+            await writer.exports.put("east", make_export("east", ports=[port(number + 1)]))
+        await until(lambda: fanout.overflows >= 1 or fanout.subscriber_count == 0, "overflow")
+        slow.gate.set()
+        await until(lambda: slow.task.done(), "the stalled watch to end")
+        assert slow.events[-1]["type"] == "ERROR"
+        assert slow.events[-1]["object"]["code"] == 410
+        revisions = slow.revisions
+        assert revisions == sorted(set(revisions))  # no duplicate, in order, before the end
