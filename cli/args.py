@@ -117,20 +117,21 @@ def parse_text(text: str) -> str:
     return value
 
 
-def parse_namespace(text: str) -> str:
-    value = text.strip()
-    if not is_dns1123_label(value):
-        raise ValueError(f"{text!r} is not a namespace (a DNS-1123 label: lowercase letters, "
-                         "digits and '-', at most 63 characters)")
-    return value
+def _dns1123_label(what: str) -> Callable[[str], str]:
+    """A parser for a name that must be a DNS-1123 label; `what` names it in the error."""
+
+    def parse(text: str) -> str:
+        value = text.strip()
+        if not is_dns1123_label(value):
+            raise ValueError(f"{text!r} is not {what} (a DNS-1123 label: lowercase letters, "
+                             "digits and '-', at most 63 characters)")
+        return value
+
+    return parse
 
 
-def parse_cluster(text: str) -> str:
-    value = text.strip()
-    if not is_dns1123_label(value):
-        raise ValueError(f"{text!r} is not a cluster name (a DNS-1123 label: lowercase "
-                         "letters, digits and '-', at most 63 characters)")
-    return value
+parse_namespace = _dns1123_label("a namespace")
+parse_cluster = _dns1123_label("a cluster name")
 
 
 def parse_service_name(text: str) -> str:
