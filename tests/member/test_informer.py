@@ -13,13 +13,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import pytest
-
 from member.informer import Informer, ResourceExpired, namespaced_key
+from tests.member.informer_support import Recorder
 
 DEADLINE = 30.0
 
-Event = tuple[str, str, str | None, bool]  # (type, key, rv of new-or-old, from_relist)
 
 
 def wait_for(condition: Callable[[], bool], *, timeout: float = DEADLINE) -> None:
@@ -137,48 +135,6 @@ class MemoryListWatch:
             yield event
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-        self.lock = threading.Lock()
-
-    def __call__(
-        self,
-        event_type: str,
-        old: dict[str, Any] | None,
-        new: dict[str, Any] | None,
-        from_relist: bool,
-    ) -> None:
-        subject = new if new is not None else old
-        assert subject is not None
-        if event_type == "ADDED":
-            assert old is None and new is not None
-        if event_type == "MODIFIED":
-            assert old is not None and new is not None
-        if event_type == "DELETED":
-            assert old is not None and new is None
-        with self.lock:
-            self.events.append(
-                (
-                    event_type,
-                    namespaced_key(subject),
-                    subject["metadata"].get("resourceVersion"),
-                    from_relist,
-                )
-            )
-
-    def snapshot(self) -> list[Event]:
-        with self.lock:
-            return list(self.events)
-
-
-@pytest.fixture
-def stop() -> Iterator[threading.Event]:
-    event = threading.Event()
-    yield event
-    event.set()
-
-
 def start(
     source: MemoryListWatch,
     stop: threading.Event,
@@ -209,7 +165,7 @@ def test_initial_list_then_live_changes_in_order(stop: threading.Event) -> None:
     source.put("a")
     source.put("b")
     informer, recorder, _ = start(source, stop)
-    assert sorted(recorder.snapshot()) == [
+    assert sorted(recorder.events) == [
         ("ADDED", "ns/a", "2", True),
         ("ADDED", "ns/b", "3", True),
     ]
@@ -218,8 +174,8 @@ def test_initial_list_then_live_changes_in_order(stop: threading.Event) -> None:
     source.put("a", data="x")
     source.put("c")
     source.delete("b")
-    wait_for(lambda: len(recorder.snapshot()) == 5)
-    assert recorder.snapshot()[2:] == [
+    wait_for(lambda: len(recorder.events) == 5)
+    assert recorder.events[2:] == [
         ("MODIFIED", "ns/a", "4", False),
         ("ADDED", "ns/c", "5", False),
         ("DELETED", "ns/b", "6", False),
@@ -239,8 +195,8 @@ def test_same_resource_version_update_and_bookmark_deliver_nothing(stop: threadi
     source.emit({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "40"}}})
     wait_for(lambda: informer.resource_version == "40")
     source.put("b")  # a change after them, as a marker that they have been processed
-    wait_for(lambda: len(recorder.snapshot()) == 2)
-    assert recorder.snapshot() == [("ADDED", "ns/a", "2", True), ("ADDED", "ns/b", "3", False)]
+    wait_for(lambda: len(recorder.events) == 2)
+    assert recorder.events == [("ADDED", "ns/a", "2", True), ("ADDED", "ns/b", "3", False)]
 
 
 def test_dropped_watch_resumes_from_last_resource_version(stop: threading.Event) -> None:
@@ -248,12 +204,12 @@ def test_dropped_watch_resumes_from_last_resource_version(stop: threading.Event)
     source.put("a")
     informer, recorder, _ = start(source, stop)
     source.put("a", data="1")
-    wait_for(lambda: len(recorder.snapshot()) == 2)
+    wait_for(lambda: len(recorder.events) == 2)
     source.break_watches()
     wait_for(lambda: len(source.watch_calls) == 2)  # reconnected
     source.put("a", data="2")
-    wait_for(lambda: len(recorder.snapshot()) == 3)
-    assert recorder.snapshot() == [
+    wait_for(lambda: len(recorder.events) == 3)
+    assert recorder.events == [
         ("ADDED", "ns/a", "2", True),
         ("MODIFIED", "ns/a", "3", False),
         ("MODIFIED", "ns/a", "4", False),
@@ -270,8 +226,8 @@ def test_server_ending_the_stream_resumes_without_redelivery(stop: threading.Eve
     source.put("b")
     wait_for(lambda: len(source.watch_calls) >= 3)  # two timeouts passed
     source.put("c")
-    wait_for(lambda: len(recorder.snapshot()) == 3)
-    assert [e[1] for e in recorder.snapshot()] == ["ns/a", "ns/b", "ns/c"]
+    wait_for(lambda: len(recorder.events) == 3)
+    assert [e[1] for e in recorder.events] == ["ns/a", "ns/b", "ns/c"]
     assert source.list_calls == 1
 
 
@@ -286,8 +242,8 @@ def test_expired_resource_version_relists_and_diffs(stop: threading.Event) -> No
     source.put("new")
     source.delete_quietly("vanish")  # no event: only a relist can notice
     source.compact()  # ends the open stream; resuming from any rv seen so far is too old
-    wait_for(lambda: informer.relists == 1 and len(recorder.snapshot()) >= 6)
-    later = recorder.snapshot()[3:]
+    wait_for(lambda: informer.relists == 1 and len(recorder.events) >= 6)
+    later = recorder.events[3:]
     # The live stream may have delivered the first two changes before the compaction;
     # whatever it missed, the relist's diff delivers, and the vanished object only it can.
     assert ("DELETED", "ns/vanish", "4", True) in later
@@ -307,8 +263,8 @@ def test_error_410_event_relists(stop: threading.Event) -> None:
     source.delete_quietly("a")
     source.emit({"type": "ERROR", "object": {"kind": "Status", "code": 410, "metadata": {}}})
     wait_for(lambda: informer.relists == 1)
-    wait_for(lambda: len(recorder.snapshot()) == 2)
-    assert recorder.snapshot()[1] == ("DELETED", "ns/a", "2", True)
+    wait_for(lambda: len(recorder.events) == 2)
+    assert recorder.events[1] == ("DELETED", "ns/a", "2", True)
 
 
 def test_handler_errors_do_not_stop_the_informer(stop: threading.Event) -> None:

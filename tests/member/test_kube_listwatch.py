@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -12,48 +11,9 @@ from member.informer import Informer
 from member.kube.listwatch import KubeListWatch, ServiceExportListWatch, ServiceListWatch
 from tests.kube.fixtures import KubeCluster, KubeClusterFactory
 from tests.kube.support import service, service_export, wait_for
+from tests.member.informer_support import Recorder
 
 DEADLINE = 30.0
-
-Seen = tuple[str, str, str | None, bool]  # (type, key, resourceVersion, from_relist)
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self._events: list[Seen] = []
-        self._lock = threading.Lock()
-
-    def __call__(
-        self,
-        event_type: str,
-        old: dict[str, Any] | None,
-        new: dict[str, Any] | None,
-        from_relist: bool,
-    ) -> None:
-        subject = new if new is not None else old
-        assert subject is not None
-        meta = subject["metadata"]
-        with self._lock:
-            self._events.append(
-                (
-                    event_type,
-                    f"{meta['namespace']}/{meta['name']}",
-                    meta["resourceVersion"],
-                    from_relist,
-                )
-            )
-
-    @property
-    def events(self) -> list[Seen]:
-        with self._lock:
-            return list(self._events)
-
-
-@pytest.fixture
-def stop() -> Iterator[threading.Event]:
-    event = threading.Event()
-    yield event
-    event.set()
 
 
 def start_informer(
