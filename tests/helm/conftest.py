@@ -73,6 +73,13 @@ def render_error(chart_dir: Path, values: dict[str, Any]) -> str:
     return str(caught.value)
 
 
+def assert_lint_clean(chart_dir: Path, values: dict[str, Any]) -> None:
+    """`helm lint --strict` finds no error and nothing at warning level or above."""
+    report = helm_python.lint(chart_dir, values, strict=True, namespace=NAMESPACE)
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
 def crds(chart_dir: Path) -> list[dict[str, Any]]:
     """The CRDs Helm installs from the chart's crds/ directory."""
     with helm_python.Chart.load(chart_dir) as chart:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import helm_python
 import pytest
 
 from tests.helm.conftest import (
@@ -19,6 +18,7 @@ from tests.helm.conftest import (
     REPO,
     Rendered,
     assert_hardened,
+    assert_lint_clean,
     container_named,
     crds,
     flag_values,
@@ -92,9 +92,7 @@ def test_every_container_is_hardened(scenario: tuple[str, Rendered]) -> None:
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_helm_lint_is_clean(name: str) -> None:
-    report = helm_python.lint(AGENT_CHART, SCENARIOS[name], strict=True, namespace=NAMESPACE)
-    assert report["errors"] == []
-    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+    assert_lint_clean(AGENT_CHART, SCENARIOS[name])
 
 
 def test_no_wildcard_and_nothing_cluster_admin(scenario: tuple[str, Rendered]) -> None:

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import helm_python
 import pytest
 
 from tests.helm.conftest import (
     HUB_CHART,
-    NAMESPACE,
     REPO,
     Rendered,
     args_of,
     assert_hardened,
+    assert_lint_clean,
     container_named,
     flag_values,
     install_doc_values,
@@ -87,9 +86,7 @@ def test_every_container_is_hardened(scenario: tuple[str, Rendered]) -> None:
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_helm_lint_is_clean(name: str) -> None:
-    report = helm_python.lint(HUB_CHART, SCENARIOS[name], strict=True, namespace=NAMESPACE)
-    assert report["errors"] == []
-    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+    assert_lint_clean(HUB_CHART, SCENARIOS[name])
 
 
 def test_probes_hit_health_endpoints_on_the_serve_port(scenario: tuple[str, Rendered]) -> None:
