@@ -153,7 +153,8 @@ class Store:
         return store
 
     async def close(self) -> None:
-        """Stop the feed reader and the listener, wake every waiter, close the pool."""
+        """Finish queued writes, stop the feed reader and the listener, close the pool."""
+        await self.exports.close()
         await self.feed.close()
         await self._ctx.notifier.close()
         await self._ctx.engine.dispose()

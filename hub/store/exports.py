@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import and_, func, select, tuple_, update
 
 from hub.store import codec, paging
+from hub.store.batch import ClusterNotRegistered, WriteBatcher
 from hub.store.context import StoreContext
 from hub.store.errors import Conflict, NotFound
 from hub.store.feed import ChangeRecord, allocate_revisions, insert_changes, read_current_revision
@@ -67,6 +68,11 @@ def _not_found(cluster_id: str, namespace: str, name: str) -> NotFound:
 class ExportStore:
     def __init__(self, ctx: StoreContext) -> None:
         self._ctx = ctx
+        self._batcher = WriteBatcher(ctx)
+
+    async def close(self) -> None:
+        """Let the single-export writes already queued commit."""
+        await self._batcher.close()
 
     def _state(self, last_heartbeat: Any) -> str:
         return codec.export_cluster_state(
@@ -78,21 +84,12 @@ class ExportStore:
 
         NotFound when the cluster is not registered. `metadata.annotations` of None keeps
         the stored annotations. An identical re-PUT writes nothing (`changed=False`).
+        Concurrent PUTs and DELETEs share a transaction (`batch.WriteBatcher`).
         """
         namespace, name = _key_of(cluster_id, export)
-        now = utcnow()
-        async with self._ctx.write() as conn:
-            cluster = await lock_cluster(conn, self._ctx, cluster_id)
-            outcome = await write_exports(
-                conn,
-                self._ctx,
-                [Mutation(cluster_id, namespace, name, export.spec, export.metadata.annotations)],
-                now=now,
-                cluster_states={cluster_id: self._state(cluster["last_heartbeat"])},
-            )
-        if outcome.newest_revision is not None:
-            self._ctx.notifier.committed(outcome.newest_revision)
-        (result,) = outcome.results
+        result = await self._batcher.write(
+            Mutation(cluster_id, namespace, name, export.spec, export.metadata.annotations)
+        )
         assert result.record is not None
         return PutResult(object=result.record, created=result.created, changed=result.changed)
 
@@ -114,21 +111,10 @@ class ExportStore:
 
     async def delete(self, cluster_id: str, namespace: str, name: str) -> InternalServiceExport:
         """Withdraw one export, re-judging its key; answers its last state. NotFound."""
-        async with self._ctx.write() as conn:
-            try:
-                cluster = await lock_cluster(conn, self._ctx, cluster_id)
-            except NotFound:
-                raise _not_found(cluster_id, namespace, name) from None
-            outcome = await write_exports(
-                conn,
-                self._ctx,
-                [Mutation(cluster_id, namespace, name, None)],
-                now=utcnow(),
-                cluster_states={cluster_id: self._state(cluster["last_heartbeat"])},
-            )
-        if outcome.newest_revision is not None:
-            self._ctx.notifier.committed(outcome.newest_revision)
-        (result,) = outcome.results
+        try:
+            result = await self._batcher.write(Mutation(cluster_id, namespace, name, None))
+        except ClusterNotRegistered:
+            raise _not_found(cluster_id, namespace, name) from None
         if not result.existed or result.record is None:
             raise _not_found(cluster_id, namespace, name)
         return result.record
@@ -344,7 +330,10 @@ class ExportStore:
     ) -> builtins.list[MutationResult]:
         async with self._ctx.write() as conn:
             await lock_cluster(conn, self._ctx, cluster_id)
-            outcome = await write_exports(conn, self._ctx, mutations, now=utcnow())
+            # The sync answers counts only: no model per record (answer_records=False).
+            outcome = await write_exports(
+                conn, self._ctx, mutations, now=utcnow(), answer_records=False
+            )
         if outcome.newest_revision is not None:
             self._ctx.notifier.committed(outcome.newest_revision)
         return outcome.results
