@@ -71,6 +71,7 @@ __all__ = [
     "format_timestamp",
     "judge",
     "precedence_key",
+    "sole_verdict",
 ]
 
 
@@ -298,6 +299,23 @@ def judge(exports: Sequence[InternalServiceExportSpec]) -> KeyJudgement:
         reasons=key_reasons,
         import_spec=import_spec,
         port_clusters=port_clusters,
+    )
+
+
+def sole_verdict(spec: InternalServiceExportSpec) -> ExportVerdict:
+    """`judge([spec]).verdicts[cluster]`: the verdict on a key's only export.
+
+    A lone export has nothing to disagree with, so its verdict is always "no conflicts",
+    and most keys of a sync have one export; the store takes this instead of the whole
+    judgement (merges, import models) for them. `tests/hub/test_conflicts_sole.py` holds
+    it equal to the general judge.
+    """
+    return ExportVerdict(
+        cluster_id=spec.service_reference.cluster_id,
+        conflict=False,
+        reasons=(),
+        message=_no_conflict_message((spec,)),  # raises as judge does on a naive timestamp
+        overridden_fields=(),
     )
 
 

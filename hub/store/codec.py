@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
+from pydantic import TypeAdapter
 
 from shared import constants
 from shared.models import (
@@ -67,9 +68,16 @@ SPEC_COLUMNS: tuple[str, ...] = (
 )
 
 
-def spec_columns(spec: InternalServiceExportSpec) -> dict[str, Any]:
-    """The `exports` columns that hold the spec: each decided property, ports, the whole."""
-    wire = to_wire(spec)
+def spec_columns(
+    spec: InternalServiceExportSpec, wire: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The `exports` columns that hold the spec: each decided property, ports, the whole.
+
+    `wire` is `to_wire(spec)` when the caller has it already (the writer keeps it for a
+    lone export's ServiceImport): dumping a spec costs as much as all six texts.
+    """
+    if wire is None:
+        wire = to_wire(spec)
     return {
         "export_creation_timestamp": spec.service_reference.export_creation_timestamp,
         "type": spec.type,
@@ -148,6 +156,56 @@ def export_to_text(export: InternalServiceExport) -> str:
     wire = to_wire(export)
     wire.get("status", {}).pop("clusterState", None)
     return canonical_json(wire)
+
+
+_TIMESTAMP: TypeAdapter[datetime] = TypeAdapter(datetime)
+
+
+def export_text(
+    *,
+    namespace: str,
+    name: str,
+    resource_version: int,
+    created_at: datetime,
+    annotations_text: str | None,
+    spec_text: str,
+    condition_text: str,
+) -> str:
+    """`export_to_text` of the export these stored texts make, without building it.
+
+    The same text byte for byte (`tests/hub/test_codec.py`): `spec_text` and
+    `condition_text` are canonical already, and canonical text nests verbatim inside a
+    canonical document (keys sorted at every depth), so they go in as orjson fragments
+    instead of being parsed into models and dumped again, once per changed record.
+    """
+    metadata = {
+        "name": name,
+        "namespace": namespace,
+        "resourceVersion": str(resource_version),
+        "creationTimestamp": _TIMESTAMP.dump_python(created_at, mode="json"),
+        "annotations": annotations_from_text(annotations_text),
+    }
+    try:
+        return orjson.dumps(
+            {
+                "apiVersion": constants.API_VERSION,
+                "kind": constants.KIND_EXPORT,
+                "metadata": metadata,
+                "spec": orjson.Fragment(spec_text),
+                "status": {"conditions": [orjson.Fragment(condition_text)]},
+            },
+            option=_ORJSON_CANONICAL,
+        ).decode()
+    except TypeError:  # what orjson refuses, the stdlib writes (see canonical_json)
+        return canonical_json(
+            {
+                "apiVersion": constants.API_VERSION,
+                "kind": constants.KIND_EXPORT,
+                "metadata": metadata,
+                "spec": json.loads(spec_text),
+                "status": {"conditions": [json.loads(condition_text)]},
+            }
+        )
 
 
 def export_from_text(text: str, *, cluster_state: str | None = None) -> InternalServiceExport:

@@ -71,7 +71,20 @@ class ChangeRecord:
     cluster_id: str
     namespace: str
     name: str
-    object: InternalServiceExport  # the record after the change (the last state for DELETED)
+    # The record after the change (the last state for DELETED); None when `text` is given.
+    object: InternalServiceExport | None
+    # `codec.export_to_text(object)` when the writer has it already (`codec.export_text`).
+    text: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.object is None and self.text is None:
+            raise ValueError("a change needs its object or its text")
+
+    def object_text(self) -> str:
+        if self.text is not None:
+            return self.text
+        assert self.object is not None  # __post_init__
+        return codec.export_to_text(self.object)
 
 
 def prune_step(history_limit: int) -> int:
@@ -128,7 +141,7 @@ async def insert_changes(
                 "namespace": rec.namespace,
                 "name": rec.name,
                 "type": rec.type,
-                "object": codec.export_to_text(rec.object),
+                "object": rec.object_text(),
             }
             for rev, rec in records
         ],

@@ -40,7 +40,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from hub.conflicts import KeyJudgement, judge
+from hub.conflicts import ExportVerdict, KeyJudgement, judge, sole_verdict
 from hub.store import codec
 from hub.store.context import StoreContext
 from hub.store.errors import NotFound
@@ -210,6 +210,61 @@ def _same_verdict(a: Condition | None, b: Condition) -> bool:
     return a is not None and (a.status, a.reason, a.message) == (b.status, b.reason, b.message)
 
 
+# The ServiceImport spec fields a lone export gives as they are (wire names); absent
+# ones are None and left out, as `to_wire` leaves them out.
+_SOLE_IMPORT_FIELDS = (
+    "ports",
+    "type",
+    "sessionAffinity",
+    "sessionAffinityConfig",
+    "internalTrafficPolicy",
+    "trafficDistribution",
+    "ipFamilies",
+)
+
+
+def sole_import_documents(spec_wire: Mapping[str, Any], cluster: str) -> tuple[str, str]:
+    """`import_documents(judge([spec]))` from the lone export's `to_wire(spec)`.
+
+    With one export the import is the export: its ports each backed by its cluster, its
+    decided values, its families, its labels and annotations. Building the documents from
+    the wire dict the writer has already dumped saves the judge's import models and two
+    model dumps per key; `tests/hub/test_conflicts_sole.py` holds the texts equal.
+    """
+    spec = {name: spec_wire[name] for name in _SOLE_IMPORT_FIELDS if name in spec_wire}
+    spec["labels"] = spec_wire["exportedLabels"]
+    spec["annotations"] = spec_wire["exportedAnnotations"]
+    status = {
+        "clusters": [{"cluster": cluster}],
+        "ports": [{**port, "clusters": [cluster]} for port in spec_wire["ports"]],
+        "conflicts": [],
+        "winningCluster": cluster,
+    }
+    return codec.canonical_json(spec), codec.canonical_json(status)
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """One key's judgement as the writer uses it: verdicts, reasons, import documents."""
+
+    specs: list[InternalServiceExportSpec]  # in precedence order, one per export row
+    verdicts: Mapping[str, ExportVerdict]
+    reasons: tuple[str, ...]
+    import_texts: tuple[str, str]  # canonical ServiceImport spec and status
+
+
+@dataclass(frozen=True)
+class _Change:
+    """A record that takes a revision: written, or re-judged into another verdict."""
+
+    rid: RecordId
+    type: str  # ADDED / MODIFIED / DELETED
+    row: RowMapping | None  # the row after the write; None for a deletion
+    spec: InternalServiceExportSpec | None
+    condition: Condition | None  # None for a deletion
+    reasons: str
+
+
 def import_documents(judgement: KeyJudgement) -> tuple[str, str]:
     """Canonical spec and status JSON of a key's ServiceImport (states filled at read time)."""
     status = ServiceImportStatus(
@@ -230,12 +285,15 @@ async def write_exports(
     *,
     now: datetime,
     cluster_states: Mapping[str, str] | None = None,
+    answer_records: bool = True,
 ) -> WriteOutcome:
     """Apply `mutations` (at most one per record) in the caller's transaction.
 
     Takes the key locks itself (step 1), so the caller only opens the transaction (and
     checks the cluster with `lock_cluster` first). A withdrawal of a record that does
-    not exist is answered with `existed=False` and writes nothing.
+    not exist is answered with `existed=False` and writes nothing. With
+    `answer_records=False` every `MutationResult.record` is None: a sync only counts its
+    results, and a model per record was a tenth of its time.
     """
     ids = [m.record_id for m in mutations]
     if len(set(ids)) != len(ids):
@@ -251,6 +309,8 @@ async def write_exports(
     deletes: list[dict[str, Any]] = []
     written: dict[RecordId, str] = {}  # record → change type
     parsed_specs: dict[RecordId, InternalServiceExportSpec] = {}
+    spec_wires: dict[RecordId, dict[str, Any]] = {}  # to_wire of each written spec
+    spec_texts: dict[RecordId, str] = {}  # its canonical text (the `spec` column)
     last_state: dict[RecordId, InternalServiceExport] = {}
     for m in mutations:
         row = current.get(m.record_id)
@@ -264,8 +324,11 @@ async def write_exports(
             written[m.record_id] = "DELETED"
             results.append(MutationResult(record=None, existed=True, changed=True))
             continue
-        columns = codec.spec_columns(m.spec)
+        wire = to_wire(m.spec)
+        columns = codec.spec_columns(m.spec, wire)
         parsed_specs[m.record_id] = m.spec
+        spec_wires[m.record_id] = wire
+        spec_texts[m.record_id] = columns["spec"]
         if row is None:
             annotations = dict(m.annotations or {})
             inserts.append(
@@ -292,13 +355,12 @@ async def write_exports(
         )
         if columns["spec"] == row["spec"] and annotations_text == row["annotations"]:
             # Idempotent re-PUT: nothing to write, no revision, no change row.
-            results.append(
-                MutationResult(
-                    record=codec.export_model(row, cluster_state=state, spec=m.spec),
-                    existed=True,
-                    changed=False,
-                )
+            record = (
+                codec.export_model(row, cluster_state=state, spec=m.spec)
+                if answer_records
+                else None
             )
+            results.append(MutationResult(record=record, existed=True, changed=False))
             continue
         spec_updates.append(
             {
@@ -347,7 +409,7 @@ async def write_exports(
         by_key: dict[Key, list[RowMapping]] = {}
         for row in rows:
             by_key.setdefault((row["namespace"], row["name"]), []).append(row)
-        judgements: dict[Key, tuple[list[InternalServiceExportSpec], KeyJudgement]] = {}
+        judgements: dict[Key, _Judged] = {}
         for key, group in by_key.items():
             specs = []
             for row in group:
@@ -355,12 +417,26 @@ async def write_exports(
                 spec = parsed_specs.get(rid) or codec.spec_from_text(row["spec"])
                 parsed_specs[rid] = spec
                 specs.append(spec)
-            judgements[key] = (specs, judge(specs))
-        conflicting = [key for key, (_, j) in judgements.items() if j.reasons]
+            if len(specs) == 1:
+                # A lone export (most keys of a sync): no conflict is possible and the
+                # import is the export itself, so the general judge is skipped.
+                (spec,) = specs
+                verdict = sole_verdict(spec)
+                cluster = verdict.cluster_id
+                wire = spec_wires.get((cluster, *key)) or to_wire(spec)
+                judgements[key] = _Judged(
+                    specs, {cluster: verdict}, (), sole_import_documents(wire, cluster)
+                )
+            else:
+                judgement = judge(specs)
+                judgements[key] = _Judged(
+                    specs, judgement.verdicts, judgement.reasons, import_documents(judgement)
+                )
+        conflicting = [key for key, j in judgements.items() if j.reasons]
         span.set_attribute("mcsync.export_count", len(rows))
         span.set_attribute("mcsync.conflicting_key_count", len(conflicting))
         if len(judgements) == 1:
-            ((_, only),) = judgements.values()
+            (only,) = judgements.values()
             span.set_attribute("mcsync.conflict", bool(only.reasons))
             span.set_attribute("mcsync.reasons", ",".join(only.reasons))
 
@@ -385,8 +461,7 @@ async def write_exports(
             ).mappings()
         }
 
-    # (record, change type, object after the change, (condition, conflict reasons) or None)
-    changed: list[tuple[RecordId, str, InternalServiceExport, tuple[Condition, str] | None]] = []
+    changed: list[_Change] = []
     import_upserts: list[dict[str, Any]] = []
     import_deletes: list[Key] = []
     for key in affected_keys:
@@ -394,24 +469,22 @@ async def write_exports(
         if not group:
             import_deletes.append(key)
             continue
-        specs, judgement = judgements[key]
-        for row, spec in zip(group, specs, strict=True):
+        judged = judgements[key]
+        for row, spec in zip(group, judged.specs, strict=True):
             rid = (row["cluster_id"], row["namespace"], row["name"])
             previous = codec.condition_from_text(row["condition"])
-            verdict = judgement.verdicts[rid[0]]
+            verdict = judged.verdicts[rid[0]]
             condition = verdict.condition(
-                key_reasons=judgement.reasons,
+                key_reasons=judged.reasons,
                 observed_generation=spec.service_reference.generation,
                 now=now,
                 previous=previous,
             )
             if rid in written or not _same_verdict(previous, condition):
                 change_type = written.get(rid, "MODIFIED")
-                reasons = ",".join(judgement.reasons) if verdict.conflict else ""
-                changed.append(
-                    (rid, change_type, _with_condition(row, spec, condition), (condition, reasons))
-                )
-        spec_text, status_text = import_documents(judgement)
+                reasons = ",".join(judged.reasons) if verdict.conflict else ""
+                changed.append(_Change(rid, change_type, row, spec, condition, reasons))
+        spec_text, status_text = judged.import_texts
         stored = stored_imports.get(key)
         if (
             stored is None
@@ -425,17 +498,17 @@ async def write_exports(
                     "name": key[1],
                     "spec": spec_text,
                     "status": status_text,
-                    "conflict": bool(judgement.reasons),
+                    "conflict": bool(judged.reasons),
                     "created_at": (stored["created_at"] if stored is not None else None) or now,
                 }
             )
     for rid, change_type in written.items():
         if change_type == "DELETED":
-            changed.append((rid, "DELETED", last_state[rid], None))
+            changed.append(_Change(rid, "DELETED", None, None, None, ""))
 
     # Written records first, in the caller's order, then the re-judged ones by key.
     order = {rid: i for i, rid in enumerate(ids)}
-    changed.sort(key=lambda c: (order.get(c[0], len(order)), c[0][1], c[0][2], c[0][0]))
+    changed.sort(key=lambda c: (order.get(c.rid, len(order)), c.rid[1], c.rid[2], c.rid[0]))
 
     # --- 5. LAST: revisions, stamps, history, notification ----------------------------------
     newest = await allocate_revisions(
@@ -445,24 +518,47 @@ async def write_exports(
     stamps: list[dict[str, Any]] = []
     history: list[tuple[int, ChangeRecord]] = []
     final: dict[RecordId, InternalServiceExport] = {}
-    for offset, (rid, change_type, obj, verdict_columns) in enumerate(changed):
+    for offset, change in enumerate(changed):
         rev = first + offset
-        obj.metadata.resource_version = str(rev)
-        if verdict_columns is not None:
-            condition, reasons = verdict_columns
+        rid = change.rid
+        if change.condition is None or change.row is None or change.spec is None:
+            # A withdrawal: its change row keeps the record's last state.
+            obj: InternalServiceExport | None = last_state[rid]
+            assert obj is not None
+            obj.metadata.resource_version = str(rev)
+            text = codec.export_to_text(obj)
+        else:
+            row, spec, condition = change.row, change.spec, change.condition
+            condition_text = codec.condition_to_text(condition)
             stamps.append(
                 {
                     "b_c": rid[0],
                     "b_ns": rid[1],
                     "b_n": rid[2],
-                    "v_condition": codec.condition_to_text(condition),
+                    "v_condition": condition_text,
                     "v_conflict": condition.status == "True",
-                    "v_reasons": reasons,
+                    "v_reasons": change.reasons,
                     "v_rv": rev,
                 }
             )
-        history.append((rev, ChangeRecord(change_type, rid[0], rid[1], rid[2], obj)))
-        final[rid] = obj
+            # The change row's text from the texts at hand: the same bytes as dumping
+            # the record's model (`codec.export_text`), without building it.
+            text = codec.export_text(
+                namespace=rid[1],
+                name=rid[2],
+                resource_version=rev,
+                created_at=row["created_at"],
+                annotations_text=row["annotations"],
+                spec_text=spec_texts.get(rid) or codec.spec_text(spec),
+                condition_text=condition_text,
+            )
+            obj = None
+            if answer_records:
+                obj = _with_condition(row, spec, condition)
+                obj.metadata.resource_version = str(rev)
+        history.append((rev, ChangeRecord(change.type, rid[0], rid[1], rid[2], obj, text=text)))
+        if obj is not None:
+            final[rid] = obj
     if stamps:
         await conn.execute(
             update(exports)
@@ -481,7 +577,7 @@ async def write_exports(
         await drop_empty_imports(conn, probe_keys)
 
     for m, result in zip(mutations, results, strict=True):
-        if result.changed:
+        if result.changed and answer_records:
             obj = final[m.record_id]
             state = (cluster_states or {}).get(m.cluster_id)
             if state is not None:
