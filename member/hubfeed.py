@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from member.hubclient import HubClient, HubGone, HubWatchStream
-from member.informer import Informer, ResourceExpired
+from member.informer import Informer, ItemTransform, ResourceExpired
 from shared.models import InternalServiceExport, WatchEvent, to_wire
 
 __all__ = ["HubExportListWatch", "HubView", "record_key"]
@@ -72,9 +72,16 @@ class HubExportListWatch:
     def __init__(self, hub: HubClient) -> None:
         self._hub = hub
 
-    def list(self) -> tuple[list[dict[str, Any]], str]:
+    def list(self, transform: ItemTransform | None = None) -> tuple[list[dict[str, Any]], str]:
         items, resource_version = self._hub.list_exports()
-        return [to_wire(item) for item in items], resource_version
+        # Each model is dropped as soon as it is copied, so the models and their (transformed)
+        # wire dicts are not both held in full.
+        items.reverse()
+        wire: list[dict[str, Any]] = []
+        while items:
+            record = to_wire(items.pop())
+            wire.append(transform(record) if transform is not None else record)
+        return wire, resource_version
 
     def watch(self, *, resource_version: str, timeout_seconds: int) -> _EventStream:
         try:

@@ -22,6 +22,13 @@ Rules (SPEC §2.3, §2.7):
 
 The handler runs on the informer's thread, after the cache is updated, so a lister read from
 the handler sees the new state. It must be quick (enqueue a key, not reconcile).
+
+Memory (client-go's `SetTransform`): a `transform` given to the informer is applied to every
+object before it is cached or delivered, so the cache holds only what its readers use. A list
+applies it page by page (the ListWatch calls it as each page arrives), so a paged list of
+10,000 objects never holds more than one page of them in full. On a relist, an object whose
+resourceVersion equals the cached one is not transformed again: the cached object is kept,
+so a relist holds one copy of the unchanged objects, not two.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ __all__ = [
     "EventHandler",
     "Informer",
     "InterruptibleStream",
+    "ItemTransform",
     "ListWatch",
     "ResourceExpired",
     "namespaced_key",
@@ -51,6 +59,10 @@ DELETED: old the object's last state (from the delete event, or the cache on a r
 None.
 """
 
+ItemTransform = Callable[[dict[str, Any]], dict[str, Any]]
+"""Answers the object to cache for a listed or watched one; pure (it may run twice on a list
+that restarts from page one) and idempotent."""
+
 _BACKOFF_INITIAL = 0.5
 _BACKOFF_MAX = 30.0
 
@@ -62,8 +74,12 @@ class ResourceExpired(Exception):
 class ListWatch(Protocol):
     """The source an informer reads: a full list, and a change stream from a resourceVersion."""
 
-    def list(self) -> tuple[list[dict[str, Any]], str]:
-        """All items (following paging) and the list's resourceVersion."""
+    def list(self, transform: ItemTransform | None = None) -> tuple[list[dict[str, Any]], str]:
+        """All items (following paging) and the list's resourceVersion.
+
+        With `transform`, each item is answered as `transform(item)`, applied as its page
+        arrives, so the raw items of a page can be freed before the next one is read.
+        """
         ...
 
     def watch(self, *, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
@@ -115,15 +131,20 @@ class Informer:
         watch_timeout_seconds: int = 300,
         key_func: Callable[[dict[str, Any]], str] = namespaced_key,
         on_list: Callable[[], None] | None = None,
+        transform: ItemTransform | None = None,
     ) -> None:
         """`on_list`, if given, is called (on the informer thread) after each list has been
-        delivered — the first and every relist — e.g. to start a full-state repair."""
+        delivered — the first and every relist — e.g. to start a full-state repair.
+
+        `transform`, if given, is what is cached (and delivered) of each object: see the
+        module doc. It must keep the metadata the key and resourceVersion are read from."""
         self.name = name
         self._list_watch = list_watch
         self._handler = handler
         self._watch_timeout = watch_timeout_seconds
         self._key = key_func
         self._on_list = on_list
+        self._transform = transform
         self._cache: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._synced = threading.Event()
@@ -222,13 +243,14 @@ class Informer:
                 logger.debug("%s: interrupting the watch failed", self.name, exc_info=True)
 
     def _list(self) -> None:
-        items, resource_version = self._list_watch.list()
+        items, resource_version = self._list_watch.list(transform=self._ingest)
         first = not self._synced.is_set()
         if not first:
             self.relists += 1
         fresh: dict[str, dict[str, Any]] = {}
         for item in items:
             fresh[self._key(item)] = item
+        del items  # `fresh` holds them now; one reference less to a 10,000-item list
         events: list[tuple[str, dict[str, Any] | None, dict[str, Any] | None]] = []
         with self._lock:
             old_cache = self._cache
@@ -260,6 +282,15 @@ class Informer:
                 self._on_list()
             except Exception:
                 logger.exception("%s: on_list failed", self.name)
+
+    def _ingest(self, item: dict[str, Any]) -> dict[str, Any]:
+        """What a listed item is cached as: the cached object when its resourceVersion did not
+        change (one copy of it during a relist, not two), else the item transformed."""
+        # Only this thread writes the cache; a read without the lock sees a whole dict.
+        cached = self._cache.get(self._key(item))
+        if cached is not None and _resource_version(cached) == _resource_version(item):
+            return cached
+        return self._transform(item) if self._transform is not None else item
 
     def _watch(self, stop: threading.Event) -> None:
         stream = self._list_watch.watch(
@@ -303,6 +334,8 @@ class Informer:
         if event_type not in ("ADDED", "MODIFIED", "DELETED"):
             logger.warning("%s: ignoring watch event of type %r", self.name, event_type)
             return
+        if self._transform is not None:
+            obj = self._transform(obj)
         key = self._key(obj)
         with self._lock:
             old = self._cache.get(key)

@@ -23,7 +23,7 @@ from typing import Any
 import urllib3
 from kubernetes import client as k8s
 
-from member.informer import ResourceExpired
+from member.informer import ItemTransform, ResourceExpired
 from member.kube.client import ApiException, request, request_json
 from shared.constants import MCS_GROUP, MCS_SERVICEEXPORT_KIND, MCS_SERVICEEXPORT_PLURAL
 
@@ -146,11 +146,15 @@ class KubeListWatch:
             query["fieldSelector"] = self._field_selector
         return query
 
-    def list(self) -> tuple[list[dict[str, Any]], str]:
-        """All objects, page by page, with the list's resourceVersion."""
+    def list(self, transform: ItemTransform | None = None) -> tuple[list[dict[str, Any]], str]:
+        """All objects, page by page, with the list's resourceVersion.
+
+        `transform` is applied to each item as its page arrives, so only one page of raw
+        objects is alive at a time (the informer's cache transform; see `member.informer`).
+        """
         while True:
             try:
-                return self._list_pages()
+                return self._list_pages(transform)
             except ApiException as exc:
                 # A `continue` token outlived the server's snapshot: start again from page one
                 # (mixing pages of two snapshots would be an inconsistent list).
@@ -158,7 +162,9 @@ class KubeListWatch:
                     raise
                 logger.info("%s: list continuation expired, listing again", self._path)
 
-    def _list_pages(self) -> tuple[builtins.list[dict[str, Any]], str]:
+    def _list_pages(
+        self, transform: ItemTransform | None
+    ) -> tuple[builtins.list[dict[str, Any]], str]:
         items: builtins.list[dict[str, Any]] = []
         continue_token = ""
         while True:
@@ -172,8 +178,10 @@ class KubeListWatch:
                 # both look alike (Events need them for involvedObject).
                 item.setdefault("apiVersion", self._api_version)
                 item.setdefault("kind", self._kind)
-                items.append(item)
+                items.append(transform(item) if transform is not None else item)
             metadata = page.get("metadata") or {}
+            # Free the raw page before the next one is read, not when `page` is rebound.
+            del page
             continue_token = metadata.get("continue") or ""
             if not continue_token:
                 return items, str(metadata.get("resourceVersion") or "")

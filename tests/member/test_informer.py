@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from member.informer import Informer, ResourceExpired, namespaced_key
+from member.informer import Informer, ItemTransform, ResourceExpired, namespaced_key
 from tests.member.informer_support import Recorder
 
 DEADLINE = 30.0
@@ -99,10 +99,11 @@ class MemoryListWatch:
             self._generation += 1
             self._cond.notify_all()
 
-    def list(self) -> tuple[list[dict[str, Any]], str]:
+    def list(self, transform: ItemTransform | None = None) -> tuple[list[dict[str, Any]], str]:
         with self._cond:
             self.list_calls += 1
-            return list(self._objects.values()), str(self._rv)
+            items = list(self._objects.values())
+            return [transform(i) for i in items] if transform else items, str(self._rv)
 
     def watch(self, *, resource_version: str, timeout_seconds: int) -> Iterator[dict[str, Any]]:
         with self._cond:
@@ -293,11 +294,11 @@ def test_list_failures_are_retried(stop: threading.Event) -> None:
             super().__init__()
             self.failures = 1
 
-        def list(self) -> tuple[list[dict[str, Any]], str]:
+        def list(self, transform: ItemTransform | None = None) -> tuple[list[dict[str, Any]], str]:
             if self.failures:
                 self.failures -= 1
                 raise ConnectionError("refused")
-            return super().list()
+            return super().list(transform)
 
     source = Flaky()
     source.put("a")
@@ -315,3 +316,61 @@ def test_stop_ends_run(stop: threading.Event) -> None:
     source.break_watches()  # a plain generator stream cannot be interrupted; end it
     thread.join(DEADLINE)
     assert not thread.is_alive()
+
+
+class CountingTransform:
+    """Drops `data` (what a transform prunes) and counts the objects it was given."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def __call__(self, item: dict[str, Any]) -> dict[str, Any]:
+        self.seen.append(namespaced_key(item))
+        return {"metadata": item["metadata"]}
+
+
+def test_transform_applies_to_listed_and_watched_objects(stop: threading.Event) -> None:
+    source = MemoryListWatch()
+    source.put("listed", data="x" * 1000)
+    transform = CountingTransform()
+    received: list[dict[str, Any] | None] = []
+    informer = Informer(
+        name="mem",
+        list_watch=source,
+        handler=lambda _type, _old, new, _relist: received.append(new),
+        transform=transform,
+    )
+    informer.start(stop)
+    assert informer.wait_for_sync(DEADLINE)
+    source.put("watched", data="y" * 1000)
+    wait_for(lambda: informer.get("ns/watched") is not None)
+    for key in ("ns/listed", "ns/watched"):
+        cached = informer.get(key)
+        assert cached is not None and "data" not in cached
+    # The handler is given what the cache holds, not the raw object.
+    assert all(new is not None and "data" not in new for new in received)
+    assert transform.seen == ["ns/listed", "ns/watched"]
+
+
+def test_relist_keeps_unchanged_cached_objects_without_transforming_them(
+    stop: threading.Event,
+) -> None:
+    source = MemoryListWatch()
+    source.put("same")
+    source.put("change")
+    source.put("gone")
+    transform = CountingTransform()
+    informer = Informer(name="mem", list_watch=source, handler=Recorder(), transform=transform)
+    informer.start(stop)
+    assert informer.wait_for_sync(DEADLINE)
+    before = informer.get("ns/same")
+    source.put("change", data="new")
+    source.delete_quietly("gone")  # leaves the informer's resourceVersion behind the history
+    source.compact()
+    wait_for(lambda: informer.relists == 1 and informer.get("ns/gone") is None)
+    # "change" was transformed once more, by the watch or by the relist (not by both).
+    assert transform.seen.count("ns/change") == 2
+    # The unchanged object is the very one cached before: during the relist there was one
+    # copy of it, not the old and a freshly decoded one.
+    assert informer.get("ns/same") is before
+    assert transform.seen.count("ns/same") == 1
