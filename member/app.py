@@ -338,6 +338,7 @@ class Agent:
         if obj is None:
             return
         key = record_key(obj)
+        self.hub_view.settle(key)  # the feed may have caught up with one of our writes
         if self._in_scope(key):
             self.queue.add(key, bulk=from_relist)
 

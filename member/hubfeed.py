@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from member.hubclient import HubClient, HubGone, HubWatchStream
 from member.informer import Informer, ItemTransform, ResourceExpired
+from member.transform import transform_hub_record
 from shared.models import InternalServiceExport, WatchEvent, to_wire
 
 __all__ = ["HubExportListWatch", "HubView", "record_key"]
@@ -100,6 +101,13 @@ def _revision(record: InternalServiceExport | None) -> int:
         return 0
 
 
+def _raw_revision(obj: dict[str, Any] | None) -> int:
+    try:
+        return int(((obj or {}).get("metadata") or {}).get("resourceVersion") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 def _feed_position(informer: Informer) -> int:
     try:
         return int(informer.resource_version or 0)
@@ -108,56 +116,81 @@ def _feed_position(informer: Informer) -> int:
 
 
 class HubView:
-    """The newest known hub record per key: the feed's cache, or our own write's answer."""
+    """The newest known hub record per key: the feed's cache, or our own write's answer.
+
+    Our writes' answers are held as the feed's cache holds records (`transform_hub_record`,
+    a wire dict) and only while the feed lags behind them: `settle()`, called for each feed
+    event, drops them as soon as the feed has caught up. Holding them as models until the
+    key's next reconcile kept one ~8 KB model per key after a startup repair.
+    """
 
     def __init__(self, informer: Informer) -> None:
         self._informer = informer
         self._lock = threading.Lock()
-        # key -> (revision, record or None for "we deleted it at this revision or later")
-        self._written: dict[str, tuple[int, InternalServiceExport | None]] = {}
+        # key -> (revision, compact record or None for "we deleted it at this revision or later")
+        self._written: dict[str, tuple[int, dict[str, Any] | None]] = {}
 
     def get(self, key: str) -> InternalServiceExport | None:
-        cached = self._cached(key)
+        self.settle(key)
         with self._lock:
             written = self._written.get(key)
-            if written is None:
-                return cached
-            revision, record = written
-            if record is not None:
-                if cached is not None and _revision(cached) >= revision:
-                    # The feed caught up with our write: it is the truth again.
-                    del self._written[key]
-                    return cached
-                return record
-            # A tombstone: we withdrew the record at `revision`. A cached record at or
-            # before it is one the feed has not yet seen deleted.
-            if cached is not None and _revision(cached) > revision:
-                del self._written[key]
-                return cached
-            if cached is None and _feed_position(self._informer) >= revision:
-                del self._written[key]  # the feed has passed our delete: nothing to correct
-            return None
+        if written is None:
+            return self._cached(key)
+        record = written[1]
+        return self._parse(key, record) if record is not None else None
 
     def remember(self, record: InternalServiceExport) -> None:
         """Our write's answer: newer than the feed until the feed shows a later revision."""
         key = f"{record.spec.service_reference.namespace}/{record.spec.service_reference.name}"
+        revision = _revision(record)
+        cached = self._informer.get(key)
+        if cached is not None and _raw_revision(cached) >= revision:
+            return  # the feed already has it (e.g. a duration check that changed nothing)
+        compact = transform_hub_record(to_wire(record))
         with self._lock:
-            self._written[key] = (_revision(record), record)
+            self._written[key] = (revision, compact)
 
     def forget(self, key: str, last: InternalServiceExport | None) -> None:
         """We withdrew `key`; `last` is the hub's last state (None: it was already gone)."""
-        cached = self._cached(key)
-        revision = max(_revision(last), _revision(cached))
+        revision = max(_revision(last), _raw_revision(self._informer.get(key)))
         with self._lock:
             self._written[key] = (revision, None)
+
+    def settle(self, key: str) -> None:
+        """Drop our write's answer for `key` once the feed has caught up with it."""
+        raw = self._informer.get(key)
+        with self._lock:
+            written = self._written.get(key)
+            if written is None:
+                return
+            revision, record = written
+            if record is not None:
+                # The feed caught up with our write: it is the truth again.
+                caught_up = raw is not None and _raw_revision(raw) >= revision
+            elif raw is not None:
+                # A tombstone: we withdrew the record at `revision`. A cached record at or
+                # before it is one the feed has not yet seen deleted.
+                caught_up = _raw_revision(raw) > revision
+            else:
+                # The feed has passed our delete: nothing to correct.
+                caught_up = _feed_position(self._informer) >= revision
+            if caught_up:
+                del self._written[key]
 
     def keys(self) -> set[str]:
         return set(self._informer.keys())
 
+    def pending(self) -> int:
+        """How many of our writes' answers the feed has not caught up with yet."""
+        with self._lock:
+            return len(self._written)
+
     def _cached(self, key: str) -> InternalServiceExport | None:
         raw = self._informer.get(key)
-        if raw is None:
-            return None
+        return self._parse(key, raw) if raw is not None else None
+
+    @staticmethod
+    def _parse(key: str, raw: dict[str, Any]) -> InternalServiceExport | None:
         try:
             return InternalServiceExport.model_validate(raw)
         except ValidationError as exc:
