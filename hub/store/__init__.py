@@ -155,6 +155,7 @@ class Store:
     async def close(self) -> None:
         """Finish queued writes, stop the feed reader and the listener, close the pool."""
         await self.exports.close()
+        await self.clusters.close()
         await self.feed.close()
         await self._ctx.notifier.close()
         await self._ctx.engine.dispose()

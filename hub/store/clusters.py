@@ -26,6 +26,7 @@ from hub.store import codec
 from hub.store.context import StoreContext
 from hub.store.errors import AlreadyExists, NotFound
 from hub.store.tables import clusters, exports
+from hub.store.tokens import TokenLookup
 from hub.store.writer import Mutation, write_exports
 from shared.models import MemberCluster, MemberClusterMeta, MemberClusterStatus
 from shared.timefmt import utcnow
@@ -55,6 +56,7 @@ def _counts_subquery() -> Any:
 class ClusterStore:
     def __init__(self, ctx: StoreContext) -> None:
         self._ctx = ctx
+        self._tokens = TokenLookup(ctx)
 
     def _model(self, row: Mapping[Any, Any]) -> MemberCluster:
         return MemberCluster(
@@ -136,19 +138,16 @@ class ClusterStore:
         return await self.get(name)
 
     async def authenticate(self, token: str) -> str | None:
-        """The cluster whose member token this is, or None."""
+        """The cluster whose member token this is, or None.
+
+        Concurrent lookups share one query (`tokens.TokenLookup`); none is cached.
+        """
         if not token:
             return None
-        async with self._ctx.read() as conn:
-            row = (
-                await conn.execute(
-                    select(clusters.c.name).where(
-                        clusters.c.token_hash == token_hash(token),
-                        clusters.c.deleting.is_(False),
-                    )
-                )
-            ).first()
-        return None if row is None else str(row[0])
+        return await self._tokens.cluster_of(token_hash(token))
+
+    async def close(self) -> None:
+        await self._tokens.close()
 
     async def delete(self, name: str) -> MemberCluster:
         """Deregister a cluster, withdrawing all its exports (re-judging their keys).
