@@ -16,6 +16,10 @@ Two stopwatches:
 * the agents' own `mcsync_service_export_duration_milliseconds` histogram, summed over
   all agents; its quantiles are bucket upper bounds (the histogram cannot say more).
 
+The outside stopwatch is also split into phases (`ConditionStopwatch.phases`): create → the
+agent's reconcile starts (its exportedSince stamp), → its metadata patch is stored, → the
+Conflict condition is stored.
+
 Then every agent is stopped and all are started at once: the time until every agent is
 ready again and has worked through its startup repair (queue empty, at least one
 reconcile per key) is the restart convergence time.
@@ -118,6 +122,7 @@ def run(args: Any) -> dict[str, Any]:
             )
             filled = time.perf_counter() - started
             outside = percentiles(stopwatch.durations())
+            phases = {name: percentiles(v) for name, v in stopwatch.phases().items()}
             buckets = merged_histogram(agents)
             agent_rss = [rss_bytes(a.pid) for a in agents]
             hub_rss = rss_bytes(hub.pid)
@@ -150,6 +155,7 @@ def run(args: Any) -> dict[str, Any]:
         "create_seconds": round(creating, 1),
         "all_verdicts_written_seconds": round(filled, 1),
         "outside_stopwatch": outside,
+        "outside_phases": phases,
         "agent_histogram": {
             "buckets_ms_cumulative": {str(k): v for k, v in buckets.items()},
             "p50_ms_upper_bound": histogram_quantile(buckets, 0.50),

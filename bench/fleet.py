@@ -24,7 +24,9 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.support import REPO_ROOT, child_env, free_port, stop_process
+from shared.constants import ANNOTATION_EXPORTED_SINCE, FINALIZER_SERVICEEXPORT_CLEANUP
 from shared.metrics import EXPORT_DURATION_METRIC
+from shared.timefmt import parse_rfc3339
 from tests.kube.emulator import EmulatorServer, EmulatorState
 from tests.kube.emulator.kubeconfig import write_kubeconfig
 
@@ -57,13 +59,38 @@ def has_conflict_condition(obj: dict[str, Any]) -> bool:
     return any(c.get("type") == "Conflict" for c in conditions)
 
 
+def _stamp_epoch(obj: dict[str, Any]) -> float | None:
+    """The exportedSince annotation as epoch seconds: when the agent's reconcile stamped it."""
+    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_EXPORTED_SINCE)
+    if not text:
+        return None
+    try:
+        return parse_rfc3339(str(text)).timestamp()
+    except ValueError:
+        return None
+
+
+def _has_finalizer(obj: dict[str, Any]) -> bool:
+    return FINALIZER_SERVICEEXPORT_CLEANUP in ((obj.get("metadata") or {}).get("finalizers") or [])
+
+
 class ConditionStopwatch:
-    """When each ServiceExport was created, and when its Conflict condition was first stored."""
+    """When each ServiceExport was created, and when its Conflict condition was first stored.
+
+    Also where the time between went, from the same store commits (wall clock, so that the
+    agent's exportedSince stamp can be placed on the same line): `phases()`.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.created: dict[tuple[str, str, str], float] = {}
         self.written: dict[tuple[str, str, str], float] = {}
+        # Wall-clock moments per export: created, stamped by the agent (its reconcile
+        # started), metadata patch stored, Conflict condition stored.
+        self._created_wall: dict[tuple[str, str, str], float] = {}
+        self._stamped_wall: dict[tuple[str, str, str], float] = {}
+        self._patched_wall: dict[tuple[str, str, str], float] = {}
+        self._written_wall: dict[tuple[str, str, str], float] = {}
 
     def attach(self, cluster: str, state: EmulatorState) -> None:
         store = state.store
@@ -71,12 +98,20 @@ class ConditionStopwatch:
 
         def commit(event_type: str, key: Any, obj: Any, old: Any) -> Any:
             stored = original(event_type, key, obj, old)
-            if EXPORTS in key[0] and event_type == "MODIFIED" and has_conflict_condition(obj):
-                now = time.perf_counter()
+            if EXPORTS in key[0] and event_type == "MODIFIED":
+                now, wall = time.perf_counter(), time.time()
                 record = (cluster, key[1], key[2])
+                conflict = has_conflict_condition(obj)
                 with self._lock:
-                    if record in self.created and record not in self.written:
+                    if record in self.created and record not in self._patched_wall:
+                        if _has_finalizer(obj):
+                            self._patched_wall[record] = wall
+                            stamp = _stamp_epoch(obj)
+                            if stamp is not None:
+                                self._stamped_wall[record] = stamp
+                    if conflict and record in self.created and record not in self.written:
                         self.written[record] = now
+                        self._written_wall[record] = wall
             return stored
 
         store.commit = commit  # type: ignore[method-assign]
@@ -84,10 +119,37 @@ class ConditionStopwatch:
     def mark_created(self, cluster: str, namespace: str, name: str) -> None:
         with self._lock:
             self.created[cluster, namespace, name] = time.perf_counter()
+            self._created_wall[cluster, namespace, name] = time.time()
 
     def durations(self) -> list[float]:
         with self._lock:
             return [self.written[k] - t for k, t in self.created.items() if k in self.written]
+
+    def phases(self) -> dict[str, list[float]]:
+        """Seconds spent in each step, per export that completed all of them:
+
+        * `created_to_reconcile` — create → the agent's exportedSince stamp (watch event,
+          queue, start of the reconcile; the stamp has millisecond precision);
+        * `reconcile_to_patched` — stamp → finalizer/exportedSince patch stored;
+        * `patched_to_conflict` — that patch → Conflict condition stored (the hub PUT and
+          the status write, or waiting for a later reconcile when the first had no verdict).
+        """
+        out: dict[str, list[float]] = {
+            "created_to_reconcile": [],
+            "reconcile_to_patched": [],
+            "patched_to_conflict": [],
+        }
+        with self._lock:
+            for record, created in self._created_wall.items():
+                stamped = self._stamped_wall.get(record)
+                patched = self._patched_wall.get(record)
+                written = self._written_wall.get(record)
+                if stamped is None or patched is None or written is None:
+                    continue
+                out["created_to_reconcile"].append(max(0.0, stamped - created))
+                out["reconcile_to_patched"].append(max(0.0, patched - stamped))
+                out["patched_to_conflict"].append(max(0.0, written - patched))
+        return out
 
     def pending(self) -> int:
         with self._lock:
