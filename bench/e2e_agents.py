@@ -39,6 +39,7 @@ from bench.fleet import (
     Agent,
     Cluster,
     ConditionStopwatch,
+    fleet_work,
     histogram_quantile,
     merged_histogram,
     service_body,
@@ -124,6 +125,7 @@ def run(args: Any) -> dict[str, Any]:
             outside = percentiles(stopwatch.durations())
             phases = {name: percentiles(v) for name, v in stopwatch.phases().items()}
             buckets = merged_histogram(agents)
+            work = fleet_work(clusters, agents)
             agent_rss = [rss_bytes(a.pid) for a in agents]
             hub_rss = rss_bytes(hub.pid)
 
@@ -156,6 +158,7 @@ def run(args: Any) -> dict[str, Any]:
         "all_verdicts_written_seconds": round(filled, 1),
         "outside_stopwatch": outside,
         "outside_phases": phases,
+        "fleet_work_until_filled": work,
         "agent_histogram": {
             "buckets_ms_cumulative": {str(k): v for k, v in buckets.items()},
             "p50_ms_upper_bound": histogram_quantile(buckets, 0.50),

@@ -281,6 +281,33 @@ class Agent:
         return (done or 0) >= reconciles and depth == 0
 
 
+def fleet_work(clusters: list[Cluster], agents: list[Agent]) -> dict[str, dict[str, float]]:
+    """What the fleet did, summed: kube API requests by "verb resource" (from the emulators),
+    agent reconciles by outcome, hub requests by "method route code", queue retries."""
+    kube: dict[str, float] = {}
+    for cluster in clusters:
+        for (verb, resource), n in cluster.state.request_counts().items():
+            if verb in ("watch", "list"):
+                continue
+            name = f"{verb} {resource}"
+            kube[name] = kube.get(name, 0) + n
+    reconciles: dict[str, float] = {}
+    hub: dict[str, float] = {}
+    queue: dict[str, float] = {}
+    for agent in agents:
+        for name, labels, value in agent.samples():
+            if name == "mcsync_agent_reconciles_total":
+                outcome = labels.get("outcome", "?")
+                reconciles[outcome] = reconciles.get(outcome, 0) + value
+            elif name == "mcsync_agent_hub_request_duration_seconds_count":
+                route = labels.get("route", "?").rpartition("{cluster}/")[2]
+                label = f"{labels.get('method')} {route} {labels.get('code')}"
+                hub[label] = hub.get(label, 0) + value
+            elif name in ("workqueue_retries_total", "workqueue_adds_total"):
+                queue[name] = queue.get(name, 0) + value
+    return {"kube_requests": kube, "reconciles": reconciles, "hub_requests": hub, "queue": queue}
+
+
 def wait_until(condition: Any, *, what: str, timeout: float, interval: float = 0.2) -> float:
     """Poll `condition` until truthy; answers the seconds it took. TimeoutError names `what`."""
     started = time.perf_counter()
