@@ -46,21 +46,24 @@ def context_of(app: Starlette) -> HubContext:
     return ctx
 
 
-def get_context(request: Request) -> HubContext:
+async def get_context(request: Request) -> HubContext:
     return context_of(request.app)
 
 
-def get_settings(ctx: Annotated[HubContext, Depends(get_context)]) -> HubSettings:
+async def get_settings(ctx: Annotated[HubContext, Depends(get_context)]) -> HubSettings:
     return ctx.settings
 
 
-def get_store(ctx: Annotated[HubContext, Depends(get_context)]) -> Store:
+async def get_store(ctx: Annotated[HubContext, Depends(get_context)]) -> Store:
     if ctx.store is None:
         # Only between process start and the end of the lifespan's startup.
         raise DatabaseUnavailable("the hub is starting: its database is not open yet")
     return ctx.store
 
 
+# The dependencies are `async def` although they never await: FastAPI runs a plain `def`
+# dependency in its thread pool, a thread hop per dependency per request, which the PUT
+# benchmark's profile showed as a sixth of the hub's samples.
 ContextDep = Annotated[HubContext, Depends(get_context)]
 SettingsDep = Annotated[HubSettings, Depends(get_settings)]
 StoreDep = Annotated[Store, Depends(get_store)]

@@ -59,7 +59,7 @@ class ListOptions:
     continue_token: str | None
 
 
-def list_options(
+async def list_options(
     namespace: Annotated[
         str | None,
         Query(max_length=63, pattern=DNS1123_LABEL_RE.pattern, description="only this namespace"),
@@ -97,7 +97,7 @@ class WatchOptions:
 MAX_REVISION = 2**63 - 1  # revisions are BIGINT on PostgreSQL, a 64-bit INTEGER on SQLite
 
 
-def watch_options(
+async def watch_options(
     watch: Annotated[
         bool, Query(description="stream changes as newline-delimited JSON (SPEC §4.3)")
     ] = False,
