@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from sqlalchemy import Text, cast, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from hub.store import codec
+from hub.store import codec, unnest
 from hub.store.context import StoreContext
 from hub.store.errors import Gone
 from hub.store.fanout import FeedFanout, Subscription
@@ -132,20 +132,33 @@ async def insert_changes(
     """Keep each (revision, change) in the history the watch replays."""
     if not records:
         return
-    await conn.execute(
-        changes.insert(),
-        [
-            {
-                "revision": rev,
-                "cluster_id": rec.cluster_id,
-                "namespace": rec.namespace,
-                "name": rec.name,
-                "type": rec.type,
-                "object": rec.object_text(),
-            }
-            for rev, rec in records
-        ],
-    )
+    rows = [
+        {
+            "revision": rev,
+            "cluster_id": rec.cluster_id,
+            "namespace": rec.namespace,
+            "name": rec.name,
+            "type": rec.type,
+            "object": rec.object_text(),
+        }
+        for rev, rec in records
+    ]
+    if conn.dialect.name == "postgresql":
+        # One execution for the whole batch, not one per change row (`hub.store.unnest`).
+        await unnest.execute(conn, _INSERT_CHANGES, _CHANGE_COLUMNS, rows)
+    else:
+        await conn.execute(changes.insert(), rows)
+
+
+_CHANGE_COLUMNS: unnest.Columns = (
+    ("revision", "BIGINT"),
+    ("cluster_id", "TEXT"),
+    ("namespace", "TEXT"),
+    ("name", "TEXT"),
+    ("type", "TEXT"),
+    ("object", "TEXT"),
+)
+_INSERT_CHANGES = unnest.insert_statement("changes", _CHANGE_COLUMNS, ())
 
 
 async def read_current_revision(conn: AsyncConnection) -> int:

@@ -41,7 +41,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.conflicts import ExportVerdict, KeyJudgement, judge, sole_verdict
-from hub.store import codec
+from hub.store import codec, unnest
 from hub.store.context import StoreContext
 from hub.store.errors import NotFound
 from hub.store.feed import ChangeRecord, allocate_revisions, insert_changes
@@ -364,11 +364,11 @@ async def write_exports(
             continue
         spec_updates.append(
             {
-                "b_c": m.cluster_id,
-                "b_ns": m.namespace,
-                "b_n": m.name,
-                **{f"v_{k}": v for k, v in columns.items()},
-                "v_annotations": annotations_text,
+                "cluster_id": m.cluster_id,
+                "namespace": m.namespace,
+                "name": m.name,
+                **columns,
+                "annotations": annotations_text,
             }
         )
         written[m.record_id] = "MODIFIED"
@@ -390,15 +390,35 @@ async def write_exports(
     )
     if deletes:
         await conn.execute(delete(exports).where(record_filter), deletes)
-    if inserts:
+    if inserts and ctx.postgres:
+        await unnest.execute(
+            conn,
+            _INSERT_EXPORTS,
+            _RECORD_COLUMNS,
+            [_utc_ect(row) for row in inserts],
+            now=unnest.utc(now),
+        )
+    elif inserts:
         await conn.execute(exports.insert(), inserts)
-    if spec_updates:
+    if spec_updates and ctx.postgres:
+        await unnest.execute(
+            conn, _UPDATE_SPECS, _RECORD_COLUMNS, [_utc_ect(row) for row in spec_updates]
+        )
+    elif spec_updates:
         value_names = [*codec.SPEC_COLUMNS, "annotations"]
         await conn.execute(
             update(exports)
             .where(record_filter)
             .values({name: bindparam(f"v_{name}") for name in value_names}),
-            spec_updates,
+            [
+                {
+                    "b_c": u["cluster_id"],
+                    "b_ns": u["namespace"],
+                    "b_n": u["name"],
+                    **{f"v_{name}": u[name] for name in value_names},
+                }
+                for u in spec_updates
+            ],
         )
 
     # --- 3. judge each affected key over its exports in precedence order --------------------
@@ -532,13 +552,13 @@ async def write_exports(
             condition_text = codec.condition_to_text(condition)
             stamps.append(
                 {
-                    "b_c": rid[0],
-                    "b_ns": rid[1],
-                    "b_n": rid[2],
-                    "v_condition": condition_text,
-                    "v_conflict": condition.status == "True",
-                    "v_reasons": change.reasons,
-                    "v_rv": rev,
+                    "cluster_id": rid[0],
+                    "namespace": rid[1],
+                    "name": rid[2],
+                    "condition": condition_text,
+                    "conflict": condition.status == "True",
+                    "conflict_reasons": change.reasons,
+                    "resource_version": rev,
                 }
             )
             # The change row's text from the texts at hand: the same bytes as dumping
@@ -559,7 +579,9 @@ async def write_exports(
         history.append((rev, ChangeRecord(change.type, rid[0], rid[1], rid[2], obj, text=text)))
         if obj is not None:
             final[rid] = obj
-    if stamps:
+    if stamps and ctx.postgres:
+        await unnest.execute(conn, _UPDATE_VERDICTS, _VERDICT_COLUMNS, stamps)
+    elif stamps:
         await conn.execute(
             update(exports)
             .where(record_filter)
@@ -569,7 +591,18 @@ async def write_exports(
                 conflict_reasons=bindparam("v_reasons"),
                 resource_version=bindparam("v_rv"),
             ),
-            stamps,
+            [
+                {
+                    "b_c": s["cluster_id"],
+                    "b_ns": s["namespace"],
+                    "b_n": s["name"],
+                    "v_condition": s["condition"],
+                    "v_conflict": s["conflict"],
+                    "v_reasons": s["conflict_reasons"],
+                    "v_rv": s["resource_version"],
+                }
+                for s in stamps
+            ],
         )
     await insert_changes(conn, history)
     await _write_imports(conn, ctx, import_upserts, import_deletes, revision=newest)
@@ -590,6 +623,56 @@ async def write_exports(
         changed_records=len(changed),
         imports_changed=[(u["namespace"], u["name"]) for u in import_upserts] + import_deletes,
     )
+
+
+# PostgreSQL statements over one array per column (`hub.store.unnest`): one execution per
+# batch instead of one per record. Key columns first, as `unnest.update_statement` wants.
+_KEY_COLUMNS: unnest.Columns = (("cluster_id", "TEXT"), ("namespace", "TEXT"), ("name", "TEXT"))
+_RECORD_COLUMNS: unnest.Columns = (
+    *_KEY_COLUMNS,
+    ("export_creation_timestamp", "TIMESTAMPTZ"),
+    *((name, "TEXT") for name in codec.SPEC_COLUMNS if name != "export_creation_timestamp"),
+    ("annotations", "TEXT"),
+)
+_INSERT_EXPORTS = unnest.insert_statement(
+    "exports",
+    _RECORD_COLUMNS,
+    (
+        ("condition", "NULL"),
+        ("conflict", "FALSE"),
+        ("conflict_reasons", "''"),
+        ("resource_version", "0"),  # stamped in step 5
+        ("created_at", "CAST(:now AS TIMESTAMPTZ)"),
+    ),
+)
+_UPDATE_SPECS = unnest.update_statement(
+    "exports", ("cluster_id", "namespace", "name"), _RECORD_COLUMNS
+)
+_VERDICT_COLUMNS: unnest.Columns = (
+    *_KEY_COLUMNS,
+    ("condition", "TEXT"),
+    ("conflict", "BOOLEAN"),
+    ("conflict_reasons", "TEXT"),
+    ("resource_version", "BIGINT"),
+)
+_UPDATE_VERDICTS = unnest.update_statement(
+    "exports", ("cluster_id", "namespace", "name"), _VERDICT_COLUMNS
+)
+_IMPORT_COLUMNS: unnest.Columns = (
+    ("namespace", "TEXT"),
+    ("name", "TEXT"),
+    ("spec", "TEXT"),
+    ("status", "TEXT"),
+    ("conflict", "BOOLEAN"),
+    ("resource_version", "BIGINT"),
+    ("created_at", "TIMESTAMPTZ"),
+)
+_UPDATE_IMPORTS = unnest.update_statement("service_imports", ("namespace", "name"), _IMPORT_COLUMNS)
+
+
+def _utc_ect(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with its export creation timestamp in UTC, as `UTCDateTime` would bind it."""
+    return {**row, "export_creation_timestamp": unnest.utc(row["export_creation_timestamp"])}
 
 
 def _with_condition(
@@ -623,33 +706,11 @@ async def _write_imports(
     rows = [{**u, "resource_version": revision} for u in upserts]
     if ctx.postgres:
         # The lock row of every key exists (step 1): a plain UPDATE is enough.
-        await conn.execute(
-            update(service_imports)
-            .where(
-                and_(
-                    service_imports.c.namespace == bindparam("b_ns"),
-                    service_imports.c.name == bindparam("b_n"),
-                )
-            )
-            .values(
-                spec=bindparam("v_spec"),
-                status=bindparam("v_status"),
-                conflict=bindparam("v_conflict"),
-                resource_version=bindparam("v_rv"),
-                created_at=bindparam("v_created"),
-            ),
-            [
-                {
-                    "b_ns": r["namespace"],
-                    "b_n": r["name"],
-                    "v_spec": r["spec"],
-                    "v_status": r["status"],
-                    "v_conflict": r["conflict"],
-                    "v_rv": r["resource_version"],
-                    "v_created": r["created_at"],
-                }
-                for r in rows
-            ],
+        await unnest.execute(
+            conn,
+            _UPDATE_IMPORTS,
+            _IMPORT_COLUMNS,
+            [{**r, "created_at": unnest.utc(r["created_at"])} for r in rows],
         )
         return
     from sqlalchemy.dialects.sqlite import insert as sqlite_insert
