@@ -74,15 +74,12 @@ class HubExportListWatch:
         self._hub = hub
 
     def list(self, transform: ItemTransform | None = None) -> tuple[list[dict[str, Any]], str]:
-        items, resource_version = self._hub.list_exports()
-        # Each model is dropped as soon as it is copied, so the models and their (transformed)
-        # wire dicts are not both held in full.
-        items.reverse()
-        wire: list[dict[str, Any]] = []
-        while items:
-            record = to_wire(items.pop())
-            wire.append(transform(record) if transform is not None else record)
-        return wire, resource_version
+        def each(record: InternalServiceExport) -> dict[str, Any]:
+            wire = to_wire(record)
+            return transform(wire) if transform is not None else wire
+
+        # Converted page by page: the models of a 10,000-record list are never all alive.
+        return self._hub.list_exports(each)
 
     def watch(self, *, resource_version: str, timeout_seconds: int) -> _EventStream:
         try:
