@@ -17,7 +17,7 @@ import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from hub.api.auth import MemberAccess, MemberOrReaderAccess, ReaderAccess
 from hub.api.deps import ContextDep, StoreDep
@@ -44,7 +44,6 @@ from shared.models import (
     InternalServiceExportList,
     ListMeta,
     SyncResult,
-    to_wire,
 )
 
 log = logging.getLogger("mcsync.hub.exports")
@@ -63,8 +62,14 @@ _WATCH_RESPONSE = {
 
 def wire(
     model: InternalServiceExport | InternalServiceExportList | SyncResult, *, status_code: int = 200
-) -> JSONResponse:
-    return JSONResponse(to_wire(model), status_code=status_code)
+) -> Response:
+    """The model as it travels (`to_wire`'s JSON), serialised by pydantic-core in one
+    step: building the dict and then `json.dumps` of it was a tenth of a PUT's CPU."""
+    return Response(
+        model.model_dump_json(by_alias=True, exclude_none=True),
+        status_code=status_code,
+        media_type="application/json",
+    )
 
 
 def _check_agreement(
@@ -112,7 +117,7 @@ def _log_decision(
     )
 
 
-async def _list(store: Store, *, cluster_id: str | None, options: ListOptions) -> JSONResponse:
+async def _list(store: Store, *, cluster_id: str | None, options: ListOptions) -> Response:
     try:
         page = await store.exports.list(
             cluster_id=cluster_id,
