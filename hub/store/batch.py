@@ -121,8 +121,9 @@ class WriteBatcher:
             self._drain = asyncio.create_task(
                 self._run(), name="mcsync-write-batcher", context=contextvars.Context()
             )
-        # shield: the caller may be cancelled, the write it queued goes on regardless.
-        return await asyncio.shield(done)
+        # A cancelled caller cancels only `done`: the drain task, not the caller, carries
+        # the write, which goes on regardless (and skips answering a cancelled future).
+        return await done
 
     async def close(self) -> None:
         """Wait for the writes already queued (the app is shutting down)."""

@@ -42,7 +42,7 @@ class TokenLookup:
             self._drain = asyncio.create_task(
                 self._run(), name="mcsync-token-lookup", context=contextvars.Context()
             )
-        return await asyncio.shield(answer)
+        return await answer  # a cancelled caller cancels only its own answer
 
     async def close(self) -> None:
         if self._drain is not None:
