@@ -7,11 +7,20 @@ new one, so a key retried many times does not flood the namespace.
 
 Recording never fails the caller: an Event is a courtesy, and a reconcile must not be retried
 (and re-exported) because the Events API had a bad moment. Failures are logged.
+
+Recording never *waits* either, again like client-go (whose broadcaster sends from its own
+goroutine): `record()` puts the Event on a bounded queue that one sender thread per recorder
+works through, in order. The reconciler records after the status write it reports, so a
+synchronous POST held a worker for one more API round trip and delayed everything after it
+in the reconcile — the hub's dedupe PATCH and the export-duration data point (SPEC §2.6). A
+full queue (the API server is down or crawling) drops the Event with a warning rather than
+block a worker; `flush()` waits for what is queued (tests, shutdown).
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections import OrderedDict
@@ -30,6 +39,11 @@ MERGE_PATCH = "application/merge-patch+json"
 # Remembered Events for count bumps; the oldest are forgotten first (their next repeat then
 # creates a fresh Event, as client-go's LRU does).
 _CACHE_SIZE = 4096
+# Events waiting for the sender thread; beyond this they are dropped (client-go's broadcaster
+# queue is 1000 long too).
+_QUEUE_SIZE = 1000
+
+_Pending = tuple[dict[str, Any], str, str, str]  # (object, type, reason, message)
 
 
 def _timestamp() -> str:
@@ -39,16 +53,70 @@ def _timestamp() -> str:
 class EventRecorder:
     """Writes core/v1 Events about objects, folding repeats into a count."""
 
-    def __init__(self, *, api: k8s.ApiClient, component: str = "mcsync-agent", host: str) -> None:
+    def __init__(
+        self,
+        *,
+        api: k8s.ApiClient,
+        component: str = "mcsync-agent",
+        host: str,
+        queue_size: int = _QUEUE_SIZE,
+    ) -> None:
         self._api = api
         self._component = component
         self._host = host
         self._lock = threading.Lock()
         # (namespace, uid or name, type, reason, message) -> (event name, count)
         self._seen: OrderedDict[tuple[str, str, str, str, str], tuple[str, int]] = OrderedDict()
+        self._pending: queue.Queue[_Pending] = queue.Queue(maxsize=queue_size)
+        self._sender: threading.Thread | None = None
 
     def record(self, obj: dict[str, Any], *, type: str, reason: str, message: str) -> None:
-        """Write (or bump) an Event of `type` ("Normal"/"Warning") about `obj`; never raises."""
+        """Queue an Event of `type` ("Normal"/"Warning") about `obj`; never raises or waits.
+
+        The sender thread writes it (or bumps the count of the same Event written before).
+        """
+        try:
+            self._pending.put_nowait((obj, type, reason, message))
+        except queue.Full:
+            metadata = obj.get("metadata") or {}
+            logger.warning(
+                "dropped event %s on %s/%s: %d events are waiting to be written",
+                reason,
+                metadata.get("namespace"),
+                metadata.get("name"),
+                self._pending.maxsize,
+            )
+            return
+        with self._lock:
+            if self._sender is None:
+                # Started on first use: a recorder that never records costs no thread.
+                self._sender = threading.Thread(
+                    target=self._send_forever, name="event-recorder", daemon=True
+                )
+                self._sender.start()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued Event was written (or failed); False if `timeout` passed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        done = self._pending.all_tasks_done  # Queue.join()'s condition; join() has no timeout
+        with done:
+            while self._pending.unfinished_tasks:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                done.wait(remaining)
+        return True
+
+    def _send_forever(self) -> None:
+        while True:
+            obj, type_, reason, message = self._pending.get()
+            try:
+                self._send(obj, type=type_, reason=reason, message=message)
+            finally:
+                self._pending.task_done()
+
+    def _send(self, obj: dict[str, Any], *, type: str, reason: str, message: str) -> None:
+        """Write (or bump) one Event; failures are logged, never raised."""
         try:
             self._record(obj, type=type, reason=reason, message=message)
         except Exception as exc:
