@@ -87,7 +87,11 @@ def create_app(
     )
 
     def instrument_store(opened: Store) -> None:
-        opened.instrument(tracer=tracer, resolution_seconds=ctx.metrics.conflict_resolution.observe)
+        opened.instrument(
+            tracer=tracer,
+            resolution_seconds=ctx.metrics.conflict_resolution.observe,
+            write_batch_size=ctx.metrics.write_batch_size.observe,
+        )
 
     if store is not None:
         instrument_store(store)

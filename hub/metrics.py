@@ -44,6 +44,9 @@ CONFLICT_RESOLUTION_METRIC = "mcsync_hub_conflict_resolution_duration_seconds"
 FEED_LAG_METRIC = "mcsync_hub_feed_lag_revisions"
 POOL_CONNECTIONS_METRIC = "mcsync_hub_db_pool_connections"
 POOL_LIMIT_METRIC = "mcsync_hub_db_pool_max_connections"
+WRITE_BATCH_METRIC = "mcsync_hub_write_batch_size"
+# Single-export writes per group-committed transaction (hub/store/batch.py, at most 256).
+WRITE_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 VERDICT_CONFLICT = "conflict"
 VERDICT_NO_CONFLICT = "no_conflict"
@@ -96,6 +99,13 @@ class HubMetrics:
             "Time to resolve conflicts in one write transaction: read the written keys' "
             "exports in precedence order and judge them (SPEC §3).",
             buckets=RESOLUTION_BUCKETS_SECONDS,
+            registry=self.registry,
+        )
+        self.write_batch_size = Histogram(
+            WRITE_BATCH_METRIC,
+            "Single-export writes (PUT, DELETE) committed together in one write transaction "
+            "(group commit): 1 when writers come one at a time.",
+            buckets=WRITE_BATCH_BUCKETS,
             registry=self.registry,
         )
         self.exports = Gauge(
@@ -153,4 +163,3 @@ class HubMetrics:
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
-

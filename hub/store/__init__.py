@@ -161,11 +161,18 @@ class Store:
         await self._ctx.engine.dispose()
 
     def instrument(
-        self, *, tracer: trace.Tracer, resolution_seconds: Callable[[float], None]
+        self,
+        *,
+        tracer: trace.Tracer,
+        resolution_seconds: Callable[[float], None],
+        write_batch_size: Callable[[float], None] | None = None,
     ) -> None:
-        """Trace each conflict resolution with `tracer` and report its duration (seconds)."""
+        """Trace each conflict resolution with `tracer`, report its duration (seconds) and
+        the number of writes each group-committed transaction carried."""
         self._ctx.instruments.tracer = tracer
         self._ctx.instruments.resolution_seconds = resolution_seconds
+        if write_batch_size is not None:
+            self._ctx.instruments.write_batch_size = write_batch_size
 
     def pool_usage(self) -> PoolUsage:
         """The connection pool right now (no I/O: the pool's own counters)."""

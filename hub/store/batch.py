@@ -182,6 +182,7 @@ class WriteBatcher:
 
     async def _commit(self, batch: list[_Pending]) -> None:
         self.batches += 1
+        self._ctx.instruments.write_batch_size(len(batch))
         now = utcnow()
         async with self._ctx.write() as conn:
             names = [p.mutation.cluster_id for p in batch]

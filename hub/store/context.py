@@ -32,10 +32,13 @@ def _ignore(seconds: float) -> None:
 
 @dataclass
 class StoreInstruments:
-    """A tracer for the conflict-resolution span and a sink for its duration (seconds)."""
+    """A tracer for the conflict-resolution span, sinks for its duration (seconds) and for
+    the size of each group-committed batch of writes."""
 
     tracer: trace.Tracer = field(default_factory=trace.NoOpTracer)
     resolution_seconds: Callable[[float], None] = _ignore
+    # How many single-export writes shared one transaction (`batch.WriteBatcher`).
+    write_batch_size: Callable[[float], None] = _ignore
 
     @contextlib.contextmanager
     def resolving(self, keys: Sequence[tuple[str, str]]) -> Iterator[trace.Span]:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 
 from hub.store import NotFound, Store
 from hub.store import batch as batch_module
@@ -158,3 +159,17 @@ async def test_a_caller_that_goes_away_neither_loses_its_write_nor_others(store:
     kept = await store.exports.get("c00", "demo", "kept")
     assert kept.metadata.resource_version
     await assert_verdicts_match_fresh_judgement(store, name="kept")
+
+
+async def test_each_transaction_reports_how_many_writes_it_carried(store: Store) -> None:
+    sizes: list[float] = []
+    store.instrument(
+        tracer=trace.NoOpTracer(), resolution_seconds=lambda _: None, write_batch_size=sizes.append
+    )
+    await store.exports.put("c00", make_export("c00", name="alone"))
+    assert sizes == [1]
+
+    sizes.clear()
+    await asyncio.gather(*(store.exports.put(c, make_export(c, name="many")) for c in CLUSTERS))
+    assert sum(sizes) == len(CLUSTERS)
+    assert len(sizes) < len(CLUSTERS)
