@@ -14,7 +14,8 @@ The memory that survives all of them is the hub record itself: its annotation
    as a precondition. A 409 means someone (another replica, our own earlier attempt whose
    answer was lost) wrote the record since we read it: raise `HubConflict`; the caller
    re-reads and decides again, and the new record will usually say "already counted".
-3. Only after the PATCH succeeded, observe.
+3. Only after the PATCH succeeded, observe — the duration up to when the verdict was
+   reported back, which the caller passes in (the PATCH's own round trip is not export time).
 
 So two replicas racing on one record cannot both pass step 2 (the hub serialises writes on
 its revision), and a crash between 2 and 3 loses one data point instead of doubling one —
@@ -84,8 +85,14 @@ class DurationRecorder:
         self._cluster_id = cluster_id
         self._clock = clock
 
-    def observe_once(self, record: InternalServiceExport) -> InternalServiceExport:
+    def observe_once(
+        self, record: InternalServiceExport, *, reported_at: datetime | None = None
+    ) -> InternalServiceExport:
         """Count `record`'s resourceVersion unless already counted; answers the newest record.
+
+        `reported_at`: when the verdict was reported back (or found up to date) — the moment
+        SPEC §2.6 takes the data point at. The dedupe PATCH comes after it and its round
+        trip is bookkeeping, not export time, so it is not counted in. Default: now.
 
         Raises the hub client's `HubConflict` when the record changed since it was read
         (nothing is counted then).
@@ -104,7 +111,9 @@ class DurationRecorder:
         )
         # The hub now says "counted": observe. A crash right here loses this data point,
         # which is the SPEC's choice over ever counting one twice.
-        duration = export_duration_ms(record, now=self._clock())
+        duration = export_duration_ms(
+            record, now=reported_at if reported_at is not None else self._clock()
+        )
         self._histogram.observe(duration)
         logger.info(
             "export duration observed for %s/%s: %.0f ms (Service resourceVersion %s)",

@@ -18,8 +18,10 @@ an early return at each decision:
 7. PUT when the hub has no record or its record differs in the exported spec. The answer
    carries the verdict; a 4xx becomes `Ready=False/Failed` with the hub's message.
 8. Report back: copy the hub's `Conflict`, `Valid=True`, `Ready=True/Exported` (or Pending
-   before a verdict); write status only when it changed; an Event only when the verdict did.
-9. Count the export duration once per Service resourceVersion (`member.duration`).
+   before a verdict); write status only when it changed; an Event only when the verdict did
+   (queued: the recorder sends it from its own thread, the reconcile does not wait).
+9. Count the export duration once per Service resourceVersion (`member.duration`), as of
+   the moment the verdict was reported back (step 8), not after the dedupe PATCH.
 
 Inputs are three caches (ServiceExports, Services, the hub's records of this cluster via
 `HubView`) — no reconcile reads the Kubernetes API — plus the hub client for writes. Every
@@ -248,10 +250,13 @@ class ExportReconciler:
 
         # 8. Report the verdict back.
         self._report(key, obj, record, validity)
+        # The data point's moment (SPEC §2.6: "taken when a verdict is reported back, or
+        # found already up to date"): now, before the dedupe PATCH's round trip.
+        reported_at = self._clock()
 
         # 9. Count this Service resourceVersion's export duration, once (SPEC §2.6).
         if record.condition(c.CONFLICT) is not None:
-            self._observe_duration(key, record)
+            self._observe_duration(key, record, reported_at=reported_at)
         return outcome
 
     # -- steps ------------------------------------------------------------------------------
@@ -435,10 +440,12 @@ class ExportReconciler:
                 extra=self._fields(key),
             )
 
-    def _observe_duration(self, key: str, record: InternalServiceExport) -> None:
+    def _observe_duration(
+        self, key: str, record: InternalServiceExport, *, reported_at: datetime
+    ) -> None:
         self._check_leading()
         try:
-            record = self._durations.observe_once(record)
+            record = self._durations.observe_once(record, reported_at=reported_at)
         except HubConflict:
             # The record moved on since our view of it: re-read it so the retry decides on the
             # current one (which may already say "counted" — then nothing is observed).
