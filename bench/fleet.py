@@ -283,7 +283,8 @@ class Agent:
 
 def fleet_work(clusters: list[Cluster], agents: list[Agent]) -> dict[str, dict[str, float]]:
     """What the fleet did, summed: kube API requests by "verb resource" (from the emulators),
-    agent reconciles by outcome, hub requests by "method route code", queue retries."""
+    agent reconciles by outcome, hub requests by "method route code" and the one-export
+    requests' latency as the agents measured it (bucket bounds), queue adds and retries."""
     kube: dict[str, float] = {}
     for cluster in clusters:
         for (verb, resource), n in cluster.state.request_counts().items():
@@ -294,8 +295,19 @@ def fleet_work(clusters: list[Cluster], agents: list[Agent]) -> dict[str, dict[s
     reconciles: dict[str, float] = {}
     hub: dict[str, float] = {}
     queue: dict[str, float] = {}
+    # Per hub method of the one-export route: latency buckets {le: count} and the sum.
+    latency: dict[str, dict[float, float]] = {}
+    latency_sum: dict[str, float] = {}
     for agent in agents:
         for name, labels, value in agent.samples():
+            one_export = labels.get("route", "").endswith("{name}")
+            if one_export and name == "mcsync_agent_hub_request_duration_seconds_bucket":
+                by_le = latency.setdefault(labels.get("method", "?"), {})
+                bound = float(labels["le"]) * 1000.0
+                by_le[bound] = by_le.get(bound, 0.0) + value
+            elif one_export and name == "mcsync_agent_hub_request_duration_seconds_sum":
+                method = labels.get("method", "?")
+                latency_sum[method] = latency_sum.get(method, 0.0) + value * 1000.0
             if name == "mcsync_agent_reconciles_total":
                 outcome = labels.get("outcome", "?")
                 reconciles[outcome] = reconciles.get(outcome, 0) + value
@@ -305,7 +317,22 @@ def fleet_work(clusters: list[Cluster], agents: list[Agent]) -> dict[str, dict[s
                 hub[label] = hub.get(label, 0) + value
             elif name in ("workqueue_retries_total", "workqueue_adds_total"):
                 queue[name] = queue.get(name, 0) + value
-    return {"kube_requests": kube, "reconciles": reconciles, "hub_requests": hub, "queue": queue}
+    hub_latency: dict[str, dict[str, float | None]] = {}
+    for method, by_le in latency.items():
+        buckets = dict(sorted(by_le.items()))
+        count = buckets.get(float("inf"), 0.0)
+        hub_latency[method] = {
+            "mean_ms": round(latency_sum.get(method, 0.0) / count, 1) if count else None,
+            "p50_ms_upper_bound": histogram_quantile(buckets, 0.50),
+            "p99_ms_upper_bound": histogram_quantile(buckets, 0.99),
+        }
+    return {
+        "kube_requests": kube,
+        "reconciles": reconciles,
+        "hub_requests": hub,
+        "hub_latency_as_agents_saw_it": hub_latency,
+        "queue": queue,
+    }
 
 
 def wait_until(condition: Any, *, what: str, timeout: float, interval: float = 0.2) -> float:
