@@ -107,8 +107,9 @@ def transform_service_export(obj: dict[str, Any]) -> dict[str, Any]:
                     metadata["annotations"] = ours
                 else:
                     del metadata["annotations"]
-            value = metadata
-        out[sys.intern(field)] = _compact(value)
+            out["metadata"] = metadata
+        else:
+            out[sys.intern(field)] = _compact(value)
     return out
 
 
