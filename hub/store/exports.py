@@ -8,6 +8,7 @@ revision, which wakes this replica's watchers at once (other replicas hear the N
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -33,6 +34,8 @@ from shared.models import InternalServiceExport, SyncResult
 from shared.timefmt import utcnow
 
 SYNC_BATCH = 500
+# Batches of one sync in flight at once on PostgreSQL (see `ExportStore._write_batches`).
+SYNC_PARALLEL = 2
 _LIST_KIND = "serviceexports"
 
 
@@ -290,13 +293,14 @@ class ExportStore:
         keys = [key for key in sorted(wanted) if not _is_stored(wanted[key], stored.get(key))]
         result.unchanged += len(wanted) - len(keys)
 
-        for start in range(0, len(keys), SYNC_BATCH):
-            batch = keys[start : start + SYNC_BATCH]
-            mutations = [
+        batches = [
+            [
                 Mutation(cluster_id, ns, n, wanted[ns, n].spec, wanted[ns, n].metadata.annotations)
-                for ns, n in batch
+                for ns, n in keys[start : start + SYNC_BATCH]
             ]
-            outcome = await self._write_batch(cluster_id, mutations)
+            for start in range(0, len(keys), SYNC_BATCH)
+        ]
+        for outcome in await self._write_batches(cluster_id, batches):
             for r in outcome:
                 if r.created:
                     result.created += 1
@@ -315,15 +319,44 @@ class ExportStore:
                 )
             ).all()
         stale = [(ns, n) for ns, n in present if (ns, n) not in wanted]
-        for start in range(0, len(stale), SYNC_BATCH):
-            batch = stale[start : start + SYNC_BATCH]
-            outcome = await self._write_batch(
-                cluster_id, [Mutation(cluster_id, ns, n, None) for ns, n in batch]
-            )
+        withdrawals = [
+            [Mutation(cluster_id, ns, n, None) for ns, n in stale[start : start + SYNC_BATCH]]
+            for start in range(0, len(stale), SYNC_BATCH)
+        ]
+        for outcome in await self._write_batches(cluster_id, withdrawals):
             result.withdrawn += sum(1 for r in outcome if r.existed)
         async with self._ctx.read() as conn:
             result.resource_version = str(await read_current_revision(conn))
         return result
+
+    async def _write_batches(
+        self, cluster_id: str, batches: builtins.list[builtins.list[Mutation]]
+    ) -> builtins.list[builtins.list[MutationResult]]:
+        """Write each batch in its own transaction; answers their results in order.
+
+        PostgreSQL: up to `SYNC_PARALLEL` batches are in flight at once, so the hub's
+        Python work on one batch (judging, building texts) overlaps the database's work
+        on another; one after the other, each side idled half of a large sync. The
+        batches hold disjoint keys, each locks its own in sorted order and takes the
+        revision counter last, so they cannot deadlock and no export, verdict or change
+        row differs from a sequential run. A failing batch cancels those still running
+        (each rolls back) and those not started never start, as a sequential run would
+        stop; batches already committed stay. SQLite has a single writer: one at a time.
+        """
+        if not batches:
+            return []
+        width = SYNC_PARALLEL if self._ctx.postgres else 1
+        if width == 1 or len(batches) == 1:
+            return [await self._write_batch(cluster_id, batch) for batch in batches]
+        gate = asyncio.Semaphore(width)
+
+        async def one(batch: builtins.list[Mutation]) -> builtins.list[MutationResult]:
+            async with gate:
+                return await self._write_batch(cluster_id, batch)
+
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(one(batch)) for batch in batches]
+        return [task.result() for task in tasks]
 
     async def _write_batch(
         self, cluster_id: str, mutations: builtins.list[Mutation]

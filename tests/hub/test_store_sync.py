@@ -142,3 +142,39 @@ async def test_sync_of_two_thousand_exports(store: Store) -> None:
     )
     assert len((await store.exports.list(cluster_id="alpha")).items) == 1500
     assert len((await store.imports.list()).items) == 1500
+
+
+async def test_batches_in_flight_together_store_what_one_at_a_time_stores(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small batches, so a sync runs several at once on PostgreSQL (`SYNC_PARALLEL`)."""
+    monkeypatch.setattr("hub.store.exports.SYNC_BATCH", 2)
+    await store.exports.sync(
+        "beta", [make_export("beta", name=f"svc{i}", created=at(-1)) for i in range(0, 9, 2)]
+    )
+    start = await store.feed.current_revision()
+    result = await store.exports.sync(
+        "alpha",
+        [
+            make_export("alpha", name=f"svc{i}", type="Headless" if i % 4 == 0 else "ClusterSetIP")
+            for i in range(9)
+        ],
+    )
+    assert (result.created, result.updated, result.unchanged) == (9, 0, 0)
+    events = await store.feed.changes_since(revision=start)
+    # every alpha export once, and every beta export whose verdict flipped (svc0/4/8)
+    assert int(result.resource_version or 0) == start + len(events) == start + 9 + 3
+    assert sorted(int(e.object.metadata.resource_version or 0) for e in events) == list(
+        range(start + 1, start + 13)
+    )
+    for i in range(9):
+        alpha = await store.exports.get("alpha", "demo", f"svc{i}")
+        expected = "True" if i % 4 == 0 and i % 2 == 0 else "False"
+        assert conflict_of(alpha)[0] == expected, i
+        imported = await store.imports.get("demo", f"svc{i}")
+        assert imported.status.winning_cluster == ("beta" if i % 2 == 0 else "alpha")
+
+    withdrawn = await store.exports.sync("alpha", [])
+    assert withdrawn.withdrawn == 9
+    for i in range(0, 9, 2):
+        assert conflict_of(await store.exports.get("beta", "demo", f"svc{i}"))[0] == "False"
