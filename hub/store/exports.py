@@ -342,10 +342,14 @@ class ExportStore:
         row differs from a sequential run. A failing batch cancels those still running
         (each rolls back) and those not started never start, as a sequential run would
         stop; batches already committed stay. SQLite has a single writer: one at a time.
+
+        A second connection is only worth taking when the pool has plenty to spare: when
+        many syncs run at once (a fleet starting), they already keep the database busy,
+        and doubling their connections would only queue them at the pool.
         """
         if not batches:
             return []
-        width = SYNC_PARALLEL if self._ctx.postgres else 1
+        width = SYNC_PARALLEL if self._ctx.postgres and self._pool_mostly_idle() else 1
         if width == 1 or len(batches) == 1:
             return [await self._write_batch(cluster_id, batch) for batch in batches]
         gate = asyncio.Semaphore(width)
@@ -357,6 +361,13 @@ class ExportStore:
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(one(batch)) for batch in batches]
         return [task.result() for task in tasks]
+
+    def _pool_mostly_idle(self) -> bool:
+        """Whether at most half of the connection pool (with its overflow) is in use."""
+        pool = self._ctx.engine.sync_engine.pool
+        capacity = int(getattr(pool, "size", lambda: 0)()) + int(getattr(pool, "_max_overflow", 0))
+        in_use = int(getattr(pool, "checkedout", lambda: 0)())
+        return in_use * 2 <= capacity
 
     async def _write_batch(
         self, cluster_id: str, mutations: builtins.list[Mutation]
