@@ -55,6 +55,21 @@ MAX_ATTEMPTS = 30  # per sync, on 503
 MAX_RELISTS = 50  # per watcher
 
 
+async def list_exports(
+    session: aiohttp.ClientSession, url: str, token: str, hub: HubProcess
+) -> list[dict[str, Any]]:
+    """One cluster's exports. A pooled connection the hub closed while it sat idle (a
+    long sync phase outlasts uvicorn's keep-alive) is reset on reuse: retry on a new one."""
+    for attempt in range(3):
+        try:
+            async with session.get(url, headers={"Authorization": f"Bearer {token}"}) as answer:
+                items: list[dict[str, Any]] = (await answer.json())["items"]
+                return items
+        except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as exc:
+            progress(f"list {url}: {exc!r} (attempt {attempt + 1}); hub log:\n{hub.log_tail(20)}")
+    raise RuntimeError(f"list {url}: the hub kept resetting the connection")
+
+
 class Watcher:
     """One cluster's view of its exports, kept the way an agent keeps it: watch, and on a
     410 (fell behind the hub's retained history) relist and watch on from the list.
@@ -227,11 +242,9 @@ async def run(args: Any) -> dict[str, Any]:
                     # Every cluster's newest change, now that nothing more will change.
                     targets: dict[str, int] = {}
                     for name in names:
-                        async with session.get(
-                            f"{base}/{name}/serviceexports",
-                            headers={"Authorization": f"Bearer {tokens[name]}"},
-                        ) as answer:
-                            items = (await answer.json())["items"]
+                        items = await list_exports(
+                            session, f"{base}/{name}/serviceexports", tokens[name], hub
+                        )
                         targets[name] = max(int(x["metadata"]["resourceVersion"]) for x in items)
                     deadline = time.perf_counter() + args.timeout
                     while time.perf_counter() < deadline:
