@@ -48,6 +48,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import codec
 from hub.store.context import StoreContext
+from hub.store.drain import Drain, answer_slot
 from hub.store.errors import DatabaseUnavailable, NotFound
 from hub.store.tables import clusters
 from hub.store.writer import Mutation, MutationResult, RecordId, write_exports
@@ -102,7 +103,7 @@ class WriteBatcher:
         self._ctx = ctx
         self._max_batch = max_batch
         self._queue: deque[_Pending] = deque()
-        self._drain: asyncio.Task[None] | None = None
+        self._drain = Drain(self._run, name="mcsync-write-batcher")
         self.batches = 0  # transactions committed or tried (tests and benchmarks read it)
 
     async def write(self, mutation: Mutation) -> MutationResult:
@@ -114,21 +115,16 @@ class WriteBatcher:
         Raises `ClusterNotRegistered`, `DatabaseUnavailable`, or whatever `write_exports`
         raised for this mutation alone.
         """
-        done: asyncio.Future[MutationResult] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[MutationResult] = answer_slot()
         self._queue.append(_Pending(mutation, done))
-        if self._drain is None or self._drain.done():
-            # An empty context: each batch runs in its own member's (`_commit_in_context`).
-            self._drain = asyncio.create_task(
-                self._run(), name="mcsync-write-batcher", context=contextvars.Context()
-            )
+        self._drain.kick()  # each batch then runs in its first member's context
         # A cancelled caller cancels only `done`: the drain task, not the caller, carries
         # the write, which goes on regardless (and skips answering a cancelled future).
         return await done
 
     async def close(self) -> None:
         """Wait for the writes already queued (the app is shutting down)."""
-        if self._drain is not None:
-            await asyncio.gather(self._drain, return_exceptions=True)
+        await self._drain.close()
 
     async def _run(self) -> None:
         while self._queue:
@@ -221,9 +217,3 @@ def _fail(batch: Sequence[_Pending], exc: BaseException) -> None:
     for pending in batch:
         if not pending.done.done():
             pending.done.set_exception(exc)
-
-
-def _retrieve(done: asyncio.Future[MutationResult]) -> None:
-    """Mark a failure as seen: a caller that went away no longer awaits its future."""
-    if not done.cancelled():
-        done.exception()

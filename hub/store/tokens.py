@@ -15,11 +15,11 @@ on every replica. A lone request is a query of one, without waiting.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 
 from sqlalchemy import select
 
 from hub.store.context import StoreContext
+from hub.store.drain import Drain, answer_slot
 from hub.store.tables import clusters
 
 MAX_TOKENS_PER_QUERY = 500
@@ -29,24 +29,18 @@ class TokenLookup:
     def __init__(self, ctx: StoreContext) -> None:
         self._ctx = ctx
         self._waiting: dict[str, list[asyncio.Future[str | None]]] = {}
-        self._drain: asyncio.Task[None] | None = None
+        self._drain = Drain(self._run, name="mcsync-token-lookup")
         self.queries = 0  # tests read it
 
     async def cluster_of(self, digest: str) -> str | None:
         """The registered, not-deleting cluster whose token hashes to `digest`, or None."""
-        answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        answer.add_done_callback(_retrieve)
+        answer: asyncio.Future[str | None] = answer_slot()
         self._waiting.setdefault(digest, []).append(answer)
-        if self._drain is None or self._drain.done():
-            # Its own (empty) context: it answers many requests, it belongs to none.
-            self._drain = asyncio.create_task(
-                self._run(), name="mcsync-token-lookup", context=contextvars.Context()
-            )
+        self._drain.kick()
         return await answer  # a cancelled caller cancels only its own answer
 
     async def close(self) -> None:
-        if self._drain is not None:
-            await asyncio.gather(self._drain, return_exceptions=True)
+        await self._drain.close()
 
     async def _run(self) -> None:
         while self._waiting:
@@ -81,9 +75,3 @@ class TokenLookup:
                 )
             ).all()
         return {str(digest): str(name) for digest, name in rows}
-
-
-def _retrieve(answer: asyncio.Future[str | None]) -> None:
-    """Mark a failure as seen: a caller that went away no longer awaits its answer."""
-    if not answer.cancelled():
-        answer.exception()
