@@ -9,7 +9,6 @@ verdicts, imports or history than a PUT of the same exports.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,7 +28,8 @@ from shared.models import (
     to_wire,
 )
 from tests.hub.test_conflicts import CLUSTERS, at, fields_strategy, spec
-from tests.hub.test_store_support import make_export, open_store, register
+from tests.hub.test_store_support import make_export
+from tests.hub.test_store_verdicts import store as verdict_store
 
 NOW = datetime(2026, 5, 4, 3, 2, 1, 123456, tzinfo=UTC)
 
@@ -110,14 +110,8 @@ def test_export_text_equals_the_dumped_model(
 # --- the store: a sync stores the same rows with and without the fast path -----------------
 
 
-@pytest.fixture
-async def store(database_url: str) -> AsyncIterator[Store]:
-    s = await open_store(database_url)
-    await register(s, "alpha", "beta", "gamma")
-    try:
-        yield s
-    finally:
-        await s.close()
+# The `store` fixture (alpha, beta and gamma registered) is the verdict tests' own.
+store = verdict_store
 
 
 def _general_judge_only(monkeypatch: pytest.MonkeyPatch) -> None:
