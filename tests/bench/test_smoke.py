@@ -62,7 +62,7 @@ def test_benchmark_runs_and_writes_json(name: str, backend: str, tmp_path: Path)
     done = subprocess.run(
         [sys.executable, "-m", f"bench.{name}", "--smoke", "--backend", backend,
          "--output", str(output)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120,
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(output.read_text())
