@@ -42,16 +42,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry import trace
-from sqlalchemy import select
-from sqlalchemy.engine import RowMapping
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import codec
 from hub.store.context import StoreContext
 from hub.store.drain import Drain, answer_slot
 from hub.store.errors import DatabaseUnavailable, NotFound
-from hub.store.tables import clusters
-from hub.store.writer import Mutation, MutationResult, RecordId, write_exports
+from hub.store.writer import Mutation, MutationResult, RecordId, lock_clusters, write_exports
 from shared.timefmt import utcnow
 
 DEFAULT_MAX_BATCH = 256
@@ -72,26 +68,6 @@ class _Pending:
 
 class ClusterNotRegistered(NotFound):
     """The mutation's cluster is not registered, or is being deleted."""
-
-
-async def lock_clusters(
-    conn: AsyncConnection, ctx: StoreContext, names: Sequence[str]
-) -> dict[str, RowMapping]:
-    """The registered, not-deleting clusters among `names`, held so until commit.
-
-    PostgreSQL: `FOR SHARE`, in sorted order — the same lock `writer.lock_cluster` takes,
-    so a cluster delete waits for the batch and no batch writes for a deleting cluster.
-    """
-    ordered = sorted(set(names))
-    query = (
-        select(clusters.c.name, clusters.c.last_heartbeat, clusters.c.deleting)
-        .where(clusters.c.name.in_(ordered) if len(ordered) > 1 else clusters.c.name == ordered[0])
-        .order_by(clusters.c.name)
-    )
-    if ctx.postgres:
-        query = query.with_for_update(read=True)
-    rows = (await conn.execute(query)).mappings().all()
-    return {str(r["name"]): r for r in rows if not r["deleting"]}
 
 
 class WriteBatcher:

@@ -93,22 +93,36 @@ class WriteOutcome:
 
 
 async def lock_cluster(conn: AsyncConnection, ctx: StoreContext, cluster_id: str) -> RowMapping:
-    """Check the cluster is registered and keep it so until commit.
+    """Check the cluster is registered and keep it so until commit (`lock_clusters`).
 
-    PostgreSQL: `FOR SHARE` conflicts with the UPDATE that marks a cluster deleting, so
-    a cluster delete waits for every in-flight write of that cluster, and every write
-    after it sees `deleting` and is refused. Without this, a PUT racing a cluster delete
-    could leave an export behind that nobody withdraws.
+    NotFound when it is not registered, or is being deleted.
     """
-    query = select(clusters.c.name, clusters.c.last_heartbeat, clusters.c.deleting).where(
-        clusters.c.name == cluster_id
+    row = (await lock_clusters(conn, ctx, [cluster_id])).get(cluster_id)
+    if row is None:
+        raise NotFound(f"cluster {cluster_id!r} is not registered")
+    return row
+
+
+async def lock_clusters(
+    conn: AsyncConnection, ctx: StoreContext, names: Sequence[str]
+) -> dict[str, RowMapping]:
+    """The registered, not-deleting clusters among `names`, held so until commit.
+
+    PostgreSQL: `FOR SHARE`, in sorted order. It conflicts with the UPDATE that marks a
+    cluster deleting, so a cluster delete waits for every in-flight write of that cluster,
+    and every write after it sees `deleting` and is refused. Without this, a PUT racing a
+    cluster delete could leave an export behind that nobody withdraws.
+    """
+    ordered = sorted(set(names))
+    query = (
+        select(clusters.c.name, clusters.c.last_heartbeat, clusters.c.deleting)
+        .where(clusters.c.name.in_(ordered) if len(ordered) > 1 else clusters.c.name == ordered[0])
+        .order_by(clusters.c.name)
     )
     if ctx.postgres:
         query = query.with_for_update(read=True)
-    row = (await conn.execute(query)).mappings().first()
-    if row is None or row["deleting"]:
-        raise NotFound(f"cluster {cluster_id!r} is not registered")
-    return row
+    rows = (await conn.execute(query)).mappings().all()
+    return {str(r["name"]): r for r in rows if not r["deleting"]}
 
 
 async def lock_keys(
