@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -123,7 +124,7 @@ def _sqlite_engine(target: str, *, pool_size: int, echo: bool) -> AsyncEngine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            cursor.execute("PRAGMA journal_mode=WAL")
+            _use_wal(cursor)
             cursor.execute("PRAGMA synchronous=FULL")
             cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
             cursor.execute("PRAGMA foreign_keys=ON")
@@ -138,6 +139,35 @@ def _sqlite_engine(target: str, *, pool_size: int, echo: bool) -> AsyncEngine:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
+
+
+def _use_wal(cursor: Any) -> None:
+    """Switch the database to WAL, waiting out a concurrent first connection.
+
+    Switching a new database file to WAL needs it to itself, and SQLite answers "database is
+    locked" at once, busy timeout or not, when another connection holds a lock meanwhile —
+    as when several hub replicas (or `mcsync-hub migrate` and a hub) open a new file
+    together and the first already migrates it. Once the file is in WAL mode (it stays so)
+    the pragma is a no-op. So: retry, briefly, up to the busy timeout. This blocks the
+    connecting thread, but only in that start-up race.
+    """
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    delay = 0.01
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            row = cursor.fetchone()
+            if row is not None and str(row[0]).lower() == "wal":
+                return
+            problem = f"journal mode stayed {row[0] if row else None!r}"
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc):
+                raise
+            problem = str(exc)
+        if time.monotonic() >= deadline:
+            raise sqlite3.OperationalError(f"cannot switch to WAL: {problem}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
 
 
 def read_engine(engine: AsyncEngine) -> AsyncEngine:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from hub.store import DatabaseUnavailable, Store
-from hub.store.db import async_url
+from hub.store.db import async_url, make_engine
 
 
 @pytest.mark.parametrize(
@@ -235,3 +237,38 @@ async def test_an_exhausted_pool_is_database_unavailable(tmp_path) -> None:  # t
                     pass
     finally:
         await engine.dispose()
+
+
+async def test_a_hub_opening_a_new_sqlite_file_another_holds_waits_for_wal(
+    tmp_path: Path,
+) -> None:
+    """Several hub replicas (or `migrate` beside a hub) opening one new file at once.
+
+    Switching a new file to WAL needs it to itself, and SQLite refuses at once ("database
+    is locked"), busy timeout or not, while another connection holds a lock — as the first
+    replica does while it migrates. The second replica used to fail its start; it waits.
+    """
+    path = tmp_path / "new.db"
+    first = sqlite3.connect(path, isolation_level=None)  # still in rollback-journal mode
+    try:
+        first.execute("CREATE TABLE migrating (step INTEGER)")
+        first.execute("BEGIN IMMEDIATE")
+        first.execute("INSERT INTO migrating VALUES (1)")
+
+        async def finish_migrating() -> None:
+            await asyncio.sleep(0.5)
+            first.execute("COMMIT")
+
+        finishing = asyncio.create_task(finish_migrating())
+        engine = make_engine(f"sqlite:///{path}")
+        try:
+            async with engine.connect() as conn:
+                mode = (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar()
+                steps = (await conn.exec_driver_sql("SELECT count(*) FROM migrating")).scalar()
+        finally:
+            await engine.dispose()
+        await finishing
+    finally:
+        first.close()
+    assert mode == "wal"
+    assert steps == 1
