@@ -11,6 +11,9 @@ KIND_EXPORT: Final = "InternalServiceExport"
 KIND_EXPORT_LIST: Final = "InternalServiceExportList"
 KIND_IMPORT: Final = "ServiceImport"
 KIND_IMPORT_LIST: Final = "ServiceImportList"
+KIND_ENDPOINT_SLICE: Final = "EndpointSliceExport"
+KIND_ENDPOINT_SLICE_LIST: Final = "EndpointSliceExportList"
+KIND_CLUSTER_IMPORT_LIST: Final = "ClusterImportList"
 KIND_CLUSTER: Final = "MemberCluster"
 KIND_CLUSTER_LIST: Final = "MemberClusterList"
 
@@ -34,6 +37,19 @@ DEFAULT_DENY_NAMESPACES: Final[tuple[str, ...]] = ("kube-system", "kube-public")
 # Cluster states (SPEC §4.2, §5)
 CLUSTER_READY: Final = "Ready"
 CLUSTER_STALE: Final = "Stale"
+
+# EndpointSlices (SPEC §2.8). Kubernetes' own limits: 1,000 endpoints a slice, 100 addresses
+# an endpoint, 100 ports a slice.
+ENDPOINTS_PER_SLICE_MAX: Final = 1000
+ADDRESSES_PER_ENDPOINT_MAX: Final = 100
+PORTS_PER_SLICE_MAX: Final = 100
+LABEL_SERVICE_NAME: Final = "kubernetes.io/service-name"
+LABEL_ENDPOINTSLICE_MANAGED_BY: Final = "endpointslice.kubernetes.io/managed-by"
+ENDPOINTSLICE_MANAGER: Final = "mcsync.io"
+LABEL_MCS_SERVICE_NAME: Final = "multicluster.kubernetes.io/service-name"
+LABEL_MCS_SOURCE_CLUSTER: Final = "multicluster.kubernetes.io/source-cluster"
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY_MCSYNC: Final = "mcsync"
 
 # Watch (SPEC §4.3)
 WATCH_DEFAULT_TIMEOUT_SECONDS: Final = 300

@@ -14,6 +14,7 @@ back an object it read.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -376,6 +377,147 @@ class ServiceImportList(WireModel):
     items: list[ServiceImport] = Field(default_factory=list)
 
 
+# --- EndpointSliceExport (SPEC §2.8, §4.2) ----------------------------------------------
+#
+# One source cluster's EndpointSlice of an exported Service, as the agent sends it: what
+# another cluster needs to mirror it, nothing local. `nodeName` and `targetRef` name objects
+# of the source cluster and are not sent; ports are the slice's own (the Service port's
+# name with the *target* port number, which is what kube-proxy matches by name).
+
+AddressType = Literal["IPv4", "IPv6", "FQDN"]
+
+
+def _check_address(address_type: str, value: str) -> str:
+    if address_type == "FQDN":
+        if len(value) > 253 or not DNS1123_SUBDOMAIN_RE.fullmatch(value):
+            raise ValueError(f"address {value!r} is not a valid FQDN (a DNS-1123 subdomain)")
+        return value
+    try:
+        parsed = ipaddress.ip_address(value)
+    except ValueError:
+        raise ValueError(f"address {value!r} is not a valid {address_type} address") from None
+    expected = 4 if address_type == "IPv4" else 6
+    if parsed.version != expected:
+        raise ValueError(f"address {value!r} is not an {address_type} address")
+    # Kubernetes stores the canonical form; two spellings of one address must not be two
+    # different endpoints to a comparer downstream.
+    if str(parsed) != value:
+        raise ValueError(f"address {value!r} is not in canonical form ({parsed})")
+    return value
+
+
+class EndpointConditions(StrictWireModel):
+    ready: bool | None = None
+    serving: bool | None = None
+    terminating: bool | None = None
+
+
+class Endpoint(StrictWireModel):
+    addresses: list[str] = Field(min_length=1, max_length=constants.ADDRESSES_PER_ENDPOINT_MAX)
+    conditions: EndpointConditions = Field(default_factory=EndpointConditions)
+    hostname: str | None = Field(default=None, min_length=1, max_length=63)
+    zone: str | None = Field(default=None, min_length=1, max_length=253)
+
+    @field_validator("hostname")
+    @classmethod
+    def _hostname(cls, value: str | None) -> str | None:
+        if value is not None and not is_dns1123_label(value):
+            raise ValueError(f"hostname {value!r} is not a DNS-1123 label")
+        return value
+
+
+class EndpointPort(StrictWireModel):
+    """A port of an EndpointSlice: `port` is the target port; None means all ports."""
+
+    name: PortName = ""
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+    port: int | None = Field(default=None, ge=1, le=65535)
+    app_protocol: str | None = Field(default=None, min_length=1, max_length=316)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if value and not is_dns1123_label(value):
+            raise ValueError(f"port name {value!r} is not a DNS-1123 label")
+        return value
+
+
+class EndpointSliceExportSpec(StrictWireModel):
+    # The Service this slice belongs to (its `kubernetes.io/service-name` label); the hub
+    # refuses a slice of a Service the cluster does not export (409).
+    service_name: ServiceName
+    # The source cluster; filled in by the hub from the path, a different value is a 422.
+    cluster_id: ClusterId | None = None
+    address_type: AddressType
+    ports: list[EndpointPort] = Field(
+        default_factory=list, max_length=constants.PORTS_PER_SLICE_MAX
+    )
+    endpoints: list[Endpoint] = Field(
+        default_factory=list, max_length=constants.ENDPOINTS_PER_SLICE_MAX
+    )
+    # The source slice's resourceVersion, so an agent can tell an unchanged slice after a
+    # restart without comparing contents.
+    source_resource_version: str | None = Field(default=None, max_length=128)
+
+    @field_validator("ports")
+    @classmethod
+    def _ports(cls, value: list[EndpointPort]) -> list[EndpointPort]:
+        names: set[str] = set()
+        for index, port in enumerate(value):
+            if port.name in names:
+                raise ValueError(f"ports[{index}]: duplicate port name {port.name!r}")
+            names.add(port.name)
+        return value
+
+    @model_validator(mode="after")
+    def _addresses(self) -> EndpointSliceExportSpec:
+        for index, endpoint in enumerate(self.endpoints):
+            for position, address in enumerate(endpoint.addresses):
+                try:
+                    _check_address(self.address_type, address)
+                except ValueError as exc:
+                    raise ValueError(f"endpoints[{index}].addresses[{position}]: {exc}") from None
+        return self
+
+
+class EndpointSliceExport(WireModel):
+    api_version: Literal["mcsync.io/v1alpha1"] = constants.API_VERSION  # type: ignore[assignment]
+    kind: Literal["EndpointSliceExport"] = constants.KIND_ENDPOINT_SLICE  # type: ignore[assignment]
+    metadata: ObjectMeta
+    spec: EndpointSliceExportSpec
+
+    @field_validator("metadata")
+    @classmethod
+    def _slice_name(cls, value: ObjectMeta) -> ObjectMeta:
+        # EndpointSlice names are DNS-1123 subdomains (generated: `<service>-<5 chars>`).
+        if not DNS1123_SUBDOMAIN_RE.fullmatch(value.name):
+            raise ValueError(f"metadata.name {value.name!r} is not a DNS-1123 subdomain")
+        if value.namespace is not None and not is_dns1123_label(value.namespace):
+            raise ValueError(f"metadata.namespace {value.namespace!r} is not a DNS-1123 label")
+        return value
+
+
+class EndpointSliceExportList(WireModel):
+    api_version: str = constants.API_VERSION
+    kind: Literal["EndpointSliceExportList"] = constants.KIND_ENDPOINT_SLICE_LIST  # type: ignore[assignment]
+    metadata: ListMeta = Field(default_factory=ListMeta)
+    items: list[EndpointSliceExport] = Field(default_factory=list)
+
+
+ImportObject = Annotated[ServiceImport | EndpointSliceExport, Field(discriminator="kind")]
+
+
+class ClusterImportList(WireModel):
+    """`GET /api/v1/clusters/{cluster}/imports`: everything that cluster must import — every
+    ServiceImport and every EndpointSliceExport of the fleet, each slice's ports already cut
+    to those its source cluster serves in the import (SPEC §2.8)."""
+
+    api_version: str = constants.API_VERSION
+    kind: Literal["ClusterImportList"] = constants.KIND_CLUSTER_IMPORT_LIST  # type: ignore[assignment]
+    metadata: ListMeta = Field(default_factory=ListMeta)
+    items: list[ImportObject] = Field(default_factory=list)
+
+
 # --- MemberCluster ----------------------------------------------------------------------
 
 
@@ -494,7 +636,9 @@ class WatchEvent(WireModel):
     """
 
     type: WatchEventType
-    object: InternalServiceExport | BookmarkObject | Status
+    # The export feed carries InternalServiceExports; the import feed (SPEC §4.3)
+    # ServiceImports and EndpointSliceExports. Each object's `kind` says which.
+    object: InternalServiceExport | ServiceImport | EndpointSliceExport | BookmarkObject | Status
 
     @property
     def resource_version(self) -> str | None:
