@@ -21,14 +21,16 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 RUN python -m venv /opt/mcsync
 # Metadata first, then the packages pyproject.toml ships (see [tool.setuptools.packages.find]).
-COPY pyproject.toml README.md ./
+# constraints.txt (scripts/lock) pins every dependency, so two builds of one commit install
+# the same packages; the image carries both programs, hence both extras.
+COPY pyproject.toml README.md LICENSE constraints.txt ./
 COPY shared ./shared
 COPY hub ./hub
 COPY member ./member
 COPY cli ./cli
 COPY migrations ./migrations
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
- && /opt/mcsync/bin/pip install /wheels/mcsync-*.whl \
+ && /opt/mcsync/bin/pip install --constraint constraints.txt "$(ls /wheels/mcsync-*.whl)[hub,agent]" \
  && /opt/mcsync/bin/pip uninstall -y pip \
  && test -x /opt/mcsync/bin/mcsync-hub \
  && test -x /opt/mcsync/bin/mcsync-agent \

@@ -1,6 +1,16 @@
-"""Versions that the hub and the agent compare at heartbeat time (SPEC §5)."""
+"""Versions that the hub and the agent compare at heartbeat time (SPEC §5).
+
+`__version__` here is the project's one version source: setuptools reads it at build time
+(`[tool.setuptools.dynamic]` in pyproject.toml) and the charts' `version`/`appVersion` are
+checked against it by tests/helm. Comparison follows PEP 440 through `packaging.version`,
+so a pre-release sorts before its release (`0.2.0rc1` < `0.2.0`) — hand-rolled dotted
+integers counted `0.2.0-rc1` equal to `0.2.0` and let a release candidate pass a
+`minAgentVersion` of the release.
+"""
 
 from __future__ import annotations
+
+from packaging.version import InvalidVersion, Version
 
 __version__ = "0.1.0"
 
@@ -8,21 +18,18 @@ __version__ = "0.1.0"
 DEFAULT_MIN_AGENT_VERSION = "0.1.0"
 
 
-def parse_version(text: str) -> tuple[int, ...]:
-    """Parse "1.2.3" (an optional leading "v" and any "-suffix"/"+build" ignored) to a tuple.
+def parse_version(text: str) -> Version:
+    """Parse a PEP 440 version ("1.2.3", "v1.2.3", "0.2.0-rc1", "0.2.0.dev3+g1a2b3c").
 
-    Raises ValueError naming the text when it is not dotted integers, so a bad
+    Raises ValueError naming the text when it is not a version, so a bad
     `--min-agent-version` stops the hub at start instead of mis-comparing later.
     """
-    core = text.strip().removeprefix("v").split("+", 1)[0].split("-", 1)[0]
-    parts = core.split(".")
-    if not core or not all(p.isdigit() for p in parts):
-        raise ValueError(f"not a version (expected dotted integers like 1.2.3): {text!r}")
-    return tuple(int(p) for p in parts)
+    try:
+        return Version(text.strip())
+    except InvalidVersion:
+        raise ValueError(f"not a version (expected PEP 440, like 1.2.3): {text!r}") from None
 
 
 def is_older(version: str, than: str) -> bool:
-    """True when `version` sorts strictly before `than` (missing components count as 0)."""
-    a, b = parse_version(version), parse_version(than)
-    width = max(len(a), len(b))
-    return a + (0,) * (width - len(a)) < b + (0,) * (width - len(b))
+    """True when `version` sorts strictly before `than` (PEP 440 order)."""
+    return parse_version(version) < parse_version(than)

@@ -140,7 +140,11 @@ def test_both_entry_points_are_installed_and_on_path(
     venv = re.search(r"python -m venv (\S+)", builder_runs)
     assert venv, "the builder makes no virtualenv"
     prefix = venv[1]
-    assert re.search(rf"{re.escape(prefix)}/bin/pip install \S*\.whl", builder_runs)
+    # The wheel with both programs' extras, every dependency pinned by constraints.txt.
+    install = re.search(rf"{re.escape(prefix)}/bin/pip install (.*?\.whl\S*)", builder_runs)
+    assert install, "the builder does not install the wheel"
+    assert "[hub,agent]" in install[1], "the image needs both programs' extras"
+    assert "--constraint constraints.txt" in install[0], "the image must build from the lock"
     for program in ("mcsync-hub", "mcsync-agent"):
         assert f"test -x {prefix}/bin/{program}" in builder_runs, program
     assert any(c.split()[1:3] == [prefix, prefix] for c in final.all("COPY"))
@@ -160,7 +164,7 @@ def test_builder_copies_every_shipped_package(
     for copy in stages[0].all("COPY"):
         copied.update(Path(src).name for src in shlex.split(copy)[:-1])
     assert packages <= copied, f"not copied into the builder: {packages - copied}"
-    assert {"pyproject.toml", "README.md"} <= copied
+    assert {"pyproject.toml", "README.md", "LICENSE", "constraints.txt"} <= copied
 
 
 def test_charts_call_the_image_entry_points(pyproject: dict[str, object]) -> None:
