@@ -32,9 +32,21 @@ Rules, in the order `judge` applies them:
   order (the winner's order whenever the winner states families).
 * **Ports** are merged, not decided: walking exports oldest first, a port that meets a
   merged port with the same name ("" is a name too) but another (protocol, port,
-  appProtocol), or the same (protocol, port) under another name, is left out and is a
-  `PortConflict` of its export; an identical merged port gains the export's cluster;
-  any other port joins the union. Merged ports keep first-seen order.
+  appProtocol), or the same (protocol, port) under another name, is left out (an
+  overridden `ports` of its export); an identical merged port gains the export's cluster;
+  any other port joins the union. Merged ports keep first-seen order, and each lists
+  exactly the clusters that declare it identically, in precedence order: the agent cuts
+  each source cluster's EndpointSlice ports by these lists, so no traffic for a port
+  reaches a cluster that does not declare it.
+* **PortConflict** whenever the exports' port *sets* are not all identical (order within
+  an export does not matter): a clash left out above, or simply a port some cluster does
+  not declare. The import still exposes the union; the conflict is a warning that some
+  port is not served everywhere. It is every export's own reason, the winner's too: a
+  mismatch is not one export's fault, and the one that lacks a port is as much party to
+  it as the one that adds it. This is the MCS conformance suite's Required test "should
+  expose the union of the constituent service ports and raise a conflict". (Every
+  export left out a port lacks a merged one too, since its names and numbers are unique;
+  so "sets differ" is exactly "some export lacks a port of the union".)
 * **Verdict**: when any export carries any reason, the key conflicts and *every* export
   gets `conflict=True` (the winner too); the key's reasons are the union, in the fixed
   order of `shared.conditions.CONFLICT_REASONS`.
@@ -135,10 +147,13 @@ class ExportVerdict:
 
     cluster_id: str
     conflict: bool
-    # This export's own reasons, in `CONFLICT_REASONS` order; () when its values stand.
+    # This export's own reasons, in `CONFLICT_REASONS` order: one per field it lost (see
+    # `overridden_fields`), plus PortConflict on every export when the key's port sets
+    # differ; () when its values stand and every export declares the same ports.
     reasons: tuple[str, ...]
     message: str
-    # Wire names of this export's values that lost, in `FIELD_ORDER`, e.g. ("ports", "type").
+    # Wire names of this export's values that lost, in `FIELD_ORDER`, e.g. ("ports", "type");
+    # "ports" only when some of its ports clash and were left out of the import.
     overridden_fields: tuple[str, ...]
 
     def condition(
@@ -233,15 +248,25 @@ def judge(exports: Sequence[InternalServiceExportSpec]) -> KeyJudgement:
     for cluster in family_losers:
         overridden[cluster].add(IP_FAMILIES_FIELD)
 
-    merged, rejected_ports = _merge_ports(exports)
+    merged, rejected_ports, missing_ports = _merge_ports(exports)
     for cluster in rejected_ports:
         overridden[cluster].add(PORTS_FIELD)
+    # The port sets differ exactly when some export lacks a port of the union (a cluster
+    # with a port left out lacks the merged port it clashed with, too).
+    ports_differ = bool(missing_ports)
+    port_reason = (conditions.PORT_CONFLICT,) if ports_differ else ()
 
     own_reasons = {
-        c: _in_reason_order(_REASON_OF_FIELD[f] for f in fields) for c, fields in overridden.items()
+        c: _in_reason_order([*(_REASON_OF_FIELD[f] for f in fields), *port_reason])
+        for c, fields in overridden.items()
     }
     key_reasons = _in_reason_order(r for reasons in own_reasons.values() for r in reasons)
-    disputed = _in_field_order(f for fields in overridden.values() for f in fields)
+    disputed = _in_field_order(
+        [
+            *(f for fields in overridden.values() for f in fields),
+            *([PORTS_FIELD] if ports_differ else []),
+        ]
+    )
 
     verdicts: dict[str, ExportVerdict] = {}
     for spec in exports:
@@ -254,6 +279,7 @@ def judge(exports: Sequence[InternalServiceExportSpec]) -> KeyJudgement:
                 disputed=disputed,
                 own_fields=own_fields,
                 rejected=rejected_ports.get(cluster, []),
+                missing=missing_ports.get(cluster, []),
             )
         else:
             message = _no_conflict_message(exports)
@@ -305,8 +331,9 @@ def judge(exports: Sequence[InternalServiceExportSpec]) -> KeyJudgement:
 def sole_verdict(spec: InternalServiceExportSpec) -> ExportVerdict:
     """`judge([spec]).verdicts[cluster]`: the verdict on a key's only export.
 
-    A lone export has nothing to disagree with, so its verdict is always "no conflicts",
-    and most keys of a sync have one export; the store takes this instead of the whole
+    A lone export has nothing to disagree with (its port set is the union, so not even a
+    PortConflict), so its verdict is always "no conflicts", and most keys of a sync have
+    one export; the store takes this instead of the whole
     judgement (merges, import models) for them. `tests/hub/test_conflicts_sole.py` holds
     it equal to the general judge.
     """
@@ -374,8 +401,11 @@ def _merge_ip_families(
 
 def _merge_ports(
     exports: Sequence[InternalServiceExportSpec],
-) -> tuple[list[tuple[ServicePort, list[str]]], dict[str, list[ServicePort]]]:
-    """The merged ports with their clusters, and the ports left out, by cluster."""
+) -> tuple[
+    list[tuple[ServicePort, list[str]]], dict[str, list[ServicePort]], dict[str, list[ServicePort]]
+]:
+    """The merged ports with the clusters declaring each, and by cluster: its ports left
+    out, and the merged ports it does not declare (only clusters with any are keys)."""
     merged: list[tuple[ServicePort, list[str]]] = []
     by_name: dict[str, int] = {}
     by_number: dict[tuple[str, int], int] = {}
@@ -399,7 +429,15 @@ def _merge_ports(
                 by_name[port.name] = len(merged)
                 by_number[(port.protocol, port.port)] = len(merged)
                 merged.append((port, [cluster]))
-    return merged, rejected
+    missing: dict[str, list[ServicePort]] = {}
+    if len(exports) > 1:  # a lone export declares every merged port
+        owner_sets = [(port, set(owners)) for port, owners in merged]
+        for spec in exports:
+            cluster = spec.service_reference.cluster_id
+            lacking = [port for port, owners in owner_sets if cluster not in owners]
+            if lacking:
+                missing[cluster] = lacking
+    return merged, rejected, missing
 
 
 # --- messages -------------------------------------------------------------------------------
@@ -443,6 +481,14 @@ def _describe_port(port: ServicePort) -> str:
     return f"{port.name} ({where})" if port.name else f"unnamed ({where})"
 
 
+def _ports_phrase(ports: Sequence[ServicePort]) -> str:
+    """ "port a (1/TCP)" or "ports a (1/TCP), b (2/TCP) and 3 more": at most a few named."""
+    named = ", ".join(_describe_port(p) for p in ports[:_MAX_PORTS_NAMED])
+    if len(ports) > _MAX_PORTS_NAMED:
+        named += f" and {len(ports) - _MAX_PORTS_NAMED} more"
+    return f"{'port' if len(ports) == 1 else 'ports'} {named}"
+
+
 def _fields_phrase(fields: Sequence[str]) -> str:
     verb = "was" if len(fields) == 1 else "were"
     return f"{', '.join(fields)} {verb}"
@@ -455,30 +501,41 @@ def _conflict_message(
     disputed: tuple[str, ...],
     own_fields: tuple[str, ...],
     rejected: list[ServicePort],
+    missing: list[ServicePort],
 ) -> str:
     head = f"Clusters disagree on {', '.join(disputed)}: {_why_winner(exports)}."
+    lacking = (
+        f"does not declare the import's {_ports_phrase(missing)}, whose traffic goes only "
+        "to clusters that do"
+    )
     if cluster == exports[0].service_reference.cluster_id:
+        if missing:
+            return f"{head} This cluster is the winner and its values stand, but it {lacking}."
         return f"{head} This cluster is the winner; its values stand."
-    if not own_fields:
-        return (
-            f"{head} This cluster's values are compatible with the winner's; "
-            "the conflict is between other clusters' exports."
-        )
     decided = [f for f in own_fields if f != PORTS_FIELD]
     parts = []
     if decided:
         parts.append(f"This cluster's {_fields_phrase(decided)} overridden by the winner's")
     if rejected:
-        named = ", ".join(_describe_port(p) for p in rejected[:_MAX_PORTS_NAMED])
-        if len(rejected) > _MAX_PORTS_NAMED:
-            named += f" and {len(rejected) - _MAX_PORTS_NAMED} more"
-        subject = "port" if len(rejected) == 1 else "ports"
+        one = len(rejected) == 1
         clause = (
-            f"{subject} {named} clash{'es' if len(rejected) == 1 else ''} with ports of "
-            f"older exports and {'was' if len(rejected) == 1 else 'were'} left out of the import"
+            f"{_ports_phrase(rejected)} clash{'es' if one else ''} with ports of older "
+            f"exports and {'was' if one else 'were'} left out of the import"
         )
-        parts.append(f"its {clause}" if decided else f"This cluster's {clause}")
-    return f"{head} {'; '.join(parts)}."
+        parts.append(f"its {clause}" if parts else f"This cluster's {clause}")
+    if missing:
+        parts.append(f"it {lacking}" if parts else f"This cluster {lacking}")
+    if parts:
+        return f"{head} {'; '.join(parts)}."
+    if PORTS_FIELD in disputed:
+        return (
+            f"{head} This cluster's values are compatible with the winner's and it declares "
+            "every port of the import; other clusters do not."
+        )
+    return (
+        f"{head} This cluster's values are compatible with the winner's; "
+        "the conflict is between other clusters' exports."
+    )
 
 
 def _no_conflict_message(exports: Sequence[InternalServiceExportSpec]) -> str:

@@ -3,7 +3,9 @@
 Table-driven, the way fleet-networking tests its conflict rules: plain export specs in,
 verdicts out. Each case names the exports (cluster, age, the fields that differ from a
 default spec) and the verdicts users rely on: who wins, the key's reasons, each export's
-own reasons and overridden fields, and the ServiceImport the key produces. Hypothesis
+own reasons and overridden fields, and the ServiceImport the key produces (its ports and
+which clusters serve each). The peers' port cases (the MCS conformance suite, cilium,
+Submariner Lighthouse) are rows of their own, each naming the test it mirrors. Hypothesis
 properties at the end check the rules that must hold for every set of exports.
 """
 
@@ -38,6 +40,19 @@ def port(
 
 
 HTTP = port(80, "http")
+HTTPS = port(443, "https")
+PC = ("PortConflict",)
+
+
+def served(p: dict[str, Any], *clusters: str) -> dict[str, Any]:
+    """A port of the import as `status.ports` shows it: the port and the clusters serving it."""
+    return {
+        "name": p["name"],
+        "protocol": p["protocol"],
+        "port": p["port"],
+        "appProtocol": p.get("appProtocol"),
+        "clusters": list(clusters),
+    }
 
 
 def spec(
@@ -86,6 +101,8 @@ class Case:
     own: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # cluster -> overridden fields; clusters not listed have none
     overridden: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # the import's ports, each with the clusters that serve it (`served`); None: not checked
+    ports: list[dict[str, Any]] | None = None
 
 
 CASES = [
@@ -108,9 +125,10 @@ CASES = [
         "port: same name, another number",
         [spec("a", created=at(0)), spec("b", created=at(1), ports=[port(8080, "http")])],
         "a",
-        ("PortConflict",),
-        own={"b": ("PortConflict",)},
+        PC,
+        own={"a": PC, "b": PC},
         overridden={"b": ("ports",)},
+        ports=[served(HTTP, "a")],
     ),
     Case(
         "sessionAffinity",
@@ -215,7 +233,7 @@ CASES = [
         ],
         "a",
         ("PortConflict", "TypeConflict"),
-        own={"b": ("PortConflict", "TypeConflict")},
+        own={"a": PC, "b": ("PortConflict", "TypeConflict")},
         overridden={"b": ("ports", "type")},
     ),
     Case(
@@ -229,9 +247,10 @@ CASES = [
         "a",
         ("LabelsConflict", "PortConflict", "TypeConflict"),
         own={
-            "b": ("TypeConflict",),
-            "c": ("LabelsConflict",),
-            "d": ("PortConflict",),
+            "a": PC,
+            "b": ("PortConflict", "TypeConflict"),
+            "c": ("LabelsConflict", "PortConflict"),
+            "d": PC,
         },
         overridden={"b": ("type",), "c": ("exportedLabels",), "d": ("ports",)},
     ),
@@ -239,9 +258,10 @@ CASES = [
         "port: same number under another name",
         [spec("a", created=at(0)), spec("b", created=at(1), ports=[port(80, "web")])],
         "a",
-        ("PortConflict",),
-        own={"b": ("PortConflict",)},
+        PC,
+        own={"a": PC, "b": PC},
         overridden={"b": ("ports",)},
+        ports=[served(HTTP, "a")],
     ),
     Case(
         "port: two unnamed ports with different numbers clash on the empty name",
@@ -250,9 +270,10 @@ CASES = [
             spec("b", created=at(1), ports=[port(81)]),
         ],
         "a",
-        ("PortConflict",),
-        own={"b": ("PortConflict",)},
+        PC,
+        own={"a": PC, "b": PC},
         overridden={"b": ("ports",)},
+        ports=[served(port(80), "a")],
     ),
     Case(
         "port: appProtocol differs",
@@ -261,27 +282,60 @@ CASES = [
             spec("b", created=at(1), ports=[port(80, "http", app="kubernetes.io/h2c")]),
         ],
         "a",
-        ("PortConflict",),
-        own={"b": ("PortConflict",)},
+        PC,
+        own={"a": PC, "b": PC},
         overridden={"b": ("ports",)},
+        ports=[served(port(80, "http", app="http"), "a")],
     ),
     Case(
-        "port: same number on another protocol is a different port",
+        "port: same number on another protocol is another port of the union, and a conflict",
         [
             spec("a", created=at(0), ports=[port(53, "dns")]),
             spec("b", created=at(1), ports=[port(53, "dns"), port(53, "dns-udp", "UDP")]),
         ],
         "a",
-        (),
+        PC,
+        own={"a": PC, "b": PC},
+        ports=[served(port(53, "dns"), "a", "b"), served(port(53, "dns-udp", "UDP"), "b")],
     ),
     Case(
-        "port: disjoint ports merge into a union",
+        "port: disjoint ports form the union and conflict",
         [
-            spec("a", created=at(0), ports=[port(80, "http")]),
-            spec("b", created=at(1), ports=[port(443, "https")]),
+            spec("a", created=at(0), ports=[HTTP]),
+            spec("b", created=at(1), ports=[HTTPS]),
+        ],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        ports=[served(HTTP, "a"), served(HTTPS, "b")],
+    ),
+    Case(
+        "port: a cluster that declares no port at all conflicts with one that does",
+        [spec("a", created=at(0), ports=[]), spec("b", created=at(1), ports=[HTTP])],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        ports=[served(HTTP, "b")],
+    ),
+    Case(
+        "port: clusters declaring no ports at all agree",
+        [spec("a", created=at(0), ports=[]), spec("b", created=at(1), ports=[])],
+        "a",
+        (),
+        ports=[],
+    ),
+    Case(
+        # Port *sets* are compared. cilium compares the lists in order (`mergePorts`,
+        # slices.EqualFunc), so it would flag this key; SPEC §3 speaks of sets, and the
+        # order of a Service's ports carries no meaning for routing.
+        "port: the same ports in another order do not conflict",
+        [
+            spec("a", created=at(0), ports=[HTTP, HTTPS]),
+            spec("b", created=at(1), ports=[HTTPS, HTTP]),
         ],
         "a",
         (),
+        ports=[served(HTTP, "a", "b"), served(HTTPS, "a", "b")],
     ),
     Case(
         "port clash with an older non-winner's port",
@@ -291,9 +345,10 @@ CASES = [
             spec("c", created=at(2), ports=[port(80, "http"), port(443, "tls")]),
         ],
         "a",
-        ("PortConflict",),
-        own={"c": ("PortConflict",)},
+        PC,
+        own={"a": PC, "b": PC, "c": PC},
         overridden={"c": ("ports",)},
+        ports=[served(HTTP, "a", "b", "c"), served(HTTPS, "b")],
     ),
     Case(
         "timestamp tie broken by cluster id in string order",
@@ -343,7 +398,259 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+# --- the peers' port cases -------------------------------------------------------------------
+# One row per case of the port tests of sigs.k8s.io/mcs-api (conformance/), cilium
+# (pkg/clustermesh/mcsapi) and Submariner Lighthouse (pkg/agent/controller), on our "a"
+# (older) and "b". The peers' own cluster names are given where the precedence matters.
+
+# mcs-api's hello Service (conformance/k8s_objects.go)
+TCP_42 = port(42, "tcp")
+UDP_42 = port(42, "udp", "UDP")
+STCP_142 = port(142, "stcp", "SCTP")
+# Lighthouse's port1..port3 (controller_suite_test.go); its "POP3" is "pop3" here, as a port
+# name must be a DNS-1123 label (the Kubernetes API refuses "POP3" on a Service, too).
+LH_HTTP = port(8080, "http")
+LH_HTTPS = port(8443, "https")
+LH_POP3 = port(110, "pop3", "UDP", app="smtp")
+# cilium's ports (serviceimport_controller_test.go)
+MYPORT1 = port(4242, "myport1")
+MYPORT2 = port(4243, "myport2")
+
+PEER_PORT_CASES = [
+    Case(
+        # mcs-api conformance/service_import.go, "A ClusterIP service exported on two
+        # clusters": "should expose the union of the constituent service ports and raise a
+        # conflict" (Required)
+        "mcs-api: union of the constituent ports and a conflict",
+        [
+            spec("a", created=at(0), ports=[TCP_42, UDP_42]),
+            spec("b", created=at(1), ports=[TCP_42, STCP_142]),
+        ],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        ports=[served(TCP_42, "a", "b"), served(UDP_42, "a"), served(STCP_142, "b")],
+    ),
+    Case(
+        # mcs-api conformance/service_import.go, "with conflicting ports": "should apply the
+        # conflict resolution policy and report a Conflict condition on each ServiceExport"
+        # (Required): the import keeps the oldest export's ports
+        "mcs-api: conflicting ports resolve to the oldest export's",
+        [
+            spec("a", created=at(0), ports=[TCP_42, UDP_42]),
+            spec("b", created=at(1), ports=[port(43, "tcp")]),
+        ],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        overridden={"b": ("ports",)},
+        ports=[served(TCP_42, "a"), served(UDP_42, "a")],
+    ),
+    Case(
+        # mcs-api conformance/service_import.go, "The ports for a ClusterSetIP ServiceImport
+        # should match those of the exported service" (Required)
+        "mcs-api: a lone export's ports are the import's",
+        [spec("a", ports=[TCP_42, UDP_42])],
+        "a",
+        (),
+        ports=[served(TCP_42, "a"), served(UDP_42, "a")],
+    ),
+    Case(
+        # mcs-api conformance/connectivity.go, "same port name but different port numbers on
+        # each cluster": "should only route traffic to the cluster that exposes the port"
+        # (Optional, StrictPortConflict): port 42 lists only "a"
+        "mcs-api connectivity: same name, another number: only the cluster that exposes it",
+        [
+            spec("a", created=at(0), ports=[TCP_42, UDP_42]),
+            spec("b", created=at(1), ports=[port(4242, "tcp")]),
+        ],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        overridden={"b": ("ports",)},
+        ports=[served(TCP_42, "a"), served(UDP_42, "a")],
+    ),
+    Case(
+        # mcs-api conformance/connectivity.go, "different port name on each cluster": "should
+        # route traffic to each port only to the cluster that exposes it" (Optional)
+        "mcs-api connectivity: another name on each cluster: each port to its own cluster",
+        [
+            spec("a", created=at(0), ports=[TCP_42, UDP_42]),
+            spec("b", created=at(1), ports=[port(4242, "tcp2")]),
+        ],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        ports=[served(TCP_42, "a"), served(UDP_42, "a"), served(port(4242, "tcp2"), "b")],
+    ),
+    Case(
+        # cilium Test_mcsServiceImport_Reconcile, "Basic service import sync" (cilium leaves
+        # port 4242 unnamed; with two ports Kubernetes and our wire model require names)
+        "cilium: basic: the same two ports on both clusters",
+        [
+            spec("a", created=at(0), ports=[port(80, "named"), port(4242, "p4242")]),
+            spec("b", created=at(1), ports=[port(80, "named"), port(4242, "p4242")]),
+        ],
+        "a",
+        (),
+        ports=[served(port(80, "named"), "a", "b"), served(port(4242, "p4242"), "a", "b")],
+    ),
+    Case(
+        # cilium "Conflict test conflict-port-name with remote conflict" (a = remote, older)
+        "cilium: conflict-port-name, remote older",
+        [
+            spec("a", created=at(0), ports=[port(4242, "remote")]),
+            spec("b", created=at(1), ports=[port(4242)]),
+        ],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        overridden={"b": ("ports",)},
+        ports=[served(port(4242, "remote"), "a")],
+    ),
+    Case(
+        # cilium "Conflict test conflict-port-name with local precedence" (a = local, older)
+        "cilium: conflict-port-name, local older",
+        [
+            spec("a", created=at(0), ports=[port(4242)]),
+            spec("b", created=at(1), ports=[port(4242, "remote")]),
+        ],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        overridden={"b": ("ports",)},
+        ports=[served(port(4242), "a")],
+    ),
+    Case(
+        # cilium "Conflict test conflict-port-appprotocol with remote conflict"
+        "cilium: conflict-port-appprotocol, remote older",
+        [
+            spec("a", created=at(0), ports=[port(4242, app="something-else")]),
+            spec("b", created=at(1), ports=[port(4242)]),
+        ],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        overridden={"b": ("ports",)},
+        ports=[served(port(4242, app="something-else"), "a")],
+    ),
+    Case(
+        # cilium "Conflict test conflict-port-appprotocol with local precedence"
+        "cilium: conflict-port-appprotocol, local older",
+        [
+            spec("a", created=at(0), ports=[port(4242)]),
+            spec("b", created=at(1), ports=[port(4242, app="something-else")]),
+        ],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        overridden={"b": ("ports",)},
+        ports=[served(port(4242), "a")],
+    ),
+    Case(
+        # cilium "Conflict test conflict-duplicated-port-name with remote conflict"
+        "cilium: conflict-duplicated-port-name, remote older",
+        [
+            spec("a", created=at(0), ports=[port(4243, "myport")]),
+            spec("b", created=at(1), ports=[port(4242, "myport")]),
+        ],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        overridden={"b": ("ports",)},
+        ports=[served(port(4243, "myport"), "a")],
+    ),
+    Case(
+        # cilium "Conflict test conflict-duplicated-port-name with local precedence"
+        "cilium: conflict-duplicated-port-name, local older",
+        [
+            spec("a", created=at(0), ports=[port(4242, "myport")]),
+            spec("b", created=at(1), ports=[port(4243, "myport")]),
+        ],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        overridden={"b": ("ports",)},
+        ports=[served(port(4242, "myport"), "a")],
+    ),
+    Case(
+        # cilium "Conflict test conflict-port-union-1 with remote conflict" (its "with local
+        # precedence" run is conflict-port-union-2's shape: the next row)
+        "cilium: conflict-port-union-1: the older declares more",
+        [
+            spec("a", created=at(0), ports=[MYPORT1, MYPORT2]),
+            spec("b", created=at(1), ports=[MYPORT1]),
+        ],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        ports=[served(MYPORT1, "a", "b"), served(MYPORT2, "a")],
+    ),
+    Case(
+        # cilium "Conflict test conflict-port-union-2 with remote conflict"
+        "cilium: conflict-port-union-2: the newer declares more",
+        [
+            spec("a", created=at(0), ports=[MYPORT1]),
+            spec("b", created=at(1), ports=[MYPORT1, MYPORT2]),
+        ],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        ports=[served(MYPORT1, "a", "b"), served(MYPORT2, "b")],
+    ),
+    Case(
+        # Lighthouse clusterip_service_test.go, "with differing ports": "should correctly set
+        # the ports in the aggregated ServiceImport and set the Conflict status condition"
+        "lighthouse: differing ports",
+        [
+            spec("a", created=at(0), ports=[LH_HTTP, LH_HTTPS]),
+            spec("b", created=at(1), ports=[LH_HTTP, LH_POP3]),
+        ],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        ports=[served(LH_HTTP, "a", "b"), served(LH_HTTPS, "a"), served(LH_POP3, "b")],
+    ),
+    Case(
+        # Lighthouse "with differing ports" "and after unexporting from one cluster": "should
+        # correctly update the ports ... and clear the Conflict status condition"
+        "lighthouse: differing ports, after unexporting from one cluster",
+        [spec("b", created=at(1), ports=[LH_HTTP, LH_POP3])],
+        "b",
+        (),
+        ports=[served(LH_HTTP, "b"), served(LH_POP3, "b")],
+    ),
+    Case(
+        # Lighthouse "with differing ports" "initially and after updating the ports to match"
+        "lighthouse: differing ports, after updating the ports to match",
+        [
+            spec("a", created=at(0), ports=[LH_HTTP, LH_HTTPS]),
+            spec("b", created=at(1), ports=[LH_HTTP, LH_HTTPS]),
+        ],
+        "a",
+        (),
+        ports=[served(LH_HTTP, "a", "b"), served(LH_HTTPS, "a", "b")],
+    ),
+    Case(
+        # Lighthouse "with conflicting ports": cluster2 declares port1 one number up and port3;
+        # the aggregated import is port1, port2, port3
+        "lighthouse: conflicting ports",
+        [
+            spec("a", created=at(0), ports=[LH_HTTP, LH_HTTPS]),
+            spec("b", created=at(1), ports=[port(8081, "http"), LH_POP3]),
+        ],
+        "a",
+        PC,
+        own={"a": PC, "b": PC},
+        overridden={"b": ("ports",)},
+        ports=[served(LH_HTTP, "a"), served(LH_HTTPS, "a"), served(LH_POP3, "b")],
+    ),
+]
+
+ALL_CASES = CASES + PEER_PORT_CASES
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=[c.id for c in ALL_CASES])
 def test_verdicts(case: Case) -> None:
     exports = ordered(*case.exports)
     result = judge(exports)
@@ -360,7 +667,15 @@ def test_verdicts(case: Case) -> None:
         assert verdict.conflict is bool(case.reasons)
         assert verdict.reasons == case.own.get(cluster, ())
         assert verdict.overridden_fields == case.overridden.get(cluster, ())
-    assert result.verdicts[case.winner].reasons == ()
+    # the winner's values always stand; it can only share a port conflict
+    assert result.verdicts[case.winner].overridden_fields == ()
+    assert set(result.verdicts[case.winner].reasons) <= set(PC)
+    if case.ports is not None:
+        assert [p.model_dump() for p in result.port_clusters] == case.ports
+        # the import's ports are the same union, without the cluster lists
+        assert [p.model_dump() for p in result.import_spec.ports] == [
+            {k: v for k, v in p.items() if k != "clusters"} for p in case.ports
+        ]
 
 
 # --- the ServiceImport ----------------------------------------------------------------------
@@ -401,8 +716,9 @@ def test_port_union_keeps_first_seen_order_and_leaves_clashing_ports_out() -> No
     ]
     assert [p.name for p in result.import_spec.ports] == ["http", "metrics", "https", "alt"]
     assert result.reasons == ("PortConflict",)
-    assert result.verdicts["c"].reasons == ("PortConflict",)
-    assert result.verdicts["b"].reasons == ()
+    # every export is party to the port conflict; only c's own ports were left out
+    assert all(v.reasons == ("PortConflict",) for v in result.verdicts.values())
+    assert [c for c, v in result.verdicts.items() if v.overridden_fields] == ["c"]
 
 
 def test_import_takes_the_winners_decided_properties() -> None:
@@ -445,6 +761,14 @@ def test_import_takes_the_winners_decided_properties() -> None:
         ([[], []], [], []),
         ([["IPv4"], ["IPv6"], ["IPv4"]], ["IPv4"], ["b"]),
         ([[], ["IPv6"], ["IPv4"]], ["IPv6"], ["c"]),
+        # cilium pkg/clustermesh/mcsapi TestIntersectIPFamilies, one row per case:
+        ([["IPv4", "IPv6"], ["IPv6", "IPv4"]], ["IPv4", "IPv6"], []),  # all dual-stack
+        ([[], []], [], []),  # all legacy
+        ([[], ["IPv4", "IPv6"], ["IPv4"]], ["IPv4"], []),  # dual-stack then narrows to IPv4
+        ([["IPv6"], [], ["IPv4", "IPv6"]], ["IPv6"], []),  # keep oldest single stack IPv6
+        ([["IPv4"], ["IPv6"]], ["IPv4"], ["b"]),  # simple conflict
+        # dual-stack then narrow to IPv4 and conflict with IPv6
+        ([["IPv4", "IPv6"], ["IPv4"], ["IPv6"]], ["IPv4"], ["c"]),
     ],
 )
 def test_ip_families_of_the_import(
@@ -517,7 +841,8 @@ def test_conflict_message_of_an_overridden_export() -> None:
         "Clusters disagree on ports, type: alpha wins as the oldest export, created "
         "2026-03-01T09:30:00.000Z. This cluster's type was overridden by the winner's; its "
         "port http (8080/TCP) clashes with ports of older exports and was left out of the "
-        "import."
+        "import; it does not declare the import's port http (80/TCP), whose traffic goes only "
+        "to clusters that do."
     )
 
 
@@ -532,6 +857,33 @@ def test_conflict_message_of_a_matching_export_says_it_was_not_overridden() -> N
     assert "alpha wins as the oldest export, created 2026-03-01T09:30:00.000Z" in message
     assert "compatible with the winner's" in message
     assert "overridden" not in message
+
+
+def test_port_set_messages_say_who_lacks_which_port() -> None:
+    # the winner lacks a port a newer export adds: the import keeps it, served by b only
+    result = judge(
+        [
+            spec("a", created=at(0), ports=[HTTP]),
+            spec("b", created=at(1), ports=[HTTP, HTTPS]),
+            spec("c", created=at(2), ports=[]),
+        ]
+    )
+    head = (
+        "Clusters disagree on ports: a wins as the oldest export, created 2026-03-01T09:30:00.000Z."
+    )
+    assert result.verdicts["a"].message == (
+        f"{head} This cluster is the winner and its values stand, but it does not declare the "
+        "import's port https (443/TCP), whose traffic goes only to clusters that do."
+    )
+    assert result.verdicts["b"].message == (
+        f"{head} This cluster's values are compatible with the winner's and it declares every "
+        "port of the import; other clusters do not."
+    )
+    assert result.verdicts["c"].message == (
+        f"{head} This cluster does not declare the import's ports http (80/TCP), "
+        "https (443/TCP), whose traffic goes only to clusters that do."
+    )
+    assert all(v.overridden_fields == () for v in result.verdicts.values())
 
 
 def test_conflict_message_names_every_overridden_decided_field() -> None:
@@ -694,6 +1046,7 @@ ports_strategy = st.lists(
             "name": port_names,
             "protocol": st.sampled_from(["TCP", "UDP"]),
             "port": st.sampled_from([53, 80, 443]),
+            "appProtocol": st.sampled_from([None, "http"]),
         }
     ),
     max_size=3,
@@ -796,3 +1149,53 @@ def test_property_winner_is_the_minimum_by_precedence(
     # withdrawing the winner hands the key to the next oldest
     if len(exports) > 1:
         assert judge(exports[1:]).winner == exports[1].service_reference.cluster_id
+
+
+def _port_tuple(p: Any) -> tuple[str, str, int, str | None]:
+    return (p.name, p.protocol, p.port, p.app_protocol)
+
+
+@settings(max_examples=300, deadline=None)
+@given(key_exports())
+def test_property_port_conflict_exactly_when_port_sets_differ(
+    exports: list[InternalServiceExportSpec],
+) -> None:
+    result = judge(exports)
+    sets = {frozenset(_port_tuple(p) for p in e.ports) for e in exports}
+    differ = len(sets) > 1
+    assert ("PortConflict" in result.reasons) is differ
+    # on every export, the winner's too: a port mismatch involves them all
+    assert all(("PortConflict" in v.reasons) is differ for v in result.verdicts.values())
+    if differ:
+        assert all(v.conflict for v in result.verdicts.values())
+        assert all("ports" in v.message for v in result.verdicts.values())
+
+
+@settings(max_examples=300, deadline=None)
+@given(key_exports())
+def test_property_per_port_cluster_lists_are_exact(
+    exports: list[InternalServiceExportSpec],
+) -> None:
+    """Each import port lists exactly the clusters declaring it identically, in precedence
+    order; every declared port is in the union or clashes with one that is."""
+    result = judge(exports)
+    merged = [_port_tuple(p) for p in result.port_clusters]
+    assert merged == [_port_tuple(p) for p in result.import_spec.ports]
+    # the union is a valid port list: names and (protocol, port) unique
+    assert len({m[0] for m in merged}) == len(merged)
+    assert len({(m[1], m[2]) for m in merged}) == len(merged)
+    for status in result.port_clusters:
+        declaring = [
+            e.service_reference.cluster_id
+            for e in exports
+            if _port_tuple(status) in {_port_tuple(p) for p in e.ports}
+        ]
+        assert status.clusters == declaring
+    for e in exports:
+        cluster = e.service_reference.cluster_id
+        left_out = [p for p in e.ports if _port_tuple(p) not in merged]
+        for p in left_out:
+            assert any(m[0] == p.name or (m[1], m[2]) == (p.protocol, p.port) for m in merged)
+        assert ("ports" in result.verdicts[cluster].overridden_fields) is bool(left_out)
+    # the winner's ports are all served: the oldest export never loses a port
+    assert {_port_tuple(p) for p in exports[0].ports} <= set(merged)
