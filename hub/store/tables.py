@@ -13,8 +13,14 @@ Why the columns look the way they do:
   (`first_value(...) OVER (PARTITION BY namespace, name ORDER BY ...)`) for fleet-wide
   questions without loading rows into Python.
 * `service_imports` doubles as the per-key lock row: every write of a key first locks it.
-* `revision` is a one-row counter; `changes` the retained history that the watch feed
-  replays (SPEC §4.3).
+* `revision` is a one-row counter; `changes` the retained history that the watch feeds
+  replay (SPEC §4.3). Its `kind` says which feed a row belongs to: InternalServiceExport
+  rows make the per-cluster export feed, ServiceImport and EndpointSliceExport rows the
+  fleet-wide import feed (`hub.store.importfeed`).
+* `endpoint_slices` holds each source cluster's EndpointSliceExports (SPEC §2.8), keyed
+  like an EndpointSlice (cluster, namespace, slice name), with the Service they belong to
+  indexed beside the namespace, so that a key's slices are found by index when its export
+  goes or its per-port cluster lists change.
 """
 
 from __future__ import annotations
@@ -39,11 +45,13 @@ from sqlalchemy import (
 )
 
 NAME_LENGTH = 63
+# An EndpointSlice's name is a DNS-1123 subdomain, not a label.
+SUBDOMAIN_LENGTH = 253
 
 
-def key_string() -> String:
+def key_string(length: int = NAME_LENGTH) -> String:
     """A name column ordered by code point on both databases."""
-    return String(NAME_LENGTH).with_variant(String(NAME_LENGTH, collation="C"), "postgresql")  # type: ignore[return-value]
+    return String(length).with_variant(String(length, collation="C"), "postgresql")  # type: ignore[return-value]
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -154,10 +162,37 @@ changes = Table(
     Column("revision", BigInteger, primary_key=True, autoincrement=False),
     Column("cluster_id", key_string(), nullable=False),
     Column("namespace", key_string(), nullable=False),
-    Column("name", key_string(), nullable=False),
+    # A record's name: an export's Service name, or an EndpointSlice's (a subdomain).
+    Column("name", key_string(SUBDOMAIN_LENGTH), nullable=False),
     Column("type", String(8), nullable=False),
     Column("object", Text, nullable=False),
-    Index("ix_changes_cluster_revision", "cluster_id", "revision"),
+    Column("kind", String(32), nullable=False, server_default="InternalServiceExport"),
+    # One cluster's export feed: WHERE cluster_id = ? AND kind = ? AND revision > ?.
+    # ServiceImport rows carry cluster_id '' (they belong to no one cluster).
+    Index("ix_changes_cluster_kind_revision", "cluster_id", "kind", "revision"),
+)
+
+endpoint_slices = Table(
+    "endpoint_slices",
+    metadata,
+    Column("cluster_id", key_string(), primary_key=True),
+    Column("namespace", key_string(), primary_key=True),
+    Column("name", key_string(SUBDOMAIN_LENGTH), primary_key=True),
+    # The Service the slice belongs to (its `kubernetes.io/service-name`).
+    Column("service_name", key_string(), nullable=False),
+    # The whole spec as stored (canonical JSON of the wire form, clusterId filled in).
+    Column("spec", Text, nullable=False),
+    Column("resource_version", BigInteger, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    # A key's slices (all, or one cluster's), and the fleet-wide listing in key order.
+    Index(
+        "ix_endpoint_slices_service",
+        "namespace",
+        "service_name",
+        "cluster_id",
+        "name",
+        unique=True,
+    ),
 )
 
 REVISION_ROW_ID = 1

@@ -10,7 +10,7 @@ from hub.store import Store, migrate
 from hub.store.db import make_engine
 from hub.store.tables import metadata
 
-TABLES = {"clusters", "exports", "service_imports", "revision", "changes"}
+TABLES = {"clusters", "exports", "service_imports", "revision", "changes", "endpoint_slices"}
 
 
 async def table_names(url: str) -> set[str]:
