@@ -8,7 +8,9 @@ request span, through the provider handed to the store by `create_app`.
 
 The provider is built by the CLI and handed to `create_app`, so tests and embedders
 decide for themselves, and no global tracer provider is installed behind anyone's back.
-Probe and scrape routes are not traced: they would drown the interesting spans.
+Probe and scrape routes are not traced: they would drown the interesting spans. Nor are
+the ASGI middleware's `http send` / `http receive` spans: three per request and one per
+watch event, each saying only that bytes moved.
 """
 
 from __future__ import annotations
@@ -34,5 +36,8 @@ def instrument(app: FastAPI, *, tracer_provider: TracerProvider) -> None:
     from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
     FastAPIInstrumentor.instrument_app(
-        app, tracer_provider=tracer_provider, excluded_urls=UNTRACED_URLS
+        app,
+        tracer_provider=tracer_provider,
+        excluded_urls=UNTRACED_URLS,
+        exclude_spans=["receive", "send"],
     )

@@ -18,7 +18,7 @@ from shared.logs import (
     configure_logging,
     fields,
 )
-from shared.tracing import exporter_name, tracer_provider_from_env
+from shared.tracing import exporter_names, tracer_provider_from_env
 
 TOKEN = "s3cr3t-member-token-0123456789"
 
@@ -104,20 +104,69 @@ def test_configure_logging_installs_one_handler_with_both_filters() -> None:
 @pytest.mark.parametrize(
     ("environ", "expected"),
     [
-        ({}, None),
-        ({"OTEL_TRACES_EXPORTER": "none"}, None),
-        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318"}, None),
-        ({"OTEL_TRACES_EXPORTER": "jaeger"}, None),
-        ({"OTEL_TRACES_EXPORTER": "console"}, "console"),
-        ({"OTEL_TRACES_EXPORTER": " OTLP "}, "otlp"),
-        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, "otlp"),
-        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, "otlp"),
+        ({}, []),
+        ({"OTEL_TRACES_EXPORTER": "none"}, []),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4318"}, []),
+        ({"OTEL_TRACES_EXPORTER": "console"}, ["console"]),
+        ({"OTEL_TRACES_EXPORTER": " OTLP "}, ["otlp_proto_http"]),
+        # A list, as the specification allows: every exporter named, in order, once.
+        ({"OTEL_TRACES_EXPORTER": "otlp,console"}, ["otlp_proto_http", "console"]),
+        ({"OTEL_TRACES_EXPORTER": "console, console"}, ["console"]),
+        ({"OTEL_TRACES_EXPORTER": "zipkin_json"}, ["zipkin_json"]),
+        (
+            {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+            ["otlp_proto_grpc"],
+        ),
+        (
+            {
+                "OTEL_TRACES_EXPORTER": "otlp",
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+            },
+            ["otlp_proto_http"],
+        ),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, ["otlp_proto_http"]),
+        (
+            {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"},
+            ["otlp_proto_http"],
+        ),
     ],
 )
-def test_the_exporter_is_chosen_by_the_standard_variables(
-    environ: dict[str, str], expected: str | None
+def test_the_exporters_are_chosen_by_the_standard_variables(
+    environ: dict[str, str], expected: list[str]
 ) -> None:
-    assert exporter_name(environ) == expected
+    assert exporter_names(environ) == expected
+
+
+def test_a_list_of_exporters_runs_each_of_them() -> None:
+    provider = tracer_provider_from_env(
+        service_name="mcsync-hub",
+        environ={"OTEL_TRACES_EXPORTER": "otlp,console"},
+    )
+    assert provider is not None
+    try:
+        processors = provider._active_span_processor._span_processors
+        kinds = {type(p.span_exporter).__name__ for p in processors}  # type: ignore[attr-defined]
+        assert kinds == {"OTLPSpanExporter", "ConsoleSpanExporter"}
+    finally:
+        provider.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("environ", "named"),
+    [
+        ({"OTEL_TRACES_EXPORTER": "zipkin"}, "'zipkin'"),
+        ({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "proto_grpc"),
+        ({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "udp"}, "udp"),
+    ],
+)
+def test_an_exporter_that_cannot_run_is_a_warning_not_silence(
+    environ: dict[str, str], named: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="mcsync.tracing"):
+        provider = tracer_provider_from_env(service_name="mcsync-hub", environ=environ)
+    assert provider is None
+    assert any(named in record.getMessage() for record in caplog.records), caplog.text
 
 
 def test_a_provider_only_when_asked_named_after_the_program() -> None:
