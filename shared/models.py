@@ -33,6 +33,13 @@ from pydantic.alias_generators import to_camel
 from shared import constants
 
 # --- name rules (Kubernetes' own) -------------------------------------------------------
+#
+# The patterns end in `$` because they are also handed to pydantic (`Field(pattern=…)`),
+# FastAPI path/query parameters and OpenAPI: pydantic-core checks them with Rust's `regex`
+# crate and JSON Schema with ECMA-262, where `$` is the end of the text. In Python's `re`,
+# `$` also matches *before a final newline*, so `"evil\n"` passed `PATTERN.match`; Python
+# code here therefore only ever uses `fullmatch` (`_full`), which must consume the newline
+# too (`\Z` would do the same in Python but is not valid in the other two dialects).
 
 DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1035_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -72,12 +79,21 @@ def _utc_representable(value: datetime) -> datetime:
 Timestamp = Annotated[AwareDatetime, AfterValidator(_utc_representable)]
 
 
+def _full(pattern: re.Pattern[str], value: str) -> bool:
+    """Whether `pattern` matches ALL of `value` (a trailing newline included: see above)."""
+    return pattern.fullmatch(value) is not None
+
+
 def is_dns1123_label(value: str) -> bool:
-    return len(value) <= 63 and bool(DNS1123_LABEL_RE.match(value))
+    return len(value) <= 63 and _full(DNS1123_LABEL_RE, value)
 
 
 def is_dns1035_label(value: str) -> bool:
-    return len(value) <= 63 and bool(DNS1035_LABEL_RE.match(value))
+    return len(value) <= 63 and _full(DNS1035_LABEL_RE, value)
+
+
+def is_dns1123_subdomain(value: str) -> bool:
+    return len(value) <= 253 and _full(DNS1123_SUBDOMAIN_RE, value)
 
 
 def _check_string_map(value: dict[str, str] | None, what: str) -> dict[str, str] | None:
@@ -85,7 +101,7 @@ def _check_string_map(value: dict[str, str] | None, what: str) -> dict[str, str]
         return None
     for key, item in value.items():
         prefix, _, name = key.rpartition("/")
-        if len(name) > 63 or len(prefix) > 253 or not QUALIFIED_NAME_RE.match(key):
+        if len(name) > 63 or len(prefix) > 253 or not _full(QUALIFIED_NAME_RE, key):
             raise ValueError(f"{what} key {key!r} is not a valid qualified name")
         if len(item) > 65536:
             raise ValueError(f"{what} value of {key!r} is longer than 65536 characters")
@@ -119,13 +135,22 @@ def to_wire(model: BaseModel) -> dict[str, Any]:
 
 
 class ObjectMeta(WireModel):
+    # Every object name is at least a DNS-1123 subdomain (kinds narrow it further: a
+    # cluster's is a label, an export's a DNS-1035 label); every namespace a DNS-1123 label.
     name: str = Field(min_length=1, max_length=253)
-    namespace: str | None = Field(default=None, max_length=63)
+    namespace: Namespace | None = None
     resource_version: str | None = None
     creation_timestamp: Timestamp | None = None
     # None on a PUT means "keep what the hub has"; the hub always answers a dict.
     annotations: dict[str, str] | None = None
     labels: dict[str, str] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not is_dns1123_subdomain(value):
+            raise ValueError(f"{value!r} is not a DNS-1123 subdomain")
+        return value
 
     @field_validator("annotations")
     @classmethod
@@ -389,7 +414,7 @@ AddressType = Literal["IPv4", "IPv6", "FQDN"]
 
 def _check_address(address_type: str, value: str) -> str:
     if address_type == "FQDN":
-        if len(value) > 253 or not DNS1123_SUBDOMAIN_RE.fullmatch(value):
+        if not is_dns1123_subdomain(value):
             raise ValueError(f"address {value!r} is not a valid FQDN (a DNS-1123 subdomain)")
         return value
     try:
@@ -490,7 +515,7 @@ class EndpointSliceExport(WireModel):
     @classmethod
     def _slice_name(cls, value: ObjectMeta) -> ObjectMeta:
         # EndpointSlice names are DNS-1123 subdomains (generated: `<service>-<5 chars>`).
-        if not DNS1123_SUBDOMAIN_RE.fullmatch(value.name):
+        if not is_dns1123_subdomain(value.name):
             raise ValueError(f"metadata.name {value.name!r} is not a DNS-1123 subdomain")
         if value.namespace is not None and not is_dns1123_label(value.namespace):
             raise ValueError(f"metadata.namespace {value.namespace!r} is not a DNS-1123 label")

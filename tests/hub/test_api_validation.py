@@ -363,3 +363,69 @@ async def test_watch_revision_outside_int64_or_ascii_is_422(hub: Hub, revision: 
     )
     assert answer.status_code == 422, answer.text
     assert answer.json()["details"]["causes"][0]["field"] == "resourceVersion"
+
+
+# --- names ending in a newline (issue 13, item 3) -------------------------------------------
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"metadata": {"name": "evil\n"}}, "metadata.name"),
+        ({"metadata": {"name": "good", "labels": {"region\n": "eu"}}}, "metadata.labels"),
+        ({"metadata": {"name": "good", "annotations": {"a\n": "b"}}}, "metadata.annotations"),
+    ],
+    ids=["cluster-name", "cluster-label-key", "cluster-annotation-key"],
+)
+async def test_registration_refuses_a_trailing_newline(
+    hub: Hub, body: dict[str, Any], field: str
+) -> None:
+    """`"evil\\n"` was a 201, and the cluster could then never be deleted (its path is a
+    422); `$` in Python's `re` matches before a final newline."""
+    _, before = await _seeded(hub)
+    answer = await hub.client.post("/api/v1/clusters", json=body, headers=ADMIN)
+    assert answer.status_code == 422, answer.text
+    assert field in [c.get("field") for c in answer.json()["details"]["causes"]]
+    assert await hub.snapshot() == before
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda b: _with(b, ("metadata", "name"), "web\n"), "metadata.name"),
+        (lambda b: _with(b, ("metadata", "namespace"), "demo\n"), "metadata.namespace"),
+        (lambda b: _with(b, ("metadata", "labels"), {"app\n": "x"}), "metadata.labels"),
+        (lambda b: _with(b, ("metadata", "annotations"), {"a\n": "x"}), "metadata.annotations"),
+        (lambda b: _with(b, ("spec", "exportedLabels"), {"app\n": "x"}), "spec.exportedLabels"),
+        (
+            lambda b: _with(b, ("spec", "exportedAnnotations"), {"a\n": "x"}),
+            "spec.exportedAnnotations",
+        ),
+        (lambda b: _with(b, ("spec", "ports", 0, "name"), "http\n"), "spec.ports[0].name"),
+        (
+            lambda b: _with(b, ("spec", "serviceReference", "name"), "web\n"),
+            "spec.serviceReference.name",
+        ),
+    ],
+    ids=[
+        "name", "namespace", "label-key", "annotation-key", "exported-label-key",
+        "exported-annotation-key", "port-name", "reference-name",
+    ],
+)
+async def test_export_refuses_a_trailing_newline(hub: Hub, mutate: Any, field: str) -> None:
+    east, before = await _seeded(hub)
+    body = mutate(export_body("east"))
+    answer = await hub.client.put(export_path("east"), json=body, headers=east)
+    assert answer.status_code == 422, answer.text
+    fields = [c.get("field") for c in answer.json()["details"]["causes"]]
+    assert field in fields, (field, fields)
+    patch = await hub.client.patch(
+        export_path("east"),
+        json={"metadata": {"resourceVersion": "1", "annotations": {"a\n": "x"}}},
+        headers=east,
+    )
+    assert patch.status_code == 422, patch.text
+    assert "metadata.annotations" in [c.get("field") for c in patch.json()["details"]["causes"]]
+    assert await hub.snapshot() == before
