@@ -49,13 +49,15 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 
 # SPEC §2.1: read Services; read and update ServiceExports (finalizer); write their status;
-# record Events (core and events.k8s.io). As (apiGroup, resource) -> verbs.
+# record Events (core and events.k8s.io); read EndpointSlices to export them (§2.8).
+# As (apiGroup, resource) -> verbs.
 WORKLOAD_RULES = {
     ("", "services"): {"get", "list", "watch"},
     ("multicluster.x-k8s.io", "serviceexports"): {"get", "list", "watch", "update", "patch"},
     ("multicluster.x-k8s.io", "serviceexports/status"): {"get", "update", "patch"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
+    ("discovery.k8s.io", "endpointslices"): {"get", "list", "watch"},
 }
 LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 RBAC_KINDS = ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")

@@ -83,6 +83,10 @@ wildcard, no Secrets, never a write to a Service.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
+{{- /* Endpoint export (SPEC §2.8): read each exported Service's own EndpointSlices. */}}
+- apiGroups: ["discovery.k8s.io"]
+  resources: ["endpointslices"]
+  verbs: ["get", "list", "watch"]
 {{- end }}
 
 {{/* Refuse a release that cannot start, naming the value to set. */}}
