@@ -39,14 +39,15 @@ Rules, in the order `judge` applies them:
   each source cluster's EndpointSlice ports by these lists, so no traffic for a port
   reaches a cluster that does not declare it.
 * **PortConflict** whenever the exports' port *sets* are not all identical (order within
-  an export does not matter): a clash left out above, or simply a port some cluster does
+  an export does not matter): a port left out above, or simply a port some cluster does
   not declare. The import still exposes the union; the conflict is a warning that some
   port is not served everywhere. It is every export's own reason, the winner's too: a
   mismatch is not one export's fault, and the one that lacks a port is as much party to
   it as the one that adds it. This is the MCS conformance suite's Required test "should
-  expose the union of the constituent service ports and raise a conflict". (Every
-  export left out a port lacks a merged one too, since its names and numbers are unique;
-  so "sets differ" is exactly "some export lacks a port of the union".)
+  expose the union of the constituent service ports and raise a conflict". (An export
+  with a port left out also lacks the merged port it clashed with, as its own names and
+  numbers are unique; so "sets differ" is exactly "some export lacks a port of the
+  union", which is how `judge` tells.)
 * **Verdict**: when any export carries any reason, the key conflicts and *every* export
   gets `conflict=True` (the winner too); the key's reasons are the union, in the fixed
   order of `shared.conditions.CONFLICT_REASONS`.
@@ -55,7 +56,8 @@ Messages are deterministic (no clock, no counts of clusters): the store rewrites
 record, and the agent a ServiceExport status, only when the message changes, so an
 unrelated cluster joining an agreeing key must leave every other export's message as it
 was. A conflict message names the disputed fields (wire names), the winner and why it
-won, and what happened to this export's own values.
+won, what happened to this export's own values, and which of the import's ports it does
+not declare (their traffic goes only to the clusters that do).
 """
 
 from __future__ import annotations

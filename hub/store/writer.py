@@ -240,10 +240,12 @@ _SOLE_IMPORT_FIELDS = (
 def sole_import_documents(spec_wire: Mapping[str, Any], cluster: str) -> tuple[str, str]:
     """`import_documents(judge([spec]))` from the lone export's `to_wire(spec)`.
 
-    With one export the import is the export: its ports each backed by its cluster, its
-    decided values, its families, its labels and annotations. Building the documents from
-    the wire dict the writer has already dumped saves the judge's import models and two
-    model dumps per key; `tests/hub/test_conflicts_sole.py` holds the texts equal.
+    With one export the import is the export: its ports each backed by its cluster alone
+    (one port set is trivially the union, so there is no PortConflict and every per-port
+    cluster list is exact as `[cluster]`), its decided values, its families, its labels
+    and annotations. Building the documents from the wire dict the writer has already
+    dumped saves the judge's import models and two model dumps per key;
+    `tests/hub/test_conflicts_sole.py` holds the texts equal.
     """
     spec = {name: spec_wire[name] for name in _SOLE_IMPORT_FIELDS if name in spec_wire}
     spec["labels"] = spec_wire["exportedLabels"]

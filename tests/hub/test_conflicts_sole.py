@@ -9,6 +9,7 @@ verdicts, imports or history than a PUT of the same exports.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -155,10 +156,19 @@ def _scenario() -> list[tuple[str, list[InternalServiceExport]]]:
                     ],
                 ),
                 ex("alpha", "noports", ports=[]),
+                ex("alpha", "union"),
             ],
         ),
-        # a second exporter joins two keys (general judge), one of them in conflict
-        ("beta", [ex("beta", "shared", created=at(5)), ex("beta", "rich", created=at(5))]),
+        # a second exporter joins three keys (general judge), two of them in conflict: "rich"
+        # on every decided field, "union" only on its port sets (the union, a PortConflict)
+        (
+            "beta",
+            [
+                ex("beta", "shared", created=at(5)),
+                ex("beta", "rich", created=at(5)),
+                ex("beta", "union", created=at(5), ports=[{"name": "https", "port": 443}]),
+            ],
+        ),
         # alpha changes and drops one: keys with two exports and lone ones re-judged
         (
             "alpha",
@@ -166,9 +176,11 @@ def _scenario() -> list[tuple[str, list[InternalServiceExport]]]:
                 ex("alpha", "plain", ports=[{"name": "http", "port": 8080}]),
                 ex("alpha", "shared", annotations={"team": "edge"}),
                 ex("alpha", "noports", ports=[]),
+                ex("alpha", "union"),
             ],
         ),
-        # beta withdraws everything: its keys go back to a lone, unwritten export
+        # beta withdraws everything: its keys go back to a lone, unwritten export, and the
+        # fast path clears their conflicts ("union": its port lists shrink to alpha's)
         ("beta", []),
         ("gamma", [ex("gamma", "plain", created=at(-5))]),
     ]
@@ -206,7 +218,24 @@ async def test_sync_stores_the_same_rows_as_the_general_judge(
         general = await _run_and_dump(store, patched)
     assert fast == general
     assert fast[2], "the scenario wrote history"
-    # and every change row is the dump of its model, as `export_from_text` reads it back
-    for row in fast[2]:
-        text = row[-1]
+    history = [dict(zip(changes.c.keys(), row, strict=True)) for row in fast[2]]
+    # every export change row is the dump of its model, as `export_from_text` reads it back
+    export_texts = [c["object"] for c in history if c["kind"] == "InternalServiceExport"]
+    assert export_texts
+    for text in export_texts:
         assert codec.export_to_text(codec.export_from_text(text)) == text
+    # "union" went through a port-set conflict, and after beta left, the fast path's import
+    # is alpha's export alone: no conflict, its one port served by alpha only
+    assert any(
+        (c["cluster_id"], c["name"]) == ("alpha", "union") and "PortConflict" in c["object"]
+        for c in history
+    )
+    (union,) = [
+        dict(zip(service_imports.c.keys(), row, strict=True))
+        for row in fast[1]
+        if row[:2] == ("demo", "union")
+    ]
+    assert not union["conflict"]
+    assert json.loads(union["status"])["ports"] == [
+        {"name": "http", "protocol": "TCP", "port": 80, "clusters": ["alpha"]}
+    ]
