@@ -58,6 +58,8 @@ async def assert_verdicts_match_fresh_judgement(
     assert imported.status.winning_cluster == judgement.winner
     assert imported.status.conflicts == list(judgement.reasons)
     assert [c.cluster for c in imported.status.clusters] == list(judgement.clusters)
+    assert imported.status.ports == judgement.port_clusters
+    assert imported.spec.ports == judgement.import_spec.ports
 
 
 async def changes_between(store: Store, after: int) -> list[tuple[int, str, str]]:
@@ -173,6 +175,8 @@ async def test_service_import_lives_from_first_to_last_export(store: Store) -> N
     per_port = {p.port: p.clusters for p in imported.status.ports}
     assert per_port == {80: ["alpha", "beta"], 443: ["alpha"]}
     assert sorted(p.port for p in imported.spec.ports) == [80, 443]
+    # beta does not declare 443: the key has a PortConflict, the import keeps the union
+    assert imported.status.conflicts == ["PortConflict"]
     listed = await store.imports.list()
     assert [(i.metadata.namespace, i.metadata.name) for i in listed.items] == [("demo", "web")]
 
@@ -180,11 +184,63 @@ async def test_service_import_lives_from_first_to_last_export(store: Store) -> N
     imported = await store.imports.get("demo", "web")
     assert [c.cluster for c in imported.status.clusters] == ["beta"]
     assert {p.port: p.clusters for p in imported.status.ports} == {80: ["beta"]}
+    assert imported.status.conflicts == []
+    assert conflict_of(await store.exports.get("beta", "demo", "web")) == ("False", "NoConflicts")
 
     await store.exports.delete("beta", "demo", "web")
     with pytest.raises(NotFound):
         await store.imports.get("demo", "web")
     assert (await store.imports.list()).items == []
+
+
+async def test_union_of_ports_with_a_port_conflict_on_every_export(store: Store) -> None:
+    # The MCS conformance suite's "should expose the union of the constituent service ports
+    # and raise a conflict" (Required), through the store's write transactions.
+    tcp, udp, stcp = port(42, "tcp"), port(42, "udp", "UDP"), port(142, "stcp", "SCTP")
+    await store.exports.put("alpha", make_export("alpha", created=at(0), ports=[tcp, udp]))
+    before = await store.feed.current_revision()
+    await store.exports.put("beta", make_export("beta", created=at(5), ports=[tcp, stcp]))
+
+    # one commit: beta's new record and alpha re-judged into the conflict
+    assert [(c, t) for _, c, t in await changes_between(store, before)] == [
+        ("beta", "ADDED"),
+        ("alpha", "MODIFIED"),
+    ]
+    for cluster in ("alpha", "beta"):
+        assert conflict_of(await store.exports.get(cluster, "demo", "web")) == (
+            "True",
+            "PortConflict",
+        )
+    imported = await store.imports.get("demo", "web")
+    assert [(p.name, p.protocol, p.port, p.clusters) for p in imported.status.ports] == [
+        ("tcp", "TCP", 42, ["alpha", "beta"]),
+        ("udp", "UDP", 42, ["alpha"]),
+        ("stcp", "SCTP", 142, ["beta"]),
+    ]
+    assert [(p.name, p.port) for p in imported.spec.ports] == [
+        ("tcp", 42),
+        ("udp", 42),
+        ("stcp", 142),
+    ]
+    assert imported.status.conflicts == ["PortConflict"]
+    assert [i.metadata.name for i in (await store.imports.list(conflict=True)).items] == ["web"]
+    await assert_verdicts_match_fresh_judgement(store)
+
+    # beta declares alpha's ports in another order: the same set, so no conflict, and every
+    # port is served by both
+    await store.exports.put("beta", make_export("beta", created=at(5), ports=[udp, tcp]))
+    for cluster in ("alpha", "beta"):
+        assert conflict_of(await store.exports.get(cluster, "demo", "web")) == (
+            "False",
+            "NoConflicts",
+        )
+    imported = await store.imports.get("demo", "web")
+    assert [(p.name, p.clusters) for p in imported.status.ports] == [
+        ("tcp", ["alpha", "beta"]),
+        ("udp", ["alpha", "beta"]),
+    ]
+    assert imported.status.conflicts == []
+    await assert_verdicts_match_fresh_judgement(store)
 
 
 async def test_keys_are_judged_independently(store: Store) -> None:
