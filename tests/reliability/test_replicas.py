@@ -8,8 +8,9 @@ the key's ServiceImport row, LISTEN/NOTIFY for the feed). Real processes on loop
 1. 50 clusters register; each opens a watch on its own exports, alternately on replica A
    and B, from the revision after registration.
 2. All 50 PUT the same key `demo/web` at once, round-robin over the replicas, each with
-   its own port number (a PortConflict for all but the winner), some `Headless` (a
-   TypeConflict), creation timestamps with ties (so the cluster id breaks some).
+   its own port number (all but the winner's left out of the import: a PortConflict on
+   every export), some `Headless` (a TypeConflict), creation timestamps with ties (so
+   the cluster id breaks some).
 3. The winner withdraws through the other replica: every other export is re-judged.
 
 Checked: every request answered 2xx within the deadline (no deadlock, no 5xx); both
