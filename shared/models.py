@@ -52,6 +52,8 @@ QUALIFIED_NAME_RE = re.compile(
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 
+INT64_MAX = 2**63 - 1  # Kubernetes' generations are int64
+
 Namespace = Annotated[
     str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL_RE.pattern)
 ]
@@ -177,7 +179,7 @@ class Condition(WireModel):
     status: Literal["True", "False", "Unknown"]
     reason: str = Field(min_length=1, max_length=1024)
     message: str = Field(default="", max_length=32768)
-    observed_generation: int | None = Field(default=None, ge=0)
+    observed_generation: int | None = Field(default=None, ge=0, le=INT64_MAX)
     last_transition_time: Timestamp | None = None
 
 
@@ -213,7 +215,7 @@ class ServiceReference(StrictWireModel):
     name: ServiceName
     uid: str = Field(default="", max_length=128)
     resource_version: str = Field(min_length=1, max_length=128)
-    generation: int = Field(default=0, ge=0)
+    generation: int = Field(default=0, ge=0, le=INT64_MAX)
     exported_since: Timestamp
     export_creation_timestamp: Timestamp
 

@@ -28,6 +28,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hub.api.deps import context_of
+from hub.api.jsonbody import IntegerTooLong
 from hub.logs import fields
 from hub.store import AlreadyExists, Conflict, DatabaseUnavailable, Gone, NotFound
 from shared.models import Status, StatusCause, StatusDetails, to_wire
@@ -158,6 +159,8 @@ def _cause(error: Mapping[str, Any]) -> StatusCause:
         return StatusCause(
             field=None, message=f"malformed JSON body: {problem}{position}", reason="BadJSON"
         )
+    if isinstance(error.get("input"), IntegerTooLong):
+        message = f"{error['input'].digits}-digit integer is out of range"
     if where == "body":
         # A union member's tag (e.g. a model name) is noise in a field path.
         field = field_path(p for p in rest if not (isinstance(p, str) and "[" in p)) or None

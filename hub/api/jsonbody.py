@@ -13,11 +13,20 @@ that path:
 
 Both are the client's mistake and are refused here, before validation, as JSON syntax
 errors: one place, for every route that takes a body, via `StrictJsonRoute`.
+
+A third kind is valid JSON that Python will not turn into a value: an integer literal of
+more than 4,300 digits (`sys.get_int_max_str_digits()`, CPython's guard against quadratic
+int parsing) makes `json.loads` raise ValueError, which FastAPI also answered with its bare
+400. Such a document is parsed again with each over-long integer kept as an
+`IntegerTooLong`, which no field accepts: validation then answers the usual 422 naming the
+field it sits in (`"generation": 999…9` → `spec.serviceReference.generation`), without
+ever converting the digits.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -28,6 +37,42 @@ from fastapi.routing import APIRoute
 MAX_DEPTH_HINT = "the document is nested too deeply"
 
 
+class IntegerTooLong:
+    """An integer literal too long for Python to convert; refused by every field."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"<an integer of {self.digits} digits>"
+
+
+def _parse_int(text: str) -> int | IntegerTooLong:
+    limit = sys.get_int_max_str_digits()
+    digits = len(text) - text.startswith("-")
+    if limit and digits > limit:
+        return IntegerTooLong(digits)
+    return int(text)
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError(MAX_DEPTH_HINT, text, 0) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        # Python's integer digit limit (the only other ValueError json.loads raises): parse
+        # again, keeping over-long integers unconverted. The common path pays nothing.
+        try:
+            return json.loads(text, parse_int=_parse_int)
+        except RecursionError:  # pragma: no cover - the first parse would have said so
+            raise json.JSONDecodeError(MAX_DEPTH_HINT, text, 0) from None
+
+
 def strict_loads(body: bytes) -> Any:
     """Parse `body` like json.loads; raise JSONDecodeError for anything a store cannot hold."""
     try:
@@ -35,22 +80,20 @@ def strict_loads(body: bytes) -> Any:
     except UnicodeDecodeError as exc:
         doc = body.decode("utf-8", errors="replace")
         raise json.JSONDecodeError("the body is not UTF-8", doc, exc.start) from None
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        raise json.JSONDecodeError(MAX_DEPTH_HINT, text, 0) from None
+    value = _loads(text)
     try:
         # orjson refuses a string that is not valid UTF-8, keys included, at C speed: a
         # document it encodes holds no lone surrogate (a 10,000-export sync paid 25 µs
         # per export for the stdlib re-encode below). What it refuses for another reason
-        # (an int past 64 bits, nesting past 254 levels) gets the stdlib's exact check.
+        # (an int past 64 bits, an `IntegerTooLong`, nesting past 254 levels) gets the
+        # stdlib's exact check.
         orjson.dumps(value)
         return value
     except TypeError:
         pass
     try:
         # Re-encoding finds lone surrogates anywhere in the document, keys included.
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        json.dumps(value, ensure_ascii=False, default=repr).encode("utf-8")
     except UnicodeEncodeError:
         raise json.JSONDecodeError(
             "a string holds a lone UTF-16 surrogate (not valid Unicode)", text, 0

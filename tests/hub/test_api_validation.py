@@ -429,3 +429,46 @@ async def test_export_refuses_a_trailing_newline(hub: Hub, mutate: Any, field: s
     assert patch.status_code == 422, patch.text
     assert "metadata.annotations" in [c.get("field") for c in patch.json()["details"]["causes"]]
     assert await hub.snapshot() == before
+
+
+# --- integers past Python's 4,300-digit limit (issue 13, item 4) ----------------------------
+
+
+def _with_raw(body: dict[str, Any], marker: str, raw: str) -> bytes:
+    return json.dumps(body).replace(f'"{marker}"', raw).encode()
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize("digits", [5000, 25, 20])
+async def test_a_huge_generation_is_422_naming_the_field(database_url: str, digits: int) -> None:
+    """5,000 digits was a 400 "There was an error parsing the body" (json.loads' ValueError);
+    25 digits was stored although Kubernetes' generation is an int64."""
+    async with running_hub(database_url) as hub:  # the default 1 MiB limit
+        await _huge_generation_refused(hub, digits)
+
+
+async def _huge_generation_refused(hub: Hub, digits: int) -> None:
+    east, before = await _seeded(hub)
+    body = export_body("east")
+    body["spec"]["serviceReference"]["generation"] = "HUGE"
+    content = _with_raw(body, "HUGE", "9" * digits)
+    for method, path, payload in (
+        ("PUT", export_path("east"), content),
+        (
+            "PUT",
+            "/api/v1/clusters/east/serviceexports",
+            b'{"items": [' + content + b"]}",
+        ),
+    ):
+        answer = await hub.client.request(method, path, content=payload, headers={**east, **JSON})
+        assert answer.status_code == 422, (path, answer.text[:300])
+        fields = [c.get("field") for c in answer.json()["details"]["causes"]]
+        assert any(f and f.endswith("spec.serviceReference.generation") for f in fields), fields
+    heartbeat = await hub.client.post(
+        "/api/v1/clusters/east/heartbeat",
+        content=b'{"agentVersion": ' + b"1" * digits + b"}",
+        headers={**east, **JSON},
+    )
+    assert heartbeat.status_code == 422, heartbeat.text[:300]
+    assert heartbeat.json()["details"]["causes"][0]["field"] == "agentVersion"
+    assert await hub.snapshot() == before

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hub.api.jsonbody import strict_loads
+from hub.api.jsonbody import IntegerTooLong, strict_loads
 
 
 @pytest.mark.parametrize(
@@ -35,3 +35,14 @@ def test_lone_surrogates_are_refused(body: bytes) -> None:
 )
 def test_what_json_loads_takes_is_kept(body: bytes) -> None:
     assert json.dumps(strict_loads(body)) == json.dumps(json.loads(body))
+
+
+def test_an_integer_past_pythons_digit_limit_is_kept_as_a_refusable_value() -> None:
+    """`json.loads` raises ValueError on an integer of more than 4,300 digits (Python's guard
+    against quadratic int parsing), which FastAPI answered as a bare 400. It must parse, so
+    that validation can name the field it sits in."""
+    value = strict_loads(b'{"generation": ' + b"9" * 5000 + b', "n": [-' + b"1" * 4301 + b"]}")
+    assert isinstance(value["generation"], IntegerTooLong)
+    assert value["generation"].digits == 5000
+    assert isinstance(value["n"][0], IntegerTooLong)
+    assert strict_loads(b"[" + b"9" * 4300 + b"]") == [int("9" * 4300)]  # the limit itself
