@@ -2,10 +2,15 @@
 
 Sources, in order: `MCSYNC_ADMIN_TOKEN` / `MCSYNC_READER_TOKEN`, else the token files.
 When no admin token is configured anywhere, the hub makes one at first start and writes
-it to the admin token file (default `./mcsync-admin-token`), created with `O_EXCL` and
+it to the *default* admin token file (`./mcsync-admin-token`), created with `O_EXCL` and
 mode 0600 so that it is never readable by anyone else, not even for an instant; later
 starts read the same file back. Two replicas racing to create it both end with the token
 of whichever created the file (the loser's `O_EXCL` fails and it reads the winner's).
+
+A token file given explicitly (`--admin-token-file`) must exist: a mistyped path used to
+create a fresh admin token there silently (as root, at `/nonexistent`), and the operator's
+real token then stopped working without a word. An admin token shorter than 32 characters
+is accepted with a warning: it is the key to every cluster's exports.
 
 Only the file's *path* is ever logged. Every problem raises `CredentialsError` whose
 message names the flag and the problem, which the CLI prints as its one line.
@@ -29,6 +34,8 @@ from hub.settings import HubSettings
 log = logging.getLogger("mcsync.hub.credentials")
 
 GENERATED_TOKEN_BYTES = 32
+# A token shorter than this draws a warning at start (a generated one has 43 characters).
+MIN_ADMIN_TOKEN_CHARS = 32
 
 
 class CredentialsError(ValueError):
@@ -100,7 +107,7 @@ def check_token_sources(settings: HubSettings) -> None:
         _read_token_file(settings.reader_token_file, flag="--reader-token-file")
     if settings.admin_token is None:
         path = settings.effective_admin_token_file
-        if path.exists():
+        if path.exists() or settings.admin_token_file is not None:
             _read_token_file(path, flag="--admin-token-file")
         elif not path.parent.is_dir():
             raise CredentialsError(
@@ -121,7 +128,8 @@ def load_credentials(settings: HubSettings) -> Credentials:
         generated = False
     else:
         source = settings.effective_admin_token_file
-        generated = _create_admin_token_file(source)
+        # Only the default location is ever created; an explicit path must exist.
+        generated = settings.admin_token_file is None and _create_admin_token_file(source)
         admin = _read_token_file(source, flag="--admin-token-file")
         if generated:
             log.warning(
@@ -133,6 +141,13 @@ def load_credentials(settings: HubSettings) -> Credentials:
             _warn_if_shared(source)
             log.info("admin token read from file", extra=fields(path=str(source.resolve())))
 
+    if len(admin.get_secret_value()) < MIN_ADMIN_TOKEN_CHARS:
+        log.warning(
+            "the admin token is short: use at least %d random characters "
+            "(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')",
+            MIN_ADMIN_TOKEN_CHARS,
+            extra=fields(length=len(admin.get_secret_value())),
+        )
     if reader is not None and reader.get_secret_value() == admin.get_secret_value():
         raise CredentialsError(
             "the reader token must differ from the admin token (it would grant admin rights)"

@@ -50,6 +50,9 @@ def run_hub(
         ([], {"MCSYNC_MIGRATE": "perhaps"}, "MCSYNC_MIGRATE", "boolean"),
         (["--no-such-flag"], {}, "--no-such-flag", "unrecognized"),
         (["--reader-token-file", "missing-file"], {}, "--reader-token-file", "does not exist"),
+        # A mistyped explicit path is an error; only the default location is ever created.
+        (["--admin-token-file", "mistyped-token"], {}, "--admin-token-file", "does not exist"),
+        (["--admin-token-file", "/nonexistent"], {}, "--admin-token-file", "does not exist"),
     ],
 )
 def test_bad_value_stops_at_start_with_one_line(
