@@ -75,3 +75,17 @@ def test_files_it_names_exist_and_the_readme_links_it() -> None:
     for link in re.findall(r"\]\(([\w./-]+\.md)\)", text):
         assert (QUICKSTART.parent / link).is_file(), link
     assert "docs/quickstart.md" in (REPO / "README.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["mcsync-admin-token", "dev.token", "dev-2.token", "dev.kubeconfig", ".mcsync/dev.token"],
+)
+def test_credentials_the_quickstart_writes_are_never_committed(path: str) -> None:
+    """`git add -A` after the quickstart must not pick up a token or a kubeconfig."""
+    import subprocess
+
+    result = subprocess.run(
+        ["git", "check-ignore", "--no-index", "-q", path], cwd=REPO, timeout=30, check=False
+    )
+    assert result.returncode == 0, f"{path} is not ignored by .gitignore"
