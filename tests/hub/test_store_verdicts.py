@@ -15,6 +15,7 @@ from sqlalchemy import select
 from hub.conflicts import judge
 from hub.store import NotFound, Store
 from hub.store.tables import changes
+from shared import constants
 from tests.hub.test_store_support import (
     at,
     conflict_of,
@@ -62,13 +63,18 @@ async def assert_verdicts_match_fresh_judgement(
     assert imported.spec.ports == judgement.import_spec.ports
 
 
-async def changes_between(store: Store, after: int) -> list[tuple[int, str, str]]:
+async def changes_between(
+    store: Store, after: int, *, kind: str | None = constants.KIND_EXPORT
+) -> list[tuple[int, str, str]]:
+    """The change rows after revision `after`: the exports' by default (the history holds
+    other kinds too), every kind with `kind=None`."""
+    query = select(changes.c.revision, changes.c.cluster_id, changes.c.type).where(
+        changes.c.revision > after
+    )
+    if kind is not None:
+        query = query.where(changes.c.kind == kind)
     async with store.engine.connect() as conn:
-        rows = await conn.execute(
-            select(changes.c.revision, changes.c.cluster_id, changes.c.type)
-            .where(changes.c.revision > after)
-            .order_by(changes.c.revision)
-        )
+        rows = await conn.execute(query.order_by(changes.c.revision))
         return [(r.revision, r.cluster_id, r.type) for r in rows]
 
 
@@ -130,7 +136,10 @@ async def test_winner_withdrawal_rejudges_the_rest_in_one_commit(store: Store) -
         ("beta", "MODIFIED"),
         ("gamma", "MODIFIED"),
     ]
-    assert [r for r, _, _ in rows] == list(range(before + 1, before + 4))
+    # one commit: its revisions (the export rows' and any other kind's) follow one another
+    every_kind = [r for r, _, _ in await changes_between(store, before, kind=None)]
+    assert every_kind == list(range(before + 1, await store.feed.current_revision() + 1))
+    assert {r for r, _, _ in rows} <= set(every_kind)
     for cluster in ("beta", "gamma"):
         assert conflict_of(await store.exports.get(cluster, "demo", "web")) == (
             "False",
