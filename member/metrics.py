@@ -9,6 +9,10 @@ Names: the export-duration histogram comes from `shared.metrics` (the contract);
 are the agent's own, prefixed `mcsync_agent_`. Hub request metrics are labelled by route
 *template* (`/api/v1/clusters/{cluster}/serviceexports/{namespace}/{name}`), never by the
 concrete path, so the label set stays small; no token or object name ever becomes a label.
+
+Every labelled series whose label values are a fixed set (slice writes by operation, slice
+export errors by reason) is created at 0 when the registry is built (SPEC §6), so the first
+error is an increase that `rate()` and `increase()` can see.
 """
 
 from __future__ import annotations
@@ -26,7 +30,20 @@ from shared.metrics import (
     REQUEST_DURATION_BUCKETS_SECONDS,
 )
 
-__all__ = ["AgentMetrics", "HubRequestMetrics"]
+__all__ = [
+    "SLICE_ERROR_REASONS",
+    "SLICE_OPERATIONS",
+    "AgentMetrics",
+    "HubRequestMetrics",
+]
+
+SLICE_OPERATIONS = ("put", "delete")
+"""`operation` of `mcsync_agent_endpointslice_writes_total`."""
+SLICE_ERROR_REASONS = ("conflict", "rejected", "invalid", "unavailable")
+"""`reason` of `mcsync_agent_endpointslice_export_errors_total`: conflict — the hub does not
+export the slice's Service (yet), retried; rejected — the hub refused the slice (4xx);
+invalid — the slice cannot be expressed on the wire; unavailable — the hub did not answer,
+retried."""
 
 _SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -126,6 +143,30 @@ class AgentMetrics:
             ["result"],
             registry=self.registry,
         )
+
+        self.slices_exported = Gauge(
+            "mcsync_agent_endpointslices_exported",
+            "EndpointSlices of this cluster that the hub holds, as far as the agent knows "
+            "(SPEC §2.8).",
+            registry=self.registry,
+        )
+        self.slice_writes = Counter(
+            "mcsync_agent_endpointslice_writes_total",
+            "EndpointSlice writes to the hub that it accepted, by operation (put, delete).",
+            ["operation"],
+            registry=self.registry,
+        )
+        self.slice_export_errors = Counter(
+            "mcsync_agent_endpointslice_export_errors_total",
+            "EndpointSlices the agent could not send or withdraw, by reason (conflict, "
+            "rejected, invalid, unavailable).",
+            ["reason"],
+            registry=self.registry,
+        )
+        for operation in SLICE_OPERATIONS:
+            self.slice_writes.labels(operation)
+        for reason in SLICE_ERROR_REASONS:
+            self.slice_export_errors.labels(reason)
 
     def watch_informers(self, informers: Callable[[], Iterable[tuple[str, int]]]) -> None:
         """Report relists of the informers `informers()` lists as (name, relists) pairs."""

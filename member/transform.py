@@ -1,4 +1,4 @@
-"""What the agent caches of each object: client-go's `SetTransform`, for our three informers.
+"""What the agent caches of each object: client-go's `SetTransform`, for our four informers.
 
 A Service of ~500 bytes on the wire decodes to ~3.6 KB of Python dicts and strings, and the
 agent holds one per Service, ServiceExport and hub record: with 10,000 of each that was most
@@ -23,6 +23,13 @@ transform before caching them, keeping only what the agent reads:
   field by field with the derived export), and only the `Conflict` condition's type, status,
   reason and message (copied into the ServiceExport's status). Other conditions,
   `lastTransitionTime`, `clusterState` and creationTimestamp are dropped.
+* EndpointSlice — `member.reconcilers.sliceexport`, which sends exactly this (SPEC §2.8):
+  metadata name, namespace, resourceVersion and the two labels it reads (the Service's
+  name, the managing controller); `addressType`; of each port its name, protocol, port and
+  appProtocol; of each endpoint its addresses, the ready / serving / terminating
+  conditions, hostname and zone. `nodeName`, `targetRef`, `hints`, `deprecatedTopology`,
+  ownerReferences, annotations, managedFields … are local to the cluster and dropped: with
+  one slice per Service, pod references were the larger half of each cached slice.
 
 Each transform keeps the *shape* of what it keeps — same keys, same nesting — so the code
 that reads the cache needs no change, and is idempotent (the informer may see an object it
@@ -44,9 +51,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from shared import conditions as c
+from shared.constants import LABEL_ENDPOINTSLICE_MANAGED_BY, LABEL_SERVICE_NAME
 
 __all__ = [
     "AGENT_ANNOTATION_PREFIX",
+    "transform_endpointslice",
     "transform_hub_record",
     "transform_service",
     "transform_service_export",
@@ -70,6 +79,10 @@ _SERVICE_SPEC = (
 _PORT_FIELDS = ("name", "protocol", "port", "appProtocol")
 _HUB_METADATA = ("name", "namespace", "resourceVersion")
 _CONDITION_FIELDS = ("type", "status", "reason", "message")
+_SLICE_METADATA = ("name", "namespace", "resourceVersion")
+_SLICE_LABELS = (LABEL_SERVICE_NAME, LABEL_ENDPOINTSLICE_MANAGED_BY)
+_ENDPOINT_FIELDS = ("addresses", "hostname", "zone")
+_ENDPOINT_CONDITIONS = ("ready", "serving", "terminating")
 # Never read, and the largest part of a real object's metadata.
 _DROPPED_METADATA = frozenset({"managedFields", "labels", "ownerReferences"})
 
@@ -136,6 +149,30 @@ def transform_hub_record(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def transform_endpointslice(obj: dict[str, Any]) -> dict[str, Any]:
+    """An EndpointSlice reduced to what is sent to the hub (see module doc)."""
+    out = _type_info(obj)
+    metadata = obj.get("metadata")
+    kept = _pick_metadata(metadata, _SLICE_METADATA)
+    if isinstance(metadata, dict) and isinstance(kept, dict):
+        labels = metadata.get("labels")
+        if isinstance(labels, dict):
+            ours = {k: _compact(labels[k]) for k in _SLICE_LABELS if k in labels}
+            if ours:
+                kept["labels"] = ours
+    out["metadata"] = kept
+    if "addressType" in obj:
+        out["addressType"] = _compact(obj["addressType"])
+    if "ports" in obj:
+        out["ports"] = _ports(obj["ports"])
+    if "endpoints" in obj:
+        endpoints = obj["endpoints"]
+        out["endpoints"] = (
+            [_endpoint(e) for e in endpoints] if isinstance(endpoints, list) else endpoints
+        )
+    return out
+
+
 # -- helpers --------------------------------------------------------------------------------
 
 
@@ -180,6 +217,18 @@ def _port(port: Any) -> Any:
     if not isinstance(port, dict):
         return port
     return {k: _compact(port[k]) for k in _PORT_FIELDS if k in port}
+
+
+def _endpoint(endpoint: Any) -> Any:
+    if not isinstance(endpoint, dict):
+        return endpoint
+    kept = {k: _compact(endpoint[k]) for k in _ENDPOINT_FIELDS if k in endpoint}
+    conditions = endpoint.get("conditions")
+    if isinstance(conditions, dict):
+        kept["conditions"] = {k: conditions[k] for k in _ENDPOINT_CONDITIONS if k in conditions}
+    elif "conditions" in endpoint:
+        kept["conditions"] = conditions
+    return kept
 
 
 def _conflict_only(conditions: Any) -> list[dict[str, Any]]:

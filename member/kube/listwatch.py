@@ -25,9 +25,21 @@ from kubernetes import client as k8s
 
 from member.informer import ItemTransform, ResourceExpired
 from member.kube.client import ApiException, request, request_json
+from member.kube.resources import (
+    ENDPOINTSLICE_API_VERSION,
+    ENDPOINTSLICE_KIND,
+    EXPORTED_SLICES_SELECTOR,
+    endpointslices_path,
+)
 from shared.constants import MCS_GROUP, MCS_SERVICEEXPORT_KIND, MCS_SERVICEEXPORT_PLURAL
 
-__all__ = ["KubeListWatch", "ServiceExportListWatch", "ServiceListWatch", "WatchStream"]
+__all__ = [
+    "EndpointSliceListWatch",
+    "KubeListWatch",
+    "ServiceExportListWatch",
+    "ServiceListWatch",
+    "WatchStream",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -257,6 +269,28 @@ class ServiceExportListWatch(KubeListWatch):
             path=path,
             api_version=f"{MCS_GROUP}/{version}",
             kind=MCS_SERVICEEXPORT_KIND,
+            label_selector=label_selector,
+            page_size=page_size,
+        )
+
+
+class EndpointSliceListWatch(KubeListWatch):
+    """discovery.k8s.io/v1 EndpointSlices of Services in `namespace` (None: all), by default
+    only those the agent may export: named for a Service and not managed by mcsync."""
+
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        *,
+        namespace: str | None,
+        label_selector: str | None = EXPORTED_SLICES_SELECTOR,
+        page_size: int = LIST_PAGE_SIZE,
+    ) -> None:
+        super().__init__(
+            api,
+            path=endpointslices_path(namespace),
+            api_version=ENDPOINTSLICE_API_VERSION,
+            kind=ENDPOINTSLICE_KIND,
             label_selector=label_selector,
             page_size=page_size,
         )

@@ -1,4 +1,4 @@
-"""The agent's writes to ServiceExports: status and its own metadata, nothing else.
+"""The agent's writes to ServiceExports, and where EndpointSlices live: nothing else.
 
 SPEC §2.1 lists everything the agent may write in a member cluster: ServiceExport status
 (the status subresource), its finalizer on ServiceExport metadata, Events and its Lease. This
@@ -7,6 +7,11 @@ module holds the ServiceExport part, and deliberately has no way to write a Serv
 Every write carries the resourceVersion it was computed from, so a write based on a stale
 read fails with `StaleObject` (409) instead of overwriting someone else's change; the caller
 re-reads (its work queue retries the key) and decides again.
+
+EndpointSlices (`discovery.k8s.io/v1`) are only read on the source side (SPEC §2.8): the
+agent watches the slices Kubernetes' EndpointSlice controller writes for a Service, and
+never those it manages itself for imports. `EXPORTED_SLICES_SELECTOR` says exactly that to
+the API server, so the informer's one watch over all slices carries nothing else.
 """
 
 from __future__ import annotations
@@ -16,9 +21,40 @@ from typing import Any
 from kubernetes import client as k8s
 
 from member.kube.client import ApiException, request_json
-from shared.constants import MCS_GROUP, MCS_SERVICEEXPORT_PLURAL
+from shared.constants import (
+    ENDPOINTSLICE_MANAGER,
+    LABEL_ENDPOINTSLICE_MANAGED_BY,
+    LABEL_SERVICE_NAME,
+    MCS_GROUP,
+    MCS_SERVICEEXPORT_PLURAL,
+)
 
-__all__ = ["NotFoundError", "ServiceExportClient", "StaleObject"]
+__all__ = [
+    "ENDPOINTSLICE_API_VERSION",
+    "ENDPOINTSLICE_KIND",
+    "EXPORTED_SLICES_SELECTOR",
+    "NotFoundError",
+    "ServiceExportClient",
+    "StaleObject",
+    "endpointslices_path",
+]
+
+ENDPOINTSLICE_API_VERSION = "discovery.k8s.io/v1"
+ENDPOINTSLICE_KIND = "EndpointSlice"
+ENDPOINTSLICE_PLURAL = "endpointslices"
+# A Service's own slices: they name their Service, and are not the agent's imports.
+EXPORTED_SLICES_SELECTOR = (
+    f"{LABEL_SERVICE_NAME},{LABEL_ENDPOINTSLICE_MANAGED_BY}!={ENDPOINTSLICE_MANAGER}"
+)
+
+
+def endpointslices_path(namespace: str | None) -> str:
+    """The collection path of EndpointSlices in `namespace` (None: all namespaces)."""
+    base = f"/apis/{ENDPOINTSLICE_API_VERSION}"
+    if namespace:
+        return f"{base}/namespaces/{namespace}/{ENDPOINTSLICE_PLURAL}"
+    return f"{base}/{ENDPOINTSLICE_PLURAL}"
+
 
 MERGE_PATCH = "application/merge-patch+json"
 
