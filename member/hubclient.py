@@ -48,6 +48,8 @@ from shared.constants import API_PREFIX, WATCH_DEFAULT_TIMEOUT_SECONDS
 from shared.models import (
     AnnotationPatch,
     AnnotationPatchMeta,
+    EndpointSliceExport,
+    EndpointSliceExportList,
     Heartbeat,
     HeartbeatResponse,
     InternalServiceExport,
@@ -75,6 +77,8 @@ logger = logging.getLogger(__name__)
 
 ROUTE_EXPORT = API_PREFIX + "/clusters/{cluster}/serviceexports/{namespace}/{name}"
 ROUTE_EXPORTS = API_PREFIX + "/clusters/{cluster}/serviceexports"
+ROUTE_SLICE = API_PREFIX + "/clusters/{cluster}/endpointslices/{namespace}/{name}"
+ROUTE_SLICES = API_PREFIX + "/clusters/{cluster}/endpointslices"
 ROUTE_HEARTBEAT = API_PREFIX + "/clusters/{cluster}/heartbeat"
 ROUTE_VERSION = API_PREFIX + "/version"
 
@@ -259,12 +263,15 @@ class HubClient:
         """
         while True:
             try:
-                return self._list_pages(each)
+                return self._pages(ROUTE_EXPORTS, InternalServiceExportList, each)
             except HubGone:
                 logger.info("hub list continuation expired; listing again")
 
-    def _list_pages(
-        self, each: Callable[[InternalServiceExport], Any] | None
+    def _pages(
+        self,
+        route: str,
+        model: type[InternalServiceExportList] | type[EndpointSliceExportList],
+        each: Callable[[Any], Any] | None,
     ) -> tuple[list[Any], str]:
         items: list[Any] = []
         token: str | None = None
@@ -272,8 +279,8 @@ class HubClient:
             params: dict[str, str] = {"limit": str(self.config.page_size)}
             if token:
                 params["continue"] = token
-            answer = self._call("GET", ROUTE_EXPORTS, params=params)
-            page = self._parse(answer, InternalServiceExportList, ROUTE_EXPORTS)
+            answer = self._call("GET", route, params=params)
+            page = self._parse(answer, model, route)
             items.extend(page.items if each is None else map(each, page.items))
             token = page.metadata.continue_
             if not token:
@@ -318,6 +325,42 @@ class HubClient:
             raise self._rejection(response, ROUTE_EXPORTS)
         self._observe("GET", ROUTE_EXPORTS, "200", started, error=False)
         return HubWatchStream(response)
+
+    # -- endpoint slices (SPEC §2.8) ---------------------------------------------------------
+
+    def put_endpointslice(self, export: EndpointSliceExport) -> EndpointSliceExport:
+        """Create or replace one of this cluster's EndpointSliceExports; answers it as stored.
+
+        Raises `HubConflict` (409) when this cluster does not export the slice's Service
+        (yet): the export's PUT has not reached the hub, or it was withdrawn.
+        """
+        answer = self._call(
+            "PUT",
+            ROUTE_SLICE,
+            namespace=export.metadata.namespace or "",
+            name=export.metadata.name,
+            json_body=to_wire(export),
+        )
+        return self._parse(answer, EndpointSliceExport, ROUTE_SLICE)
+
+    def delete_endpointslice(self, namespace: str, name: str) -> EndpointSliceExport | None:
+        """Withdraw one slice. Answers its last state, or None when it was already gone."""
+        try:
+            answer = self._call("DELETE", ROUTE_SLICE, namespace=namespace, name=name)
+        except HubNotFound:
+            return None  # gone already (e.g. withdrawn with its export): what we wanted
+        return self._parse(answer, EndpointSliceExport, ROUTE_SLICE)
+
+    def list_endpointslices(
+        self, each: Callable[[EndpointSliceExport], Any] | None = None
+    ) -> tuple[list[Any], str]:
+        """Every EndpointSliceExport of this cluster (following `continue`), and the list's
+        revision; as `list_exports`, restarted from page one when a continuation expires."""
+        while True:
+            try:
+                return self._pages(ROUTE_SLICES, EndpointSliceExportList, each)
+            except HubGone:
+                logger.info("hub slice list continuation expired; listing again")
 
     # -- cluster ---------------------------------------------------------------------------
 
