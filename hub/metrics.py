@@ -37,6 +37,7 @@ from shared.metrics import REQUEST_DURATION_BUCKETS_SECONDS
 REQUEST_DURATION_METRIC = "mcsync_hub_request_duration_seconds"
 ACTIVE_WATCHES_METRIC = "mcsync_hub_active_watches"
 WATCH_EVENTS_METRIC = "mcsync_hub_watch_events"
+WATCHES_TOO_SLOW_METRIC = "mcsync_hub_watches_too_slow"
 DATABASE_ERRORS_METRIC = "mcsync_hub_database_errors"
 EXPORT_WRITES_METRIC = "mcsync_hub_export_writes"
 EXPORTS_METRIC = "mcsync_hub_exports"
@@ -80,6 +81,12 @@ class HubMetrics:
             WATCH_EVENTS_METRIC,
             "Events sent on watch streams, by event type.",
             ["type"],
+            registry=self.registry,
+        )
+        self.watches_too_slow = Counter(
+            WATCHES_TOO_SLOW_METRIC,
+            "Watch streams ended (ERROR event, 410) because their client fell further behind "
+            "than the per-watch buffer holds (MCSYNC_WATCH_BUFFER_EVENTS / _BYTES).",
             registry=self.registry,
         )
         self.database_errors = Counter(

@@ -77,6 +77,15 @@ class HubSettings(BaseSettings):
     pool_size: int = Field(default=10, ge=1, le=1000)
     watch_bookmark_seconds: float = Field(default=10.0, gt=0, le=3600)
     watch_max_timeout_seconds: int = Field(default=3600, ge=1)
+    # Watches are bounded so that clients that do not read cannot hold the hub (issue 13):
+    # one token (one member cluster) may hold this many open on a replica, more are 429 …
+    watch_limit_per_token: int = Field(
+        default=100, ge=1, le=1_000_000, description="open watches per token per replica"
+    )
+    # … and a watch whose client falls this far behind is ended with a 410 ERROR event (it
+    # relists): 1,000 events is ten times a typical full-state sync's burst.
+    watch_buffer_events: int = Field(default=1000, ge=1, le=1_000_000)
+    watch_buffer_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024, le=1024**3)
     retry_after_seconds: int = Field(default=5, ge=1, le=3600)
     shutdown_grace_seconds: int = Field(
         default=20, ge=0, le=3600, description="time in-flight requests get after SIGTERM"

@@ -10,6 +10,7 @@ testable and keeps module globals out of the hub.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated
 
@@ -37,6 +38,9 @@ class HubContext:
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
     # The watch streams open on this replica (their positions give the feed lag metric).
     open_watches: set[WatchStream] = field(default_factory=set)
+    # Open watches by token (`hub.api.watch.take_watch_slot`): one token may hold at most
+    # `settings.watch_limit_per_token` of them on this replica.
+    watches_by_token: Counter[str] = field(default_factory=Counter)
 
 
 def context_of(app: Starlette) -> HubContext:

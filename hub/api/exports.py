@@ -31,6 +31,7 @@ from hub.api.params import (
     NamePath,
     NamespacePath,
     WatchOptionsDep,
+    parse_revision,
 )
 from hub.api.watch import WATCH_MEDIA_TYPE, open_watch
 from hub.logs import fields
@@ -241,7 +242,9 @@ async def patch_export(
     ctx: ContextDep,
 ) -> Response:
     """409 when `metadata.resourceVersion` is not the stored one (nothing is written); a
-    null annotation value removes the key."""
+    null annotation value removes the key. A resourceVersion that is no revision at all
+    (`abc`, `-1`) is the client's mistake, not a lost race: 422."""
+    parse_revision("metadata.resourceVersion", patch.metadata.resource_version)
     patched = await store.exports.patch_annotations(
         cluster,
         namespace,
@@ -263,18 +266,20 @@ async def patch_export(
     COLLECTION,
     response_model=InternalServiceExportList,
     summary="List one cluster's exports, or watch them (watch=true)",
-    responses={200: _WATCH_RESPONSE, **documented(401, 403, 410, 422, 503)},
+    responses={200: _WATCH_RESPONSE, **documented(401, 403, 410, 422, 429, 503, 504)},
 )
 async def list_cluster_exports(
     cluster: ClusterPath,
-    _access: MemberOrReaderAccess,
+    access: MemberOrReaderAccess,
     options: ListOptionsDep,
     watch: WatchOptionsDep,
     store: StoreDep,
     ctx: ContextDep,
 ) -> Response:
     if watch.watch:
-        return await open_watch(store=store, ctx=ctx, cluster_id=cluster, options=watch)
+        return await open_watch(
+            store=store, ctx=ctx, cluster_id=cluster, options=watch, principal=access
+        )
     return await _list(store, cluster_id=cluster, options=options)
 
 
@@ -336,10 +341,10 @@ router.add_api_route(
     "/serviceexports",
     response_model=InternalServiceExportList,
     summary="List every export of the fleet, or watch them all (watch=true)",
-    responses={200: _WATCH_RESPONSE, **documented(401, 403, 410, 422, 503)},
+    responses={200: _WATCH_RESPONSE, **documented(401, 403, 410, 422, 429, 503, 504)},
 )
 async def list_all_exports(
-    _access: ReaderAccess,
+    access: ReaderAccess,
     options: ListOptionsDep,
     watch: WatchOptionsDep,
     store: StoreDep,
@@ -350,5 +355,7 @@ async def list_all_exports(
     ] = None,
 ) -> Response:
     if watch.watch:
-        return await open_watch(store=store, ctx=ctx, cluster_id=cluster, options=watch)
+        return await open_watch(
+            store=store, ctx=ctx, cluster_id=cluster, options=watch, principal=access
+        )
     return await _list(store, cluster_id=cluster, options=options)

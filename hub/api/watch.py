@@ -25,49 +25,85 @@ watcher has sent *everything relevant*; events move it to their own revision.
   its cluster up to the reader's position, so `position` may jump there even if none of
   those changes were its cluster's. BOOKMARKs carry `position`: a revision the client can
   safely resume from. The feed-lag metric reads the same property.
-* Slow client: a watch whose buffer fills up (its socket is blocked, the generator is not
-  pulled) is detached by the reader, which never waits for it. When it next runs it
-  subscribes again and replays its backlog from the database itself, as on open — or, if
-  that backlog has been pruned meanwhile, ends with the 410 ERROR event below. We fall back
-  to the database rather than ending it at once so that a briefly slow client (one big
-  full-state sync) does not have to relist, and a burst does not make a fleet relist at
-  once; see `hub.store.fanout` for the trade-off.
+* Slow client: a watch whose client falls further behind than its bounded buffer holds
+  (events and bytes; its socket is blocked, so the generator is not pulled) is ended: the
+  shared reader drops its buffer and it ends with the 410 ERROR event below, so that its
+  client relists. It used to be detached and then to replay its backlog from the database
+  by itself, so that a briefly slow client need not relist; with 900 watches of clients
+  that never read, that made the hub hold 1.7 GB and keep a core busy encoding each event
+  once per watch after the clients had gone. A stalled client may hold neither the hub's
+  memory nor its CPU (`hub.store.fanout` has the bounds and their reasons).
+
+What a watch costs while its client does not read: its share of the shared lines (each
+event encoded once by the shared reader, `hub.store.feed.event_line`) up to its buffer's
+bounds, and what the server holds for its socket. The second is kept small by sending a
+large line in slices of `SLICE_BYTES` (views of the shared bytes): the server stops
+taking slices once its socket's write buffer passes its high-water mark (64 KiB in
+asyncio), so an unread 0.9 MB event costs tens of kilobytes of the hub's memory, not a
+copy of the event per watch. And one token (one member cluster) may hold at most
+`watch_limit_per_token` watches open on a replica: more is a 429 naming the limit.
 
 Ends: after `timeoutSeconds` (default 300, capped by the settings); when the hub starts
 shutting down (the `HubContext.shutdown` event, set on SIGTERM before connections are
-drained); when the client disconnects (Starlette cancels the generator); when the watcher
-fell behind the retained history mid-stream, with an ERROR event carrying a 410 Status so
-that the client relists; and when the database fails under the shared reader, with the
-503 ERROR event a watch gave when its own read failed. A revision already too old when
-the watch is opened is a plain HTTP 410 before any streaming starts.
+drained); when the client disconnects; when its client fell behind its buffer or the
+watcher fell behind the retained history mid-stream, with an ERROR event carrying a 410
+Status so that the client relists; and when the database fails under the shared reader,
+with the 503 ERROR event a watch gave when its own read failed. A revision already too old
+when the watch is opened is a plain HTTP 410 before any streaming starts.
+
+The loop checks for its end (deadline, shutdown, client gone) before every event, so a
+watch whose client has gone stops at once instead of draining its buffer into a closed
+socket (the server's `send` to a gone client returns without waiting, so nothing else
+would stop it). `WatchResponse` notices the client going (the server's disconnect message)
+and enforces the deadline and the shutdown even while the stream is blocked on a socket
+that never drains, where the loop itself cannot run: it then cancels the stream.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import AsyncGenerator, Sequence
+import weakref
+from collections.abc import AsyncGenerator, Iterator, Sequence
 
+import anyio
 from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
+from hub.api.auth import Principal
 from hub.api.deps import HubContext
-from hub.api.errors import make_status
+from hub.api.errors import ApiError, make_status
 from hub.api.params import WatchOptions
 from hub.logs import fields
 from hub.store import DatabaseUnavailable, Gone, Store
-from hub.store.fanout import Subscription
+from hub.store.fanout import BufferLimits, Subscription
+from hub.store.feed import event_line
 from shared.constants import WATCH_DEFAULT_TIMEOUT_SECONDS
-from shared.models import BookmarkMeta, BookmarkObject, Status, WatchEvent, to_wire
+from shared.models import BookmarkMeta, BookmarkObject, Status, WatchEvent
 
 log = logging.getLogger("mcsync.hub.watch")
 
 WATCH_MEDIA_TYPE = "application/x-ndjson"
 PAGE_SIZE = 500
+# A line longer than this goes out in slices (module doc): small enough that a socket
+# that stopped draining holds little more than asyncio's 64 KiB high-water mark, large
+# enough that a typical event (1-2 KB) is one write.
+SLICE_BYTES = 16 * 1024
+# How long a stream that should have ended (deadline, shutdown) may stay blocked on a
+# socket that does not drain before it is cancelled.
+STUCK_GRACE_SECONDS = 1.0
+
+Chunk = bytes | memoryview
 
 
-def encode(event: WatchEvent) -> bytes:
-    return (json.dumps(to_wire(event), separators=(",", ":")) + "\n").encode("utf-8")
+def slices(data: bytes) -> Iterator[Chunk]:
+    """`data` as it is written: whole, or views of at most SLICE_BYTES (no copies)."""
+    if len(data) <= SLICE_BYTES:
+        yield data
+        return
+    view = memoryview(data)
+    for offset in range(0, len(data), SLICE_BYTES):
+        yield view[offset : offset + SLICE_BYTES]
 
 
 def bookmark(revision: int) -> WatchEvent:
@@ -103,8 +139,15 @@ class WatchStream:
         self.cluster_id = cluster_id
         self._position = start
         self.timeout_seconds = timeout_seconds
+        self.deadline = asyncio.get_running_loop().time() + timeout_seconds
+        # Set by `WatchResponse` when the client disconnects.
+        self.gone = asyncio.Event()
         self._sub: Subscription | None = None
         self._idle = False  # waiting, with everything taken from the subscription sent
+        settings = ctx.settings
+        self._limits = BufferLimits(
+            events=settings.watch_buffer_events, bytes=settings.watch_buffer_bytes
+        )
 
     @property
     def position(self) -> int:
@@ -118,61 +161,115 @@ class WatchStream:
                 return max(self._position, caught)
         return self._position
 
+    def ending(self) -> bool:
+        """Whether this watch must stop: deadline passed, hub shutting down, client gone."""
+        return (
+            self.ctx.shutdown.is_set()
+            or self.gone.is_set()
+            or asyncio.get_running_loop().time() >= self.deadline
+        )
+
+    async def until_ending(self) -> None:
+        """Return once `ending()` holds (for `WatchResponse`'s watchdog)."""
+        loop = asyncio.get_running_loop()
+        waiters = [
+            asyncio.ensure_future(self.ctx.shutdown.wait()),
+            asyncio.ensure_future(self.gone.wait()),
+        ]
+        try:
+            await asyncio.wait(
+                waiters,
+                timeout=max(self.deadline - loop.time(), 0.0),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
     async def _read(self) -> list[WatchEvent]:
         return await self.store.feed.changes_since(
             revision=self._position, cluster_id=self.cluster_id, limit=PAGE_SIZE
         )
 
+    def _subscribe(self) -> Subscription:
+        return self.store.feed.subscribe(
+            self.cluster_id, limits=self._limits, on_overflow=self.ctx.metrics.watches_too_slow.inc
+        )
+
     async def _wait(self, sub: Subscription, *, seconds: float) -> bool:
-        """Until `sub` is woken or `seconds` pass; False on hub shutdown."""
-        waiter = asyncio.ensure_future(sub.wake.wait())
-        stopper = asyncio.ensure_future(self.ctx.shutdown.wait())
+        """Until `sub` is woken or `seconds` pass; False when the watch must end."""
+        waiters = [
+            asyncio.ensure_future(sub.wake.wait()),
+            asyncio.ensure_future(self.ctx.shutdown.wait()),
+            asyncio.ensure_future(self.gone.wait()),
+        ]
         try:
             await asyncio.wait(
-                {waiter, stopper}, timeout=max(seconds, 0.0), return_when=asyncio.FIRST_COMPLETED
+                waiters, timeout=max(seconds, 0.0), return_when=asyncio.FIRST_COMPLETED
             )
         finally:
-            for task in (waiter, stopper):
+            for task in waiters:
                 if not task.done():
                     task.cancel()
-        return not self.ctx.shutdown.is_set()
+        return not (self.ctx.shutdown.is_set() or self.gone.is_set())
 
-    def _sent(self, event: WatchEvent) -> bytes:
+    def _sent(self, event: WatchEvent) -> Iterator[Chunk]:
+        """An event this watch encodes itself (replay, BOOKMARK, ERROR), as written."""
         self.ctx.metrics.watch_events.labels(event.type).inc()
-        return encode(event)
+        return slices(event_line(event))
 
-    async def lines(self, first: Sequence[WatchEvent]) -> AsyncGenerator[bytes, None]:
+    def _too_slow(self, sub: Subscription) -> Iterator[Chunk]:
+        log.info(
+            "watch ended: its client fell further behind than its buffer holds",
+            extra=fields(cluster=self.cluster_id or "*"),
+        )
+        limits = sub.limits
+        return self._sent(
+            error_event(
+                make_status(
+                    410,
+                    f"this watch fell more than {limits.events} events or {limits.bytes} "
+                    "bytes behind its client, the most the hub keeps for one watch "
+                    "(MCSYNC_WATCH_BUFFER_EVENTS, MCSYNC_WATCH_BUFFER_BYTES); relist and "
+                    "watch again from the list's resourceVersion",
+                )
+            )
+        )
+
+    async def lines(self, first: Sequence[WatchEvent]) -> AsyncGenerator[Chunk, None]:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout_seconds
         interval = self.ctx.settings.watch_bookmark_seconds
         last_sent = loop.time()
-
-        def ending() -> bool:
-            return self.ctx.shutdown.is_set() or loop.time() >= deadline
 
         self.ctx.metrics.active_watches.inc()
         self.ctx.open_watches.add(self)
         try:
             for event in first:
-                yield self._sent(event)
+                for chunk in self._sent(event):
+                    yield chunk
                 self._position = max(self._position, _revision(event) or 0)
             if first:
                 last_sent = loop.time()
             while True:
-                if ending():
+                if self.ending():
                     return
                 sub = self._sub
                 if sub is None or sub.detached:
+                    if sub is not None and sub.overflowed:
+                        for chunk in self._too_slow(sub):
+                            yield chunk
+                        return
                     if sub is not None and sub.error is not None:
                         raise sub.error
                     if sub is not None:
                         log.info(
-                            "watch fell behind the shared feed; reading its backlog itself",
+                            "the shared feed reader fell behind the history; the watch "
+                            "reads its backlog itself",
                             extra=fields(cluster=self.cluster_id or "*"),
                         )
                     # (Re)attach, then replay (position, joined_at] from the database: from
                     # joined_at on, the subscription's buffer has every change (module doc).
-                    sub = self._sub = self.store.feed.subscribe(self.cluster_id)
+                    sub = self._sub = self._subscribe()
                     target = sub.joined_at
                     while self._position < target:
                         page = await self._read()
@@ -182,7 +279,10 @@ class WatchStream:
                             if rv > target:
                                 done = True  # the rest is in the buffer
                                 break
-                            yield self._sent(event)
+                            if self.ending():
+                                return
+                            for chunk in self._sent(event):
+                                yield chunk
                             self._position = max(self._position, rv)
                         if page:
                             last_sent = loop.time()
@@ -190,20 +290,23 @@ class WatchStream:
                             # A short read that started after `target` was committed saw
                             # everything up to it.
                             self._position = max(self._position, target)
-                        elif ending():
+                        elif self.ending():
                             return
                     continue
 
-                # Attached: send what the shared reader handed over, skipping what the
-                # replay already sent.
+                # Attached: send the shared lines the reader handed over, skipping what the
+                # replay already sent, and stop at once when the watch must end.
                 sub.wake.clear()
-                while sub.buffer:
-                    rv, event = sub.buffer.popleft()
-                    if rv <= self._position:
+                while (line := sub.take()) is not None:
+                    if line.revision <= self._position:
                         continue
-                    yield self._sent(event)
-                    self._position = rv
+                    self.ctx.metrics.watch_events.labels(line.type).inc()
+                    for chunk in slices(line.data):
+                        yield chunk
+                    self._position = line.revision
                     last_sent = loop.time()
+                    if self.ending():
+                        return
                 if sub.detached:
                     continue
                 caught = sub.caught_up_to
@@ -211,31 +314,35 @@ class WatchStream:
                     self._position = max(self._position, caught)
 
                 now = loop.time()
-                if ending():
+                if self.ending():
                     return
                 bookmark_due = last_sent + interval
                 if now >= bookmark_due:
-                    yield self._sent(bookmark(self.position))
+                    for chunk in self._sent(bookmark(self.position)):
+                        yield chunk
                     last_sent = now
                     continue
                 self._idle = True
                 try:
-                    running = await self._wait(sub, seconds=min(deadline, bookmark_due) - now)
+                    running = await self._wait(sub, seconds=min(self.deadline, bookmark_due) - now)
                 finally:
                     self._idle = False
                 if not running:
                     return
         except Gone as exc:
-            yield self._sent(error_event(make_status(410, str(exc))))
+            for chunk in self._sent(error_event(make_status(410, str(exc)))):
+                yield chunk
         except DatabaseUnavailable as exc:
             self.ctx.metrics.database_errors.inc()
             retry = self.ctx.settings.retry_after_seconds
-            yield self._sent(error_event(make_status(503, str(exc), retry_after_seconds=retry)))
+            status = make_status(503, str(exc), retry_after_seconds=retry)
+            for chunk in self._sent(error_event(status)):
+                yield chunk
         except Exception:
             log.exception("watch stream failed", extra=fields(cluster=self.cluster_id or "*"))
-            yield self._sent(
-                error_event(make_status(500, "internal error; the hub's log has the details"))
-            )
+            status = make_status(500, "internal error; the hub's log has the details")
+            for chunk in self._sent(error_event(status)):
+                yield chunk
         finally:
             if self._sub is not None:
                 self._sub.close()
@@ -244,26 +351,123 @@ class WatchStream:
             self.ctx.metrics.active_watches.dec()
 
 
-async def open_watch(
-    *, store: Store, ctx: HubContext, cluster_id: str | None, options: WatchOptions
-) -> StreamingResponse:
-    """Start a watch; Gone (→ 410) or DatabaseUnavailable (→ 503) before any streaming."""
-    requested = options.timeout_seconds or WATCH_DEFAULT_TIMEOUT_SECONDS
-    timeout = min(requested, ctx.settings.watch_max_timeout_seconds)
-    if options.resource_version is None:
-        start = await store.feed.current_revision()
-        first: list[WatchEvent] = []
-    else:
-        start = options.resource_version
-        first = await store.feed.changes_since(
-            revision=start, cluster_id=cluster_id, limit=PAGE_SIZE
+class WatchSlot:
+    """One of the watches a token may hold open (`watch_limit_per_token`); released once."""
+
+    def __init__(self, ctx: HubContext, token_key: str) -> None:
+        self._counts = ctx.watches_by_token
+        self._key = token_key
+        self._held = True
+        self._counts[token_key] += 1
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._counts[self._key] -= 1
+            if self._counts[self._key] <= 0:
+                del self._counts[self._key]
+
+
+def token_key(principal: Principal) -> str:
+    """Whose watch it is: a member token is its cluster's; admin and reader are one each."""
+    return f"member:{principal.cluster}" if principal.role == "member" else principal.role
+
+
+def take_watch_slot(ctx: HubContext, principal: Principal) -> WatchSlot:
+    """A slot for one more watch of `principal`, or a 429 naming the limit."""
+    key = token_key(principal)
+    limit = ctx.settings.watch_limit_per_token
+    if ctx.watches_by_token[key] >= limit:
+        raise ApiError(
+            429,
+            f"the {principal.describe()} already holds {limit} open watches on this hub "
+            f"replica, the most one token may (watch_limit_per_token = {limit}, "
+            "MCSYNC_WATCH_LIMIT_PER_TOKEN); close one before opening another",
+            retry_after_seconds=ctx.settings.retry_after_seconds,
+            headers={"Retry-After": str(ctx.settings.retry_after_seconds)},
         )
-    stream = WatchStream(
-        store=store, ctx=ctx, cluster_id=cluster_id, start=start, timeout_seconds=timeout
-    )
-    return StreamingResponse(
-        stream.lines(first),
-        media_type=WATCH_MEDIA_TYPE,
-        # Proxies must pass each line on as it comes, and nobody may cache a live feed.
-        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
-    )
+    return WatchSlot(ctx, key)
+
+
+class WatchResponse(StreamingResponse):
+    """The streaming answer of one watch, which also ends it when the stream cannot.
+
+    Besides streaming (Starlette's `stream_response`), it listens for the client's
+    disconnect and tells the stream at once (`WatchStream.gone`), and it cancels a stream
+    that is still running `STUCK_GRACE_SECONDS` after its deadline or the hub's shutdown:
+    one blocked on a socket that does not drain never gets to check them itself. Whatever
+    ends it, the stream's generator is closed here (its subscription freed at once, not
+    when garbage collection gets to it) and the token's watch slot released.
+    """
+
+    def __init__(self, stream: WatchStream, first: Sequence[WatchEvent], slot: WatchSlot) -> None:
+        super().__init__(
+            stream.lines(first),
+            media_type=WATCH_MEDIA_TYPE,
+            # Proxies must pass each line on as it comes, and nobody may cache a live feed.
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+        self._stream = stream
+        self._slot = slot
+        # A response that is never sent (the request failed after the route) frees it too.
+        weakref.finalize(self, slot.release)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        stream = self._stream
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def respond() -> None:
+                    await self.stream_response(send)
+                    group.cancel_scope.cancel()
+
+                async def client_gone() -> None:
+                    await self.listen_for_disconnect(receive)
+                    stream.gone.set()
+                    group.cancel_scope.cancel()
+
+                async def stuck() -> None:
+                    await stream.until_ending()
+                    await anyio.sleep(STUCK_GRACE_SECONDS)
+                    group.cancel_scope.cancel()
+
+                group.start_soon(respond)
+                group.start_soon(client_gone)
+                group.start_soon(stuck)
+        finally:
+            iterator = self.body_iterator
+            if isinstance(iterator, AsyncGenerator):
+                with anyio.CancelScope(shield=True):
+                    await iterator.aclose()
+            self._slot.release()
+
+
+async def open_watch(
+    *,
+    store: Store,
+    ctx: HubContext,
+    cluster_id: str | None,
+    options: WatchOptions,
+    principal: Principal,
+) -> StreamingResponse:
+    """Start a watch; 429 over the token's limit, Gone (→ 410) or DatabaseUnavailable
+    (→ 503) before any streaming."""
+    slot = take_watch_slot(ctx, principal)
+    try:
+        requested = options.timeout_seconds or WATCH_DEFAULT_TIMEOUT_SECONDS
+        timeout = min(requested, ctx.settings.watch_max_timeout_seconds)
+        if options.resource_version is None:
+            start = await store.feed.current_revision()
+            first: list[WatchEvent] = []
+        else:
+            start = options.resource_version
+            first = await store.feed.changes_since(
+                revision=start, cluster_id=cluster_id, limit=PAGE_SIZE
+            )
+        stream = WatchStream(
+            store=store, ctx=ctx, cluster_id=cluster_id, start=start, timeout_seconds=timeout
+        )
+        return WatchResponse(stream, first, slot)
+    except BaseException:
+        slot.release()
+        raise

@@ -1,49 +1,58 @@
-"""One shared reader of the change feed per hub replica, fanned out in memory (SPEC §4.3).
+"""One shared reader of a change feed per hub replica, fanned out in memory (SPEC §4.3).
 
 Before this, every commit woke every open watch and each one re-read the history with its
 own query: N watches cost N queries per commit, and at 1,000 agents the hub never caught
-up (docs/benchmarks.md §5). Now one task per `Store` (= per replica) does the reading:
+up (docs/benchmarks.md §5). Now one task per feed and `Store` (= per replica) does the
+reading:
 
     wake-up (in-process commit, or PostgreSQL NOTIFY from any replica)
-      → read the history after `position`, once, for every cluster, a page at a time
-      → append each change to the bounded buffer of every subscriber of its cluster
-        (and of every fleet-wide subscriber), waking only those.
+      → read the rows after `position`, once, for every subscriber, a page at a time
+      → encode each row that somebody watches to its wire line, ONCE
+      → append that one line to the bounded buffer of every subscriber of its key (a
+        cluster) and of every subscriber of everything (key None), waking only those.
 
-So a commit costs one history read per replica (fewer: wake-ups that arrive while a read is
-in flight are served by the next one), whatever the number of watches. With nobody
-subscribed the reader does not read at all; it only moves its position.
+So a commit costs one history read and one encoding per replica, whatever the number of
+watches (fewer: wake-ups that arrive while a read is in flight are served by the next one).
+With nobody subscribed the reader does not read at all; it only moves its position.
+
+Nothing here knows what a row is: `FeedFanout` takes its row source (`read_page`) and
+routes by each row's `key`, so the export feed (keys are clusters) and a fleet-wide feed
+(every subscriber keyed None) are two instances of this class, with the same guarantees.
 
 The invariant (single event loop: everything between two awaits is atomic). `position` is
 a revision P such that every change ≤ P has been appended to every subscriber that was
 subscribed when it was read, and no change > P has been appended to anyone. A batch is
 appended and P moved in one step, with no await in between. Therefore a `Subscription`
-made when P = J receives, in revision order, exactly the changes of its cluster after J:
+made when P = J receives, in revision order, exactly the changes of its key after J:
 `joined_at` is J. The watch (hub.api.watch) replays (its position, J] from the database
-itself, as before, and then takes the buffer, skipping anything at or below its position.
-P is always a committed revision, so that replay sees everything ≤ J.
+itself, and then takes the buffer, skipping anything at or below its position. P is
+always a committed revision, so that replay sees everything ≤ J.
 
 A short page read after a wake-up to revision M lets P jump to M (commits happen in
 revision order, see `hub.store.feed`); a subscriber whose buffer is empty has therefore
-seen everything of its cluster up to P, which is what its BOOKMARKs and the feed-lag metric
+seen everything of its key up to P, which is what its BOOKMARKs and the feed-lag metric
 report.
 
-A subscriber whose buffer is full (a slow client: its stream is blocked on the socket) is
-*detached*: its buffer is dropped, it is removed from the registry and woken. The reader
-never waits for it and the other subscribers never notice. The watch then falls back to the
-database on its own: it subscribes again (a new J), replays from its own position to J with
-its own paged query, and goes on from the new buffer — or, if its position has meanwhile
-been pruned from the history, ends with the 410 ERROR event so that its client relists.
-Falling back rather than ending at once because a client that is only briefly slow (a burst
-of a few thousand changes from one full-state sync) should not have to relist: a relist
-re-reads and re-reconciles every export of the cluster, and a burst would make a whole fleet
-relist at once. The fallback costs that watch one read per page of its own backlog, bounded
-by the retained history, and nothing per commit.
+Slow subscribers are ENDED, not carried (issue 13). Each buffer is bounded in events AND
+in bytes (`BufferLimits`); a subscriber whose next line would pass either bound is
+*overflowed*: its buffer is dropped at once, it is removed from the registry and woken,
+and its watch ends with an ERROR event carrying a 410 Status, so that its client relists.
+The reader never waits for anyone and the other subscribers never notice. This replaced
+a fallback in which an overflowed watch re-read its backlog from the database by itself:
+900 watches of clients that never read, fed 0.9 MB events, then made the hub encode every
+event once per watch, grow by 1.7 GB and keep a core busy long after the clients had gone.
+A stalled client may hold neither the hub's memory nor its CPU: what one costs is now its
+bounded buffer of lines it shares with everyone else, until it is ended. The price is that
+a client which is only briefly too slow relists, which is why the bounds are generous
+(`hub.settings`: 1,000 events, ten times the burst of a typical full-state sync, and
+4 MiB; an empty buffer always takes one line, however large, so no event is too big to
+be watched at all).
 
 When the reader itself falls behind the retained history (Gone), every subscriber is
-detached the same way and P jumps to the newest known revision; each watch then resolves its
-own position against the history (replay or 410). When the database fails under the reader,
-every subscriber is told (`error`) and its watch ends with the same 503 ERROR event it gave
-when it read for itself; the reader retries with backoff.
+detached (not overflowed) and P jumps to the newest known revision; each watch then
+resolves its own position against the history (replay or 410). When the database fails
+under the reader, every subscriber is told (`error`) and its watch ends with the same 503
+ERROR event it gave when it read for itself; the reader retries with backoff.
 """
 
 from __future__ import annotations
@@ -54,51 +63,83 @@ import contextvars
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from hub.store.errors import DatabaseUnavailable, Gone
 from hub.store.notify import ChangeNotifier
-from shared.models import WatchEvent
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
-# Per-subscriber buffer bound, in events. A watch that falls this far behind its own socket
-# reads from the database instead (see the module doc). Events are shared between buffers.
-# 1,000 is ten times the burst of a typical full-state sync (100 exports); a buffer holds
-# (revision, shared event) pairs, about 120 KB when full.
-BUFFER_LIMIT = 1000
 _IDLE_CHECK_SECONDS = 5.0
 _RETRY_FIRST_SECONDS = 0.1
 _RETRY_MAX_SECONDS = 5.0
 
 
+@dataclass(frozen=True)
+class BufferLimits:
+    """How far one subscriber may fall behind before it is ended (see the module doc)."""
+
+    events: int = 1000
+    bytes: int = 4 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.events < 1 or self.bytes < 1:
+            raise ValueError(f"buffer limits must be at least 1, got {self}")
+
+
+@dataclass(frozen=True, slots=True)
+class FeedLine:
+    """One change as every watch sends it: encoded once, the same object in every buffer."""
+
+    revision: int
+    type: str  # the event type (ADDED, MODIFIED, DELETED), for the watch's metrics
+    data: bytes  # the newline-terminated JSON of the WatchEvent
+
+
 class FeedRow(Protocol):
-    """One change as the reader sees it: its cluster, its revision, and how to decode it."""
+    """One change as the reader sees it: the key it is routed by, its revision, its line."""
 
     @property
-    def cluster_id(self) -> str: ...
+    def key(self) -> str | None: ...
 
     @property
     def revision(self) -> int: ...
 
-    def event(self) -> WatchEvent: ...
+    @property
+    def type(self) -> str: ...
+
+    def line(self) -> bytes: ...
 
 
 ReadPage = Callable[[int, int], Awaitable[Sequence[FeedRow]]]
 
 
 class Subscription:
-    """One watch's place in the fan-out: its buffer and the signal that wakes it."""
+    """One watch's place in the fan-out: its bounded buffer and the signal that wakes it."""
 
-    def __init__(self, *, cluster_id: str | None, joined_at: int, fanout: FeedFanout) -> None:
-        self.cluster_id = cluster_id
-        # Every change of this cluster after `joined_at` reaches `buffer` (until detached).
+    def __init__(
+        self,
+        *,
+        key: str | None,
+        joined_at: int,
+        fanout: FeedFanout,
+        limits: BufferLimits,
+        on_overflow: Callable[[], object] | None = None,
+    ) -> None:
+        self.key = key
+        # Every change of this key after `joined_at` reaches `buffer` (until detached).
         self.joined_at = joined_at
-        self.buffer: deque[tuple[int, WatchEvent]] = deque()
+        self.limits = limits
+        self.buffer: deque[FeedLine] = deque()
+        self.buffered_bytes = 0
         self.wake = asyncio.Event()
         self.detached = False
+        # Detached because the buffer was full: the watch must end (410), not catch up.
+        self.overflowed = False
         self.error: BaseException | None = None
+        self._on_overflow = on_overflow
         self._fanout = fanout
 
     @property
@@ -109,12 +150,40 @@ class Subscription:
             return None
         return self._fanout.position
 
+    def take(self) -> FeedLine | None:
+        """The oldest line not yet taken, or None when the buffer is empty."""
+        if not self.buffer:
+            return None
+        line = self.buffer.popleft()
+        self.buffered_bytes -= len(line.data)
+        return line
+
+    def offer(self, line: FeedLine) -> bool:
+        """Append `line`; False (and nothing appended) when that would pass a bound. An empty
+        buffer takes any one line, so that no single event is too large to be watched."""
+        if self.buffer and (
+            len(self.buffer) >= self.limits.events
+            or self.buffered_bytes + len(line.data) > self.limits.bytes
+        ):
+            return False
+        self.buffer.append(line)
+        self.buffered_bytes += len(line.data)
+        self.wake.set()
+        return True
+
     def close(self) -> None:
         self._fanout.unsubscribe(self)
 
+    def _overflow(self) -> None:
+        self.overflowed = True
+        self._fanout.unsubscribe(self)  # drops the buffer now: its memory is not held
+        self.wake.set()
+        if self._on_overflow is not None:
+            self._on_overflow()
+
 
 class FeedFanout:
-    """The per-replica feed reader and its subscriber registry (see the module doc)."""
+    """The per-replica reader of one feed and its subscriber registry (see the module doc)."""
 
     def __init__(
         self,
@@ -122,15 +191,18 @@ class FeedFanout:
         notifier: ChangeNotifier,
         read_page: ReadPage,
         page_size: int = PAGE_SIZE,
-        buffer_limit: int = BUFFER_LIMIT,
+        limits: BufferLimits | None = None,
+        name: str = "feed",
     ) -> None:
         self._notifier = notifier
         self._read_page = read_page
         self.page_size = page_size
-        self.buffer_limit = buffer_limit
+        self.limits = limits or BufferLimits()
+        self.name = name
         self.position = 0
         self.reads = 0  # history reads made by the reader (tests and diagnostics)
-        self.overflows = 0  # subscribers detached for a full buffer
+        self.encodings = 0  # lines encoded by the reader (tests and diagnostics)
+        self.overflows = 0  # subscribers ended for a full buffer
         self._subscribers: dict[str | None, set[Subscription]] = {}
         self._count = 0
         self._task: asyncio.Task[None] | None = None
@@ -140,27 +212,41 @@ class FeedFanout:
     def subscriber_count(self) -> int:
         return self._count
 
-    def subscribe(self, cluster_id: str | None) -> Subscription:
-        """Subscribe to the changes of `cluster_id` (None: every cluster) after the reader's
-        current position, which the subscription records as `joined_at`."""
+    def subscribe(
+        self,
+        key: str | None,
+        *,
+        limits: BufferLimits | None = None,
+        on_overflow: Callable[[], object] | None = None,
+    ) -> Subscription:
+        """Subscribe to the changes of `key` (None: every key) after the reader's current
+        position, which the subscription records as `joined_at`. `on_overflow` is called
+        when the subscription is ended for a full buffer (the hub counts it)."""
         if self._closed:
             raise DatabaseUnavailable("the hub's store is closed")
         if self._task is None or self._task.done():
             self._start()
-        sub = Subscription(cluster_id=cluster_id, joined_at=self.position, fanout=self)
-        self._subscribers.setdefault(cluster_id, set()).add(sub)
+        sub = Subscription(
+            key=key,
+            joined_at=self.position,
+            fanout=self,
+            limits=limits or self.limits,
+            on_overflow=on_overflow,
+        )
+        self._subscribers.setdefault(key, set()).add(sub)
         self._count += 1
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
-        group = self._subscribers.get(sub.cluster_id)
+        group = self._subscribers.get(sub.key)
         if group is not None and sub in group:
             group.discard(sub)
             self._count -= 1
             if not group:
-                del self._subscribers[sub.cluster_id]
+                del self._subscribers[sub.key]
         sub.detached = True
         sub.buffer.clear()
+        sub.buffered_bytes = 0
 
     def _start(self) -> None:
         # Nothing before this was owed to anyone: start at the newest revision known.
@@ -168,7 +254,7 @@ class FeedFanout:
         # A fresh context: the reader outlives the request that happened to start it, and must
         # not carry that request's trace or log context.
         self._task = asyncio.create_task(
-            self._run(), name="mcsync-feed-reader", context=contextvars.Context()
+            self._run(), name=f"mcsync-{self.name}-reader", context=contextvars.Context()
         )
 
     async def close(self) -> None:
@@ -223,21 +309,20 @@ class FeedFanout:
     def _dispatch(self, rows: Sequence[FeedRow]) -> None:
         fleet = self._subscribers.get(None)
         for row in rows:
-            own = self._subscribers.get(row.cluster_id)
+            key = row.key
+            own = self._subscribers.get(key) if key is not None else None
             if not own and not fleet:
                 continue
-            event = row.event()  # decoded once, shared by every buffer
+            # Encoded once; every buffer holds this same object.
+            line = FeedLine(revision=row.revision, type=row.type, data=row.line())
+            self.encodings += 1
             for group in (own, fleet):
                 if not group:
                     continue
                 for sub in list(group):
-                    if len(sub.buffer) >= self.buffer_limit:
+                    if not sub.offer(line):
                         self.overflows += 1
-                        self.unsubscribe(sub)
-                        sub.wake.set()
-                        continue
-                    sub.buffer.append((row.revision, event))
-                    sub.wake.set()
+                        sub._overflow()
 
     def _detach_all(self, *, error: BaseException | None) -> None:
         for group in list(self._subscribers.values()):

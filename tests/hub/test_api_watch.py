@@ -7,6 +7,7 @@ httpx's ASGI transport only returns a response once the app has finished it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from hub.api.deps import context_of
 from hub.app import begin_shutdown
 from tests.hub.test_api_support import (
     ADMIN,
@@ -225,3 +227,69 @@ async def test_watcher_behind_the_history_gets_an_error_event_then_the_end(
         assert [e["type"] for e in events] == ["ERROR"]
         assert events[0]["object"]["code"] == 410
         assert events[0]["object"]["reason"] == "Gone"
+
+
+async def test_watches_over_the_per_token_limit_are_429_naming_it(database_url: str) -> None:
+    async with running_hub(database_url, watch_limit_per_token=2) as hub:
+        members = await hub.register("east", "west")
+        path = "/api/v1/clusters/{}/serviceexports?watch=true&timeoutSeconds=60"
+        async with (
+            serving(hub.app) as url,
+            httpx.AsyncClient(base_url=url, timeout=DEADLINE) as client,
+            contextlib.AsyncExitStack() as held,
+        ):
+            for _ in range(2):
+                stream = await held.enter_async_context(
+                    client.stream("GET", path.format("east"), headers=members["east"])
+                )
+                assert stream.status_code == 200
+            over = await client.get(path.format("east"), headers=members["east"])
+            assert over.status_code == 429
+            status = over.json()
+            assert status["kind"] == "Status"
+            assert status["code"] == 429
+            assert status["reason"] == "TooManyRequests"
+            assert "watch_limit_per_token = 2" in status["message"]
+            assert "member of cluster 'east'" in status["message"]
+            assert over.headers["Retry-After"]
+            # The limit is per token: another member, and the admin, are not held back.
+            for token, cluster in ((members["west"], "west"), (ADMIN, "east")):
+                async with client.stream("GET", path.format(cluster), headers=token) as other:
+                    assert other.status_code == 200
+            # A list is no watch: never limited.
+            listed = await client.get(
+                "/api/v1/clusters/east/serviceexports", headers=members["east"]
+            )
+            assert listed.status_code == 200
+
+        # The held watches ended with their connections: the token's slots are free again.
+        ctx = context_of(hub.app)
+        async with asyncio.timeout(DEADLINE):
+            while ctx.watches_by_token:  # noqa: ASYNC110 (a condition, not an event)
+                await asyncio.sleep(0.02)
+        answer = await hub.client.get(
+            "/api/v1/clusters/east/serviceexports?watch=true&timeoutSeconds=1",
+            headers=members["east"],
+        )
+        assert answer.status_code == 200
+
+
+async def test_a_watch_ends_and_frees_its_subscription_when_the_client_disconnects(
+    hub: Hub,
+) -> None:
+    members = await hub.register("east")
+    fanout = hub.store.feed.fanout
+    ctx = context_of(hub.app)
+    async with serving(hub.app) as url, httpx.AsyncClient(base_url=url, timeout=DEADLINE) as client:
+        async with client.stream(
+            "GET",
+            "/api/v1/clusters/east/serviceexports?watch=true&timeoutSeconds=600",
+            headers=members["east"],
+        ) as stream:
+            assert stream.status_code == 200
+            assert (await _next_event(stream.aiter_lines(), skip_bookmarks=False))["type"]
+            assert fanout.subscriber_count == 1
+        # The client hung up long before the watch's 600 s: the hub lets go at once.
+        async with asyncio.timeout(DEADLINE):
+            while fanout.subscriber_count or ctx.open_watches or ctx.watches_by_token:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)

@@ -23,6 +23,7 @@ from sqlalchemy import event
 from hub.api.deps import context_of
 from hub.api.watch import WatchStream
 from hub.store import Store
+from hub.store.feed import event_line
 from tests.hub.test_api_support import Hub, running_hub
 from tests.hub.test_store_support import make_export, port, register
 
@@ -57,11 +58,16 @@ class Watcher:
 
     async def _run(self) -> None:
         lines = self.stream.lines([])
+        pending = b""
         try:
-            async for line in lines:
-                parsed = json.loads(line)
-                if parsed["type"] != "BOOKMARK":
-                    self.events.append(parsed)
+            async for chunk in lines:
+                # A large event comes in slices; the client reads whole lines.
+                pending += bytes(chunk)
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    parsed = json.loads(line)
+                    if parsed["type"] != "BOOKMARK":
+                        self.events.append(parsed)
                 await self.gate.wait()
         finally:
             await lines.aclose()
@@ -186,63 +192,164 @@ async def test_a_watch_started_mid_stream_gets_every_later_change_once_in_order(
             await watcher.stop()
 
 
-async def test_a_stalled_watch_does_not_hold_up_the_others_and_catches_up(
+def too_slow_metric(hub: Hub) -> float:
+    value = context_of(hub.app).metrics.watches_too_slow._value.get()
+    return float(value)
+
+
+async def test_each_change_is_encoded_once_and_its_bytes_shared_by_every_buffer(
     database_url: str,
 ) -> None:
     async with hub_and_writer(database_url) as (hub, writer):
         await register(writer, "east", "west")
+        feed = hub.store.feed
+        # Subscriptions nobody drains: their buffers keep what the reader handed over.
+        east_a, east_b, fleet = feed.subscribe("east"), feed.subscribe("east"), feed.subscribe(None)
+        west = feed.subscribe("west")
+        fanout = feed.fanout
+        encodings = fanout.encodings
+        put = await writer.exports.put(
+            "east", make_export("east", name="shared", annotations={"a.io/x": "y" * 50_000})
+        )
+        revision = int(put.object.metadata.resource_version or 0)
+        await until(lambda: len(fleet.buffer) >= 1 and len(east_b.buffer) >= 1, "the change")
+        line = east_a.buffer[0]
+        assert line.revision == revision
+        assert east_b.buffer[0] is line and fleet.buffer[0] is line  # one object …
+        assert east_b.buffer[0].data is line.data  # … and one bytes, for every watch
+        assert not west.buffer
+        assert fanout.encodings == encodings + 1
+        assert east_a.buffered_bytes == len(line.data) > 50_000
+        event = json.loads(line.data)
+        assert line.data.endswith(b"\n") and b"\n" not in line.data[:-1]
+        assert event["type"] == "ADDED"
+        assert event["object"]["metadata"]["annotations"] == {"a.io/x": "y" * 50_000}
+        assert event["object"]["metadata"]["resourceVersion"] == str(revision)
+        # The line a watch sends is the event the history replays, byte for byte.
+        replayed = await feed.changes_since(revision=revision - 1, cluster_id="east")
+        assert [json.loads(event_line(e)) for e in replayed] == [event]
+        for sub in (east_a, east_b, fleet, west):
+            sub.close()
+        assert fanout.subscriber_count == 0
+
+
+async def test_a_stalled_watch_over_its_byte_bound_is_ended_with_410_and_others_go_on(
+    database_url: str,
+) -> None:
+    limit = 64 * 1024  # the smallest allowed; each change below is about 20 KB
+    async with hub_and_writer(database_url, watch_buffer_bytes=limit) as (hub, writer):
+        await register(writer, "east", "west")
         fanout = hub.store.feed.fanout
-        fanout.buffer_limit = 5
         start = await hub.store.feed.current_revision()
         slow = Watcher(hub, "east", start)
         fast = Watcher(hub, "east", start)
         other = Watcher(hub, "west", start)
         await until(lambda: fanout.subscriber_count == 3, "every watch to subscribe")
         slow.gate.clear()  # from its first event on, the slow client reads nothing
+        scraped = (await hub.client.get("/metrics")).text
+        assert "\nmcsync_hub_watches_too_slow_total 0.0\n" in scraped  # exists from the start
 
-        for number in range(30):
+        for number in range(12):
             cluster = "west" if number % 5 == 4 else "east"
             await writer.exports.put(
-                cluster, make_export(cluster, name=f"svc{number % 4}", ports=[port(number + 1)])
+                cluster,
+                make_export(
+                    cluster,
+                    name=f"svc{number % 4}",
+                    ports=[port(number + 1)],
+                    annotations={"a.io/blob": f"{number:02d}" * 10_000},
+                ),
             )
         east = await expected(hub, "east", start)
         west = await expected(hub, "west", start)
-        # The others get everything while the slow one is still stalled.
+        # The others get everything; the stalled one is ended, its buffer dropped.
         await until(lambda: fast.revisions == east, "the fast watch to get every change")
         await until(lambda: other.revisions == west, "the other cluster's watch")
-        assert len(slow.events) == 1
-        assert fanout.overflows >= 1
+        await until(lambda: fanout.subscriber_count == 2, "the slow watch to be dropped")
+        assert fanout.overflows == 1
+        assert too_slow_metric(hub) == 1
+        assert len(slow.events) <= 1  # it stalled after its first line or slice of one
 
         slow.gate.set()
-        await until(lambda: slow.revisions == east, "the stalled watch to catch up")
-        assert all(e["type"] != "ERROR" for e in slow.events)
-        # Caught up, it is fed by the shared reader again.
-        more = await writer.exports.put("east", make_export("east", name="late"))
-        revision = int(more.object.metadata.resource_version or 0)
-        await until(lambda: slow.revisions[-1:] == [revision], "the next change")
-        assert slow.revisions == [*east, revision]
-        assert fast.revisions == slow.revisions
-        for watcher in (slow, fast, other):
+        await until(lambda: slow.task.done(), "the stalled watch to end")
+        ended = slow.events[-1]
+        assert ended["type"] == "ERROR"
+        assert ended["object"]["code"] == 410
+        assert str(limit) in ended["object"]["message"]
+        # What it did send is a prefix of the truth: in order, no gap, no duplicate.
+        assert slow.revisions == east[: len(slow.revisions)]
+        assert fast.revisions == east
+        for watcher in (fast, other):
             await watcher.stop()
+        assert fanout.subscriber_count == 0
+        assert not context_of(hub.app).open_watches
 
 
-async def test_a_stalled_watch_whose_backlog_was_pruned_is_told_to_relist(
+async def test_a_stalled_watch_over_its_event_bound_is_ended_with_410(
     database_url: str,
 ) -> None:
-    async with hub_and_writer(database_url, history_limit=5) as (hub, writer):
+    async with hub_and_writer(database_url, watch_buffer_events=3) as (hub, writer):
         await register(writer, "east")
         fanout = hub.store.feed.fanout
-        fanout.buffer_limit = 2
         start = await hub.store.feed.current_revision()
         slow = Watcher(hub, "east", start)
         await until(lambda: fanout.subscriber_count == 1, "the watch to subscribe")
         slow.gate.clear()
-        for number in range(20):
+        for number in range(10):
             await writer.exports.put("east", make_export("east", ports=[port(number + 1)]))
-        await until(lambda: fanout.overflows >= 1 or fanout.subscriber_count == 0, "overflow")
+        await until(lambda: fanout.subscriber_count == 0, "the slow watch to be dropped")
+        assert too_slow_metric(hub) == 1
         slow.gate.set()
         await until(lambda: slow.task.done(), "the stalled watch to end")
         assert slow.events[-1]["type"] == "ERROR"
         assert slow.events[-1]["object"]["code"] == 410
         revisions = slow.revisions
         assert revisions == sorted(set(revisions))  # no duplicate, in order, before the end
+
+
+async def test_an_event_larger_than_the_byte_bound_still_reaches_a_reading_watch(
+    database_url: str,
+) -> None:
+    async with hub_and_writer(database_url, watch_buffer_bytes=64 * 1024) as (hub, writer):
+        await register(writer, "east")
+        start = await hub.store.feed.current_revision()
+        watcher = Watcher(hub, "east", start)
+        await until(lambda: hub.store.feed.fanout.subscriber_count == 1, "the subscription")
+        put = await writer.exports.put(
+            "east",
+            make_export("east", annotations={f"a.io/b{i}": "z" * 60_000 for i in range(3)}),
+        )
+        revision = int(put.object.metadata.resource_version or 0)
+        await until(arrived(watcher, revision), "the 180 KB event")
+        assert len(watcher.events[-1]["object"]["metadata"]["annotations"]) == 3
+        assert all(e["type"] != "ERROR" for e in watcher.events)
+        await watcher.stop()
+
+
+async def test_a_watch_ends_at_once_when_its_client_is_gone(database_url: str) -> None:
+    async with hub_and_writer(database_url, watch_buffer_events=10_000) as (hub, writer):
+        await register(writer, "east")
+        fanout = hub.store.feed.fanout
+        start = await hub.store.feed.current_revision()
+        stream = WatchStream(
+            store=hub.store,
+            ctx=context_of(hub.app),
+            cluster_id="east",
+            start=start,
+            timeout_seconds=DEADLINE,
+        )
+        lines = stream.lines([])
+        first = asyncio.ensure_future(anext(lines))
+        await until(lambda: fanout.subscriber_count == 1, "the subscription")
+        for number in range(5):
+            await writer.exports.put("east", make_export("east", ports=[port(number + 1)]))
+        await first
+        await until(
+            lambda: stream._sub is not None and len(stream._sub.buffer) >= 4, "buffered changes"
+        )
+        stream.gone.set()  # what WatchResponse does on the server's disconnect message
+        rest = [chunk async for chunk in lines]
+        # Four more changes were buffered; none is sent to a client that has gone.
+        assert rest == []
+        assert fanout.subscriber_count == 0
+        assert not context_of(hub.app).open_watches

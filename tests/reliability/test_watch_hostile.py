@@ -1,0 +1,255 @@
+"""Stalled watches must not hold the hub (SPEC §4.3, §5; issue 13, item 1).
+
+A member opens `WATCHES` watches of its cluster (`…/serviceexports?watch=true&
+timeoutSeconds=600`) over raw sockets that never read a byte (each with a small receive
+buffer, so the kernel absorbs little and the hub feels the backpressure at once), then
+PUTs `PUTS` exports, each carrying `ANNOTATIONS` annotations of `ANNOTATION_CHARS`
+characters (about 0.9 MB of JSON per event, so every event is pushed at every stalled
+watch). The numbers are the issue's own: 900 watches, 60 PUTs, 14 x 65,000 characters.
+
+What must hold, measured on the real `python -m hub serve` process:
+
+* its RSS grows by less than `RSS_GROWTH_LIMIT_MIB` (VmHWM after the PUTs against VmRSS
+  before the watches opened): each event is encoded once and shared, a stalled watcher's
+  buffer is bounded in bytes and it is ended (ERROR/410) when it overflows;
+* the PUT p99 under the stalled watches is below twice its idle value (`IDLE_PUTS` PUTs
+  of the same size before any watch was opened);
+* within `CPU_IDLE_WITHIN` s of the sockets closing, the hub is idle again (CPU time from
+  /proc/<pid>/stat below `CPU_IDLE_SHARE` of one core over `CPU_WINDOW` s): nothing keeps
+  draining buffers for clients that are gone;
+* SIGTERM with `WATCHES` stalled watches open (and more huge events pushed at them) exits
+  0 within the graceful-shutdown time (`GRACE_SECONDS`);
+* one watch over the per-token limit (raised here to `WATCHES` so that every stalled watch
+  is admitted and the byte bound does the work) is a 429 Status naming the limit.
+
+Runs on SQLite and PostgreSQL. Deadlines are generous; the figures are printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.test_hub_process import HubProcess
+from tests.hub.test_api_support import export_body
+from tests.reliability.support import Figures, RecordProperty, hub_running
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.reliability]
+
+ADMIN_TOKEN = "stalled-watch-admin-token-0123456789abcdef"
+WATCHES = 900
+PUTS = 60
+IDLE_PUTS = 20
+ANNOTATIONS = 14
+ANNOTATION_CHARS = 65_000
+GRACE_SECONDS = 10
+RSS_GROWTH_LIMIT_MIB = 100
+CPU_IDLE_WITHIN = 1.0
+CPU_WINDOW = 1.0
+CPU_IDLE_SHARE = 0.1
+CLIENT_RCVBUF = 4096
+DEADLINE = 300.0
+PUT_TIMEOUT = 60.0
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def annotations(seed: int) -> dict[str, str]:
+    return {
+        f"example.com/blob-{i}": (f"{seed:04d}-{i:02d}-" * ANNOTATION_CHARS)[:ANNOTATION_CHARS]
+        for i in range(ANNOTATIONS)
+    }
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of `pid` (fields 14 and 15 of /proc/<pid>/stat)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def memory_kib(pid: int, field: str) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(rf"^{field}:\s+(\d+) kB", status, re.MULTILINE)
+    assert match is not None, status
+    return int(match.group(1))
+
+
+def p99(samples: list[float]) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+def metric(text: str, name: str) -> float | None:
+    """The sum of the samples of series `name` (None when the hub does not export it)."""
+    values = [
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(name) and line[len(name) : len(name) + 1] in (" ", "{")
+    ]
+    return sum(values) if values else None
+
+
+@contextlib.contextmanager
+def stalled_watches(hub: HubProcess, token: str, count: int) -> Iterator[list[socket.socket]]:
+    """`count` watches whose client never reads; every socket closed on the way out."""
+    request = (
+        "GET /api/v1/clusters/alpha/serviceexports?watch=true&timeoutSeconds=600 HTTP/1.1\r\n"
+        f"Host: 127.0.0.1:{hub.port}\r\nAuthorization: Bearer {token}\r\n\r\n"
+    ).encode()
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, CLIENT_RCVBUF)
+            sockets.append(sock)
+            sock.connect(("127.0.0.1", hub.port))
+            sock.sendall(request)
+        yield sockets
+    finally:
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00" * 2)
+            sock.close()
+
+
+async def timed_puts(
+    client: httpx.AsyncClient, hub: HubProcess, token: str, names: list[str], seed: int
+) -> list[float]:
+    durations: list[float] = []
+    for number, name in enumerate(names):
+        body = export_body(
+            "alpha", namespace="big", name=name, annotations=annotations(seed + number)
+        )
+        started = time.monotonic()
+        answer = await client.put(
+            f"{hub.url}/api/v1/clusters/alpha/serviceexports/big/{name}",
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=PUT_TIMEOUT,
+        )
+        durations.append(time.monotonic() - started)
+        assert answer.status_code in (200, 201), answer.text[:500]
+    return durations
+
+
+async def metrics_text(client: httpx.AsyncClient, hub: HubProcess) -> str:
+    answer = await client.get(f"{hub.url}/metrics", timeout=PUT_TIMEOUT)
+    assert answer.status_code == 200
+    return answer.text
+
+
+async def _scenario(hub: HubProcess, figures: Figures) -> None:
+    deadline = time.monotonic() + DEADLINE
+    pid = hub.process.pid
+    async with httpx.AsyncClient(timeout=PUT_TIMEOUT) as client:
+        registered = await client.post(
+            f"{hub.url}/api/v1/clusters",
+            json={"metadata": {"name": "alpha"}},
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        )
+        assert registered.status_code == 201, registered.text
+        token = registered.json()["token"]
+
+        idle = await timed_puts(client, hub, token, [f"i{n}" for n in range(IDLE_PUTS)], 0)
+        figures["put_p99_idle_ms"] = round(p99(idle) * 1000)
+        rss_before = memory_kib(pid, "VmRSS")
+        figures["rss_before_mib"] = round(rss_before / 1024)
+
+        with stalled_watches(hub, token, WATCHES):
+
+            async def all_open() -> bool:
+                text = await metrics_text(client, hub)
+                return (metric(text, "mcsync_hub_active_watches") or 0) >= WATCHES
+
+            while not await all_open():
+                assert time.monotonic() < deadline, "the stalled watches did not all open"
+                await asyncio.sleep(0.2)
+
+            # One more is over the per-token limit: 429 naming it.
+            over = await client.get(
+                f"{hub.url}/api/v1/clusters/alpha/serviceexports?watch=true&timeoutSeconds=1",
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            figures["watch_over_limit"] = over.status_code
+            limit_named = over.status_code == 429 and str(WATCHES) in over.json()["message"]
+
+            loaded = await timed_puts(client, hub, token, [f"l{n}" for n in range(PUTS)], 100)
+            figures["put_p99_loaded_ms"] = round(p99(loaded) * 1000)
+            figures["put_first15_mean_ms"] = round(sum(loaded[:15]) / 15 * 1000)
+            peak = memory_kib(pid, "VmHWM")
+            figures["rss_growth_mib"] = round((peak - rss_before) / 1024)
+            text = await metrics_text(client, hub)
+            ended = metric(text, "mcsync_hub_watches_too_slow_total")
+            figures["watches_ended_too_slow"] = "absent" if ended is None else ended
+            closed_at = time.monotonic()
+        # Every socket is closed: the hub must go idle.
+        await asyncio.sleep(CPU_IDLE_WITHIN)
+        before = cpu_seconds(pid)
+        await asyncio.sleep(CPU_WINDOW)
+        share = (cpu_seconds(pid) - before) / CPU_WINDOW
+        figures["cpu_share_1s_after_leave"] = round(share, 3)
+        idle_after = None
+        while idle_after is None and time.monotonic() < closed_at + 120:
+            start_cpu, start = cpu_seconds(pid), time.monotonic()
+            await asyncio.sleep(0.25)
+            if (cpu_seconds(pid) - start_cpu) / (time.monotonic() - start) < CPU_IDLE_SHARE:
+                idle_after = round(start - closed_at, 1)
+        figures["cpu_idle_after_leave_s"] = idle_after if idle_after is not None else ">120"
+        text = await metrics_text(client, hub)
+        figures["active_watches_after_leave"] = metric(text, "mcsync_hub_active_watches")
+
+        # SIGTERM with the stalled watches open and huge events pushed at them.
+        with stalled_watches(hub, token, WATCHES):
+            while (
+                metric(await metrics_text(client, hub), "mcsync_hub_active_watches") or 0
+            ) < WATCHES:
+                assert time.monotonic() < deadline, "the stalled watches did not all reopen"
+                await asyncio.sleep(0.2)
+            await timed_puts(client, hub, token, [f"s{n}" for n in range(5)], 500)
+            sent = time.monotonic()
+            hub.process.send_signal(signal.SIGTERM)
+            try:
+                code = await asyncio.to_thread(hub.process.wait, 120)
+            except Exception:
+                code = None
+            figures["sigterm_exit_s"] = round(time.monotonic() - sent, 1)
+            figures["sigterm_exit_code"] = code if code is not None else "none"
+
+    failures = [] if limit_named else ["a watch over the limit is not a 429 naming it"]
+    if figures["rss_growth_mib"] >= RSS_GROWTH_LIMIT_MIB:  # type: ignore[operator]
+        failures.append("RSS growth")
+    if p99(loaded) >= 2 * p99(idle):
+        failures.append("PUT p99 under stalled watches")
+    if share >= CPU_IDLE_SHARE:
+        failures.append("CPU after the clients left")
+    if code != 0 or figures["sigterm_exit_s"] > GRACE_SECONDS:  # type: ignore[operator]
+        failures.append("SIGTERM exit")
+    assert not failures, f"{failures}: {figures.line()}"
+
+
+def test_stalled_watches_do_not_hold_memory_cpu_or_shutdown(
+    database_url: str, tmp_path: Path, record_property: RecordProperty
+) -> None:
+    backend = database_url.split(":")[0]
+    figures = Figures(f"stalled watches ({backend})", record_property)
+    env = {
+        "MCSYNC_ADMIN_TOKEN": ADMIN_TOKEN,
+        "MCSYNC_SHUTDOWN_GRACE_SECONDS": str(GRACE_SECONDS),
+        "MCSYNC_WATCH_LIMIT_PER_TOKEN": str(WATCHES),
+        "MCSYNC_LOG_LEVEL": "warning",
+    }
+    with hub_running(database_url, tmp_path, env) as hub:
+        try:
+            asyncio.run(_scenario(hub, figures))
+        finally:
+            figures.report()
