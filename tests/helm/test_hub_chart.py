@@ -1,9 +1,9 @@
 """The mcsync-hub chart: what operators rely on when they `helm install` the hub.
 
-Scenarios cover the shapes a real install takes: an external PostgreSQL given by URL, an
-HA install with every secret pre-made (plus Ingress with TLS, a ServiceMonitor and the
-Grafana dashboard ConfigMap), the bundled trial PostgreSQL, and a single-replica SQLite hub
-on a volume.
+Scenarios cover the shapes a real install takes: no values at all (a single-replica SQLite
+hub on a volume, the embedded default), an external PostgreSQL given by URL, an HA install
+with every secret pre-made (plus Ingress with TLS, a ServiceMonitor and the Grafana
+dashboard ConfigMap), the bundled trial PostgreSQL, and SQLite configured explicitly.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ ADMIN = "admin-token-literal-0123456789"
 READER = "reader-token-literal-0123456789"
 
 SCENARIOS: dict[str, dict[str, Any]] = {
+    "no-values": {},
     "external-url": {
         "database": {"url": PG_URL},
         "auth": {"adminToken": ADMIN, "readerToken": READER},
@@ -209,8 +210,10 @@ def test_no_bundled_postgres_by_default() -> None:
     assert rendered.of_kind("StatefulSet") == []
 
 
-def test_sqlite_runs_one_replica_on_a_volume_and_migrates_itself() -> None:
-    rendered = render(HUB_CHART, SCENARIOS["sqlite"])
+@pytest.mark.parametrize("name", ["no-values", "sqlite"])
+def test_sqlite_runs_one_replica_on_a_volume_and_migrates_itself(name: str) -> None:
+    rendered = render(HUB_CHART, SCENARIOS[name])
+    assert rendered.one("Secret")["stringData"]["database-url"] == "sqlite:////data/mcsync.db"
     deployment = rendered.one("Deployment")
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["strategy"]["type"] == "Recreate"
@@ -282,7 +285,10 @@ def test_hub_pods_get_no_kubernetes_api_token() -> None:
             "/replicaCount",
         ),
         (
-            {"database": {"type": "sqlite", "url": "sqlite:////data/mcsync.db"}},
+            {
+                "database": {"type": "sqlite", "url": "sqlite:////data/mcsync.db"},
+                "persistence": {"enabled": False},
+            },
             "/persistence/enabled",
         ),
         ({"database": {"type": "mysql", "url": PG_URL}}, "/database/type"),
@@ -308,8 +314,15 @@ def test_schema_rejects_bad_values_naming_the_field(values: dict[str, Any], fiel
 @pytest.mark.parametrize(
     ("values", "needle"),
     [
-        ({}, "database.url or database.existingSecret is required"),
-        ({"database": {"url": "sqlite:////data/mcsync.db"}}, "database.type=sqlite"),
+        (
+            {"database": {"type": "postgresql"}},
+            "database.url or database.existingSecret is required",
+        ),
+        ({"replicaCount": 2}, "replicaCount > 1 needs PostgreSQL"),
+        (
+            {"database": {"type": "postgresql", "url": "sqlite:////data/mcsync.db"}},
+            "database.type=sqlite",
+        ),
         (
             {
                 "database": {"type": "sqlite", "url": "sqlite:///mcsync.db"},
@@ -342,3 +355,29 @@ def test_install_guide_matches_the_chart() -> None:
     assert "{.data.admin-token}" in guide
     assert {"admin-token", "reader-token"} == {i["key"] for i in tokens["items"]}
     assert len(rendered.of_kind("PodDisruptionBudget")) == 1
+
+
+@pytest.mark.parametrize("name", ["no-values", "bundled-postgres"])
+def test_notes_tell_the_next_steps_with_commands_that_work(name: str) -> None:
+    """NOTES.txt: how to get the admin token, install the CLI and register a cluster — and
+    every `mcsync` command in it parses with the CLI's own parser."""
+    import shlex
+
+    from cli.args import parse_args
+
+    rendered = render(HUB_CHART, SCENARIOS[name])
+    notes = next(text for path, text in rendered.text.items() if path.endswith("NOTES.txt"))
+    secret = rendered.one("Secret", "mc-mcsync-hub")["metadata"]["name"]
+    assert f"get secret {secret}" in notes and "{.data.admin-token}" in notes
+    assert "pip install mcsync" in notes
+    assert ("SQLite" in notes) is (name == "no-values")
+    # The commands are the indented lines, as a reader copies them.
+    commands = [line.strip() for line in notes.splitlines() if line.startswith("  mcsync ")]
+    assert any(c.startswith("mcsync clusters register ") for c in commands), commands
+    # The token file is read at parse time; any readable file stands in for it.
+    environ = {
+        "MCSYNC_HUB_URL": "http://127.0.0.1:8080",
+        "MCSYNC_TOKEN_FILE": str(HUB_CHART / "Chart.yaml"),
+    }
+    for command in commands:
+        parse_args(shlex.split(command)[1:], environ)

@@ -55,9 +55,28 @@ app.kubernetes.io/component: hub
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
+{{/*
+The database the hub uses: database.type when set, else derived from what was given —
+PostgreSQL when a URL of it, an existing Secret or the bundled trial database is configured,
+SQLite on the chart's volume when nothing is (so `helm install` with no values gives a
+working single-replica hub, the embedded default of SPEC §1).
+*/}}
+{{- define "mcsync-hub.databaseType" -}}
+{{- $db := .Values.database }}
+{{- if $db.type }}{{ $db.type }}
+{{- else if or .Values.postgresql.enabled $db.existingSecret (hasPrefix "postgres" $db.url) }}postgresql
+{{- else }}sqlite
+{{- end }}
+{{- end }}
+
 {{/* "true" when the hub stores its data in SQLite. */}}
 {{- define "mcsync-hub.sqlite" -}}
-{{- if eq .Values.database.type "sqlite" }}true{{ end }}
+{{- if eq (include "mcsync-hub.databaseType" .) "sqlite" }}true{{ end }}
+{{- end }}
+
+{{/* The SQLite URL: the one given, else a file on the chart's volume. */}}
+{{- define "mcsync-hub.sqliteURL" -}}
+{{- default (printf "sqlite:///%s/mcsync.db" (trimSuffix "/" .Values.persistence.mountPath)) .Values.database.url }}
 {{- end }}
 
 {{/*
@@ -135,21 +154,22 @@ values.schema.json covers what JSON Schema can say; these need string tests.
 */}}
 {{- define "mcsync-hub.validate" -}}
 {{- $db := .Values.database }}
+{{- $type := include "mcsync-hub.databaseType" . }}
 {{- if .Values.postgresql.enabled }}
-  {{- if eq $db.type "sqlite" }}
+  {{- if eq $type "sqlite" }}
     {{- fail "database.type=sqlite cannot be combined with postgresql.enabled=true" }}
   {{- end }}
   {{- if or $db.url $db.existingSecret }}
     {{- fail "postgresql.enabled=true makes its own database URL: leave database.url and database.existingSecret empty" }}
   {{- end }}
-{{- else }}
+{{- else if eq $type "postgresql" }}
   {{- if not (or $db.url $db.existingSecret) }}
-    {{- fail "database.url or database.existingSecret is required when postgresql.enabled=false (or set postgresql.enabled=true for a trial database)" }}
+    {{- fail "database.url or database.existingSecret is required with database.type=postgresql (or set postgresql.enabled=true for a trial database)" }}
   {{- end }}
 {{- end }}
 {{- if and $db.url (not $db.existingSecret) }}
   {{- if hasPrefix "sqlite" $db.url }}
-    {{- if ne $db.type "sqlite" }}
+    {{- if ne $type "sqlite" }}
       {{- fail "database.url is a SQLite URL: set database.type=sqlite (one replica, persistence.enabled=true)" }}
     {{- end }}
     {{- if not (contains (printf "//%s/" (trimSuffix "/" .Values.persistence.mountPath)) $db.url) }}
@@ -157,13 +177,13 @@ values.schema.json covers what JSON Schema can say; these need string tests.
     {{- end }}
   {{- else if not (hasPrefix "postgres" $db.url) }}
     {{- fail "database.url must start with postgresql:// or sqlite://" }}
-  {{- else if eq $db.type "sqlite" }}
+  {{- else if eq $type "sqlite" }}
     {{- fail "database.type=sqlite but database.url is a PostgreSQL URL" }}
   {{- end }}
 {{- end }}
-{{- if eq $db.type "sqlite" }}
+{{- if eq $type "sqlite" }}
   {{- if ne (int .Values.replicaCount) 1 }}
-    {{- fail "replicaCount must be 1 with database.type=sqlite: SQLite is one file on one volume" }}
+    {{- fail "replicaCount > 1 needs PostgreSQL (SQLite is one file on one volume): set database.url or database.existingSecret to a PostgreSQL database, or postgresql.enabled=true for a trial one" }}
   {{- end }}
   {{- if not .Values.persistence.enabled }}
     {{- fail "persistence.enabled=true is required with database.type=sqlite, or the data is lost with the pod" }}
