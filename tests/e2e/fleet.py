@@ -33,7 +33,7 @@ from shared.constants import ANNOTATION_LAST_OBSERVED_RESOURCE_VERSION, MCS_GROU
 from shared.metrics import EXPORT_DURATION_LABEL, EXPORT_DURATION_METRIC
 from tests.cli.conftest import run_cli
 from tests.conftest import BACKENDS, dispose_database_url, make_database_url
-from tests.kube.fixtures import EmulatorProcess, start_emulator_process
+from tests.kube.fixtures import FIXTURE_NAMESPACES, EmulatorProcess, start_emulator_process
 from tests.member import agent_support
 from tests.member.agent_support import AgentProcess, HubProcess, new_agent
 
@@ -230,7 +230,8 @@ def fleet(request: pytest.FixtureRequest,
     try:
         hub.start()
         for name in CLUSTERS:
-            emulators.append(start_emulator_process(directory, name))
+            emulators.append(start_emulator_process(
+                directory, name, namespaces=(*FIXTURE_NAMESPACES, NAMESPACE)))
             fleet.members[name] = new_member(name, directory=directory, hub=hub,
                                              emulator=emulators[-1])
         for member in fleet.members.values():  # all at once: they start in parallel

@@ -10,8 +10,14 @@ Use from another test package by importing the fixtures in that package's confte
   `ApiClient` for it; nothing global is configured) and `.state` (in-process controls:
   `compact()`, `close_watches()`, `pause()`/`unpause()`, `count()`, `writes()`,
   `inject_conflict()`, `create()/get()/list()`...). Stopped after the test.
-- `kube_cluster_factory(name, mcs_versions=..., history=..., bookmark_interval=...)`:
-  as many clusters as a test needs, all stopped after it.
+- `kube_cluster_factory(name, mcs_versions=..., history=..., bookmark_interval=...,
+  namespaces=...)`: as many clusters as a test needs, all stopped after it.
+
+Every cluster starts with the Namespaces a new cluster has (`default`, `kube-system`,
+`kube-public`, `kube-node-lease`) plus `namespaces` (default: `mcsync-system`, where the
+member chart installs the agent). A create in any other namespace over HTTP is a 404 until
+the test creates it (`state.create_namespace(...)` or the API); `state.create(...)`
+creates the namespace of what it seeds.
 - `start_emulator_process(...)`: an emulator as a separate process (for end-to-end tests
   with agent processes), controlled over HTTP at `/emulator/…`; call `.stop()`.
 """
@@ -38,6 +44,8 @@ from tests.kube.emulator.server import EmulatorServer
 from tests.kube.emulator.state import EmulatorState
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# Namespaces every fixture cluster has besides the system ones: where mcsync is installed.
+FIXTURE_NAMESPACES: tuple[str, ...] = ("mcsync-system",)
 
 
 @dataclass
@@ -77,19 +85,29 @@ def start_kube_cluster(
     mcs_versions: Sequence[str] = DEFAULT_MCS_VERSIONS,
     history: int = 1000,
     bookmark_interval: float = 5.0,
+    namespaces: Sequence[str] = FIXTURE_NAMESPACES,
 ) -> KubeCluster:
     """Start an emulator thread and write `<directory>/<name>.kubeconfig` for it."""
     state = EmulatorState(mcs_versions=tuple(mcs_versions), history=history,
-                          bookmark_interval=bookmark_interval)
+                          bookmark_interval=bookmark_interval, namespaces=tuple(namespaces))
     server = EmulatorServer(state).start()
     kubeconfig = write_kubeconfig(directory / f"{name}.kubeconfig", name=name, url=server.url)
     return KubeCluster(name=name, server=server, kubeconfig=kubeconfig)
 
 
+def _fixture_namespaces(request: pytest.FixtureRequest) -> tuple[str, ...]:
+    """A package's `kube_namespaces` fixture if it defines one (its tests write to those
+    namespaces over HTTP), else `FIXTURE_NAMESPACES`."""
+    try:
+        return tuple(request.getfixturevalue("kube_namespaces"))
+    except pytest.FixtureLookupError:
+        return FIXTURE_NAMESPACES
+
+
 @pytest.fixture
-def kube_cluster(tmp_path: Path) -> Iterator[KubeCluster]:
+def kube_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[KubeCluster]:
     """One emulated cluster named `member-1` (both MCS versions served)."""
-    cluster = start_kube_cluster(tmp_path)
+    cluster = start_kube_cluster(tmp_path, namespaces=_fixture_namespaces(request))
     try:
         yield cluster
     finally:
@@ -100,13 +118,16 @@ KubeClusterFactory = Callable[..., KubeCluster]
 
 
 @pytest.fixture
-def kube_cluster_factory(tmp_path: Path) -> Iterator[KubeClusterFactory]:
-    """`factory(name, mcs_versions=..., history=..., bookmark_interval=...)` -> KubeCluster."""
+def kube_cluster_factory(tmp_path: Path,
+                         request: pytest.FixtureRequest) -> Iterator[KubeClusterFactory]:
+    """`factory(name, mcs_versions=..., history=..., bookmark_interval=..., namespaces=...)`
+    -> KubeCluster."""
     started: list[KubeCluster] = []
 
     def factory(name: str = "member-1", **kwargs: Any) -> KubeCluster:
         if any(c.name == name for c in started):
             raise ValueError(f"cluster {name!r} already started in this test")
+        kwargs.setdefault("namespaces", _fixture_namespaces(request))
         cluster = start_kube_cluster(tmp_path, name, **kwargs)
         started.append(cluster)
         return cluster
@@ -155,6 +176,7 @@ def start_emulator_process(
     bookmark_interval: float = 5.0,
     port: int = 0,
     ready_timeout: float = 30.0,
+    namespaces: Sequence[str] = FIXTURE_NAMESPACES,
 ) -> EmulatorProcess:
     """Start `python -m tests.kube.emulator` and wait for its ready line."""
     kubeconfig = directory / f"{name}.kubeconfig"
@@ -162,7 +184,7 @@ def start_emulator_process(
         sys.executable, "-m", "tests.kube.emulator", "--host", "127.0.0.1", "--port", str(port),
         "--mcs-versions", ",".join(mcs_versions), "--history", str(history),
         "--bookmark-interval", str(bookmark_interval), "--kubeconfig", str(kubeconfig),
-        "--name", name,
+        "--name", name, "--namespaces", ",".join(namespaces),
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)}

@@ -101,7 +101,8 @@ def test_several_clusters_are_independent(
 
 @pytest.fixture
 def emulator_process(tmp_path: Path) -> Iterator[EmulatorProcess]:
-    process = start_emulator_process(tmp_path, "proc", mcs_versions=("v1alpha1",), history=5)
+    process = start_emulator_process(tmp_path, "proc", mcs_versions=("v1alpha1",), history=5,
+                                     namespaces=(NS,))
     try:
         yield process
     finally:

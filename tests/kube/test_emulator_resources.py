@@ -83,13 +83,15 @@ def test_discovery_lists_exactly_the_served_versions(
     api = cluster.api_client()
     apis: Any = client.ApisApi(api)
     groups = {g.name: g for g in apis.get_api_versions().groups}
-    assert set(groups) == {"coordination.k8s.io", MCS_GROUP}
+    assert set(groups) == {"coordination.k8s.io", "discovery.k8s.io", "apiextensions.k8s.io",
+                           MCS_GROUP}
     mcs = groups[MCS_GROUP]
     assert [v.version for v in mcs.versions] == list(versions)
     assert mcs.preferred_version.version == preferred
     resources = client.CustomObjectsApi(api).get_api_resources(MCS_GROUP, preferred)
     names = {r.name for r in resources.resources}
-    assert names == {"serviceexports", "serviceexports/status"}
+    assert names == {"serviceexports", "serviceexports/status", "serviceimports",
+                     "serviceimports/status"}
     assert client.CoreV1Api(api).get_api_resources().group_version == "v1"
     assert client.VersionApi(api).get_code().major == "1"
 

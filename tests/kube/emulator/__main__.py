@@ -31,6 +31,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kubeconfig", type=Path, default=None,
                         help="also write a kubeconfig for this cluster here")
     parser.add_argument("--name", default="emulated", help="cluster name in the kubeconfig")
+    parser.add_argument("--namespaces", default="",
+                        help="namespaces to create besides default, kube-system, kube-public "
+                             "and kube-node-lease (comma-separated)")
     return parser.parse_args(argv)
 
 
@@ -41,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    namespaces = tuple(n.strip() for n in args.namespaces.split(",") if n.strip())
     state = EmulatorState(mcs_versions=versions, history=args.history,
-                          bookmark_interval=args.bookmark_interval)
+                          bookmark_interval=args.bookmark_interval, namespaces=namespaces)
     sock = bind_socket(args.host, args.port)
     url = f"http://{args.host}:{sock.getsockname()[1]}"
     if args.kubeconfig is not None:

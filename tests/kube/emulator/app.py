@@ -5,7 +5,10 @@ URL layout served (namespaced resources; `{base}` is `/api/v1` or `/apis/{group}
     GET  POST  {base}/namespaces/{ns}/{plural}             list / watch, create
     GET  PUT  PATCH  DELETE  {base}/namespaces/{ns}/{plural}/{name}
     GET  PUT  PATCH  {base}/namespaces/{ns}/{plural}/{name}/status
-plus discovery. Paths are parsed by hand rather than with one route per shape so every
+cluster-scoped ones (Namespaces, CRDs) at `{base}/{plural}[/{name}[/status]]`, plus
+discovery and `/openapi/v3`. A verb the resource does not list is 405. GET, list and
+watch answer a `meta.k8s.io` Table when the Accept header asks for one (`tables.py`).
+Paths are parsed by hand rather than with one route per shape so every
 unknown path or verb gets the Kubernetes `Status` a client expects (404 NotFound, 405
 MethodNotAllowed), and so each request is counted once under its verb and resource.
 """
@@ -20,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.kube.emulator import discovery, errors
+from tests.kube.emulator import discovery, errors, openapi, tables
 from tests.kube.emulator.errors import KubeError
 from tests.kube.emulator.resources import ResourceType
 from tests.kube.emulator.selectors import (
@@ -100,6 +103,18 @@ class EmulatorApp:
 
     def _discovery(self, request: Request, parts: list[str]) -> dict[str, Any] | None:
         catalog = self.state.catalog
+        if parts[:2] == ["openapi", "v3"]:
+            if len(parts) == 2:
+                return openapi.root(catalog)
+            gv = parts[2:]
+            found = None
+            if len(gv) == 2 and gv[0] == "api":
+                found = openapi.group_version_document(catalog, "", gv[1])
+            elif len(gv) == 3 and gv[0] == "apis":
+                found = openapi.group_version_document(catalog, gv[1], gv[2])
+            if found is None:
+                raise errors.resource_not_found()
+            return found
         if parts == ["version"]:
             return discovery.version()
         if parts == ["api"]:
@@ -128,12 +143,15 @@ class EmulatorApp:
         else:
             raise errors.resource_not_found()
         namespace: str | None = None
-        if len(rest) >= 3 and rest[0] == "namespaces":
+        # `namespaces/x/status` is the Namespace x's status, not a resource named "status".
+        if len(rest) >= 3 and rest[0] == "namespaces" and not (
+                len(rest) == 3 and rest[2] == "status"):
             namespace, rest = rest[1], rest[2:]
         if not 1 <= len(rest) <= 3:
             raise errors.resource_not_found()
         rt = self.state.catalog.lookup(group, version, rest[0])
-        if rt is None or (namespace is None and len(rest) > 1):
+        if rt is None or (rt.namespaced and namespace is None and len(rest) > 1) or (
+                not rt.namespaced and namespace is not None):
             raise errors.resource_not_found()
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
@@ -147,7 +165,7 @@ class EmulatorApp:
         if rr.name is None:
             if method == "GET":
                 verb = "watch" if q.get("watch", "").lower() in TRUE else "list"
-            elif method == "POST" and rr.namespace is not None:
+            elif method == "POST" and (rr.namespace is not None or not rr.rt.namespaced):
                 verb = "create"
             else:
                 raise errors.method_not_allowed(method)
@@ -156,6 +174,8 @@ class EmulatorApp:
                 method, "")
             if not verb or (rr.subresource and verb == "delete"):
                 raise errors.method_not_allowed(method)
+        if verb not in rr.rt.verbs:
+            raise errors.method_not_allowed(method)
         response: Response
         try:
             response = await getattr(self, f"_{verb}")(request, rr)
@@ -191,9 +211,25 @@ class EmulatorApp:
         assert rr.name is not None
         return rr.name
 
+    @staticmethod
+    def _table_version(request: Request) -> str | None:
+        return tables.wants_table(request.headers.get("accept", ""))
+
+    @staticmethod
+    def _table_response(body: dict[str, Any], version: str) -> Response:
+        return JSONResponse(body, media_type=f"application/json;as=Table;v={version};"
+                            "g=meta.k8s.io")
+
     async def _get(self, request: Request, rr: ResourceRequest) -> Response:
-        return _json(self.render(rr, self.state.registry.get(rr.rt, rr.namespace,
-                                                             self._name(rr))))
+        obj = self.state.registry.get(rr.rt, rr.namespace, self._name(rr))
+        table_version = self._table_version(request)
+        if table_version and not rr.subresource:
+            return self._table_response(tables.table(
+                rr.rt, rr.api_version, [obj], table_version=table_version,
+                list_meta={"resourceVersion": obj["metadata"]["resourceVersion"]},
+                include_object=request.query_params.get("includeObject", "Metadata"),
+            ), table_version)
+        return _json(self.render(rr, obj))
 
     def _selectors(self, request: Request, rr: ResourceRequest) -> tuple[Any, Any]:
         q = request.query_params
@@ -215,6 +251,12 @@ class EmulatorApp:
             meta["continue"] = page.continue_token
         if page.remaining is not None:
             meta["remainingItemCount"] = page.remaining
+        table_version = self._table_version(request)
+        if table_version:
+            return self._table_response(tables.table(
+                rr.rt, rr.api_version, page.items, table_version=table_version,
+                list_meta=meta, include_object=q.get("includeObject", "Metadata"),
+            ), table_version)
         # Built-in lists omit apiVersion/kind on items; custom resource lists carry them.
         items = [self.render(rr, o) if rr.rt.custom else o for o in page.items]
         return _json({"apiVersion": rr.api_version, "kind": rr.rt.list_kind,
@@ -233,10 +275,17 @@ class EmulatorApp:
             bookmarks=q.get("allowWatchBookmarks", "").lower() in TRUE,
             bookmark_interval=self.state.bookmark_interval,
         )
-        return StreamingResponse(
-            stream_watch(self.state.store, req, lambda o: self.render(rr, o)),
-            media_type="application/json",
-        )
+        table_version = self._table_version(request)
+        include = q.get("includeObject", "Metadata")
+
+        def render(obj: Obj) -> Obj:
+            if table_version:  # kubectl get -w: each event's object is a one-row Table
+                return tables.table(rr.rt, rr.api_version, [obj], table_version=table_version,
+                                    include_object=include)
+            return self.render(rr, obj)
+
+        return StreamingResponse(stream_watch(self.state.store, req, render),
+                                 media_type="application/json")
 
     async def _create(self, request: Request, rr: ResourceRequest) -> Response:
         body = await self._body(request, rr, typed=True)
@@ -281,6 +330,8 @@ class EmulatorApp:
         action = request.path_params["action"].strip("/")
         state = self.state
         method = request.method
+        if (method, action) == ("POST", "wait-collected"):
+            return _json({"idle": state.wait_collected()})
         if (method, action) == ("GET", "state"):
             return _json(self._summary())
         if (method, action) == ("POST", "compact"):

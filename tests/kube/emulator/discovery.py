@@ -2,11 +2,14 @@
 
 The agent finds out which MCS versions a cluster serves by discovery (SPEC §2.1), so the
 group list must name exactly the configured versions, preferred first. Every resource
-with a status subresource also lists `{plural}/status`, as a real apiserver does.
+with a status subresource also lists `{plural}/status`, as a real apiserver does, and
+each resource names its short names and categories (`kubectl get all` uses them).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from typing import Any
 
 from tests.kube.emulator.resources import ResourceCatalog, ResourceType
@@ -38,6 +41,11 @@ def api_versions(server_address: str) -> dict[str, Any]:
     }
 
 
+def _storage_hash(rt: ResourceType) -> str:
+    digest = hashlib.sha256(f"{rt.group}/{rt.storage_key}".encode()).digest()[:8]
+    return base64.b64encode(digest).decode()
+
+
 def _resource_entries(rt: ResourceType) -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = [{
         "name": rt.plural,
@@ -46,6 +54,8 @@ def _resource_entries(rt: ResourceType) -> list[dict[str, Any]]:
         "kind": rt.kind,
         "verbs": list(rt.verbs),
         **({"shortNames": list(rt.short_names)} if rt.short_names else {}),
+        **({"categories": list(rt.categories)} if rt.categories else {}),
+        **({"storageVersionHash": _storage_hash(rt)} if rt.custom else {}),
     }]
     if rt.has_status:
         entries.append({

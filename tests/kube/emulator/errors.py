@@ -92,6 +92,16 @@ def invalid(kind: str, group: str, name: str, field: str, detail: str) -> KubeEr
     )
 
 
+def namespace_terminating(plural: str, group: str, name: str, namespace: str) -> KubeError:
+    return KubeError(
+        403, "Forbidden", f'{_res(plural, group)} "{name}" is forbidden: unable to create new '
+        f"content in namespace {namespace} because it is being terminated",
+        name=name, group=group, kind=plural,
+        causes=[{"reason": "NamespaceTerminating", "message": f"namespace {namespace} is "
+                 "terminating", "field": "metadata.namespace"}],
+    )
+
+
 def bad_request(message: str) -> KubeError:
     return KubeError(400, "BadRequest", message)
 

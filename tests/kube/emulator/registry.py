@@ -10,7 +10,11 @@ This is the generic apiserver registry in miniature, over `Store`:
 - optimistic concurrency: a stale `metadata.resourceVersion` on update/patch is a 409;
 - finalizers: DELETE of an object with finalizers only sets deletionTimestamp; emptying
   the finalizers of such an object deletes it; no new finalizers once deletion started;
-- an update that changes nothing writes nothing (no new resourceVersion, no event).
+- an update that changes nothing writes nothing (no new resourceVersion, no event);
+- namespaces: a namespaced create needs its Namespace (404 `namespaces "x" not found`,
+  403 while it terminates); DELETE of a Namespace only marks it Terminating, and the
+  garbage collector (`collector.py`) empties and then removes it;
+- a Service's cluster IPs are freed when it is deleted or gives them up.
 Objects returned here are the stored form; `app.py` stamps the requested apiVersion.
 """
 
@@ -30,12 +34,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from tests.kube.emulator import errors
+from tests.kube.emulator.allocator import Allocator
 from tests.kube.emulator.errors import KubeError
 from tests.kube.emulator.patch import apply_patch
-from tests.kube.emulator.resources import ResourceType
+from tests.kube.emulator.resources import NAMESPACES, ResourceType
 from tests.kube.emulator.selectors import FieldSelector, LabelSelector
 from tests.kube.emulator.store import Obj, ObjKey, Store
-from tests.kube.emulator.strategies import Allocator, prepare, validate_name, validate_namespace
+from tests.kube.emulator.strategies import prepare, validate_name, validate_namespace
 
 SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                "generation")
@@ -49,6 +54,11 @@ def rfc3339_now() -> str:
 def _content(obj: Obj) -> Obj:
     """What `generation` tracks: everything but metadata, status and type info."""
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+def _cluster_ips(obj: Obj | None) -> list[str]:
+    ips = ((obj or {}).get("spec") or {}).get("clusterIPs") or []
+    return [ip for ip in ips if isinstance(ip, str) and ip and ip != "None"]
 
 
 def _without_rv(obj: Obj) -> Obj:
@@ -79,7 +89,34 @@ class Registry:
 
     @staticmethod
     def key(rt: ResourceType, namespace: str | None, name: str) -> ObjKey:
-        return (rt.storage_key, namespace or "", name)
+        return (rt.storage_key, (namespace or "") if rt.namespaced else "", name)
+
+    def _check_namespace(self, rt: ResourceType, namespace: str, name: str) -> None:
+        """A namespaced create needs its Namespace, and one that is not terminating."""
+        ns = self.store.get(self.key(NAMESPACES, None, namespace))
+        if ns is None:
+            raise errors.not_found(NAMESPACES.plural, NAMESPACES.group, namespace)
+        if ns["metadata"].get("deletionTimestamp"):
+            raise errors.namespace_terminating(rt.plural, rt.group, name, namespace)
+
+    def finalize_namespace(self, name: str) -> bool:
+        """Remove a terminating Namespace once nothing is left in it (the namespace
+        controller's last step); answers whether it is gone."""
+        key = self.key(NAMESPACES, None, name)
+        with self.store.transaction():
+            ns = self.store.get(key)
+            if ns is None:
+                return True
+            if not ns["metadata"].get("deletionTimestamp") or self.store.keys_in_namespace(name):
+                return False
+            self.store.commit("DELETED", key, ns, ns)
+            return True
+
+    def _committed(self, rt: ResourceType, old: Obj | None, new: Obj | None) -> None:
+        """Free the cluster IPs a Service gave up (deleted, downgraded, made ExternalName)."""
+        if rt.plural == "services":
+            kept = set(_cluster_ips(new))
+            self.allocator.release([ip for ip in _cluster_ips(old) if ip not in kept])
 
     # -- test hooks ----------------------------------------------------------------------
 
@@ -158,6 +195,8 @@ class Registry:
             assert namespace is not None
             validate_namespace(rt, name, namespace)
             meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
         for fld in SERVER_META:
             meta.pop(fld, None)
         meta["uid"] = str(uuid.uuid4())
@@ -168,9 +207,12 @@ class Registry:
             obj.pop("status", None)  # status is written only through /status
         key = self.key(rt, namespace, name)
         with self.store.transaction():
-            prepare(rt, obj, None, self.allocator)
+            if rt.namespaced:
+                assert namespace is not None
+                self._check_namespace(rt, namespace, name)
             if self.store.get(key) is not None:
                 raise errors.already_exists(rt.plural, rt.group, name)
+            prepare(rt, obj, None, self.allocator)
             return self.store.commit("ADDED", key, obj, None)
 
     # -- update and patch ----------------------------------------------------------------
@@ -184,7 +226,7 @@ class Registry:
                 f"the name of the object ({meta.get('name')}) does not match the name on "
                 f"the URL ({name})"
             )
-        if namespace and meta.get("namespace", namespace) != namespace:
+        if rt.namespaced and namespace and meta.get("namespace", namespace) != namespace:
             raise errors.bad_request("the namespace of the provided object does not match "
                                      "the namespace sent on the request")
         key = self.key(rt, namespace, name)
@@ -207,7 +249,7 @@ class Registry:
             self._check_preconditions(rt, key, name, old,
                                       patched["metadata"].get("resourceVersion"))
             patched["metadata"]["name"] = name
-            if namespace:
+            if namespace and rt.namespaced:
                 patched["metadata"]["namespace"] = namespace
             return self._write(rt, key, old, patched, status=status)
 
@@ -253,9 +295,12 @@ class Registry:
             # The last finalizer is gone: the object is deleted now. The DELETED event
             # carries the last stored state, as etcd's delete event does.
             self.store.commit("DELETED", key, old, old)
+            self._committed(rt, old, None)
             new["metadata"]["resourceVersion"] = str(self.store.resource_version)
             return new
-        return self.store.commit("MODIFIED", key, new, old)
+        stored = self.store.commit("MODIFIED", key, new, old)
+        self._committed(rt, old, stored)
+        return stored
 
     @staticmethod
     def _check_finalizers(rt: ResourceType, old: Obj, new: Obj) -> None:
@@ -295,7 +340,9 @@ class Registry:
                     f"{want_rv}, ResourceVersion in object meta: "
                     f"{old['metadata']['resourceVersion']}", name=name, group=rt.group,
                     kind=rt.plural)
-            if old["metadata"].get("finalizers"):
+            finalized_by_controller = rt is NAMESPACES and (old.get("spec") or {}).get(
+                "finalizers")
+            if old["metadata"].get("finalizers") or finalized_by_controller:
                 if old["metadata"].get("deletionTimestamp"):
                     return old, False  # already being deleted: nothing to do
                 new = copy.deepcopy(old)
@@ -303,8 +350,11 @@ class Registry:
                 new["metadata"]["deletionGracePeriodSeconds"] = 0
                 if rt.tracks_generation and new["metadata"].get("generation"):
                     new["metadata"]["generation"] += 1  # as rest.BeforeDelete does
+                if rt is NAMESPACES:
+                    new["status"] = {**(new.get("status") or {}), "phase": "Terminating"}
                 return self.store.commit("MODIFIED", key, new, old), False
             self.store.commit("DELETED", key, old, old)
+            self._committed(rt, old, None)
             deleted = copy.deepcopy(old)
             deleted["metadata"]["resourceVersion"] = str(self.store.resource_version)
             return deleted, True

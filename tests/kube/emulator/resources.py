@@ -2,8 +2,12 @@
 
 One `ResourceType` per served resource says where it lives in the URL space, which
 versions serve it, and which registry behaviours apply (status subresource, generation,
-what DELETE answers). Every other module reads these flags instead of special-casing
-resource names, so adding a resource is one entry here.
+what DELETE answers, cluster scope), plus what discovery and `kubectl` show of it (short
+names, categories, a CRD's printer columns). Every other module reads these flags instead
+of special-casing resource names, so adding a resource is one entry here.
+
+The MCS CRDs mirror the upstream definitions (`sigs.k8s.io/mcs-api` v0.5.0): short names
+`svcex`/`svcexport` and `svcim`/`svcimport`, no categories, and their printer columns.
 """
 
 from __future__ import annotations
@@ -14,8 +18,36 @@ from dataclasses import dataclass
 from shared.constants import MCS_GROUP, MCS_SERVICEEXPORT_KIND, MCS_SERVICEEXPORT_PLURAL
 
 COORDINATION_GROUP = "coordination.k8s.io"
+DISCOVERY_GROUP = "discovery.k8s.io"
+APIEXTENSIONS_GROUP = "apiextensions.k8s.io"
+MCS_SERVICEIMPORT_PLURAL = "serviceimports"
+MCS_SERVICEIMPORT_KIND = "ServiceImport"
+READ_ONLY_VERBS: tuple[str, ...] = ("get", "list", "watch")
 DEFAULT_MCS_VERSIONS: tuple[str, ...] = ("v1beta1", "v1alpha1")
 KNOWN_MCS_VERSIONS = frozenset(DEFAULT_MCS_VERSIONS)
+
+
+@dataclass(frozen=True)
+class PrinterColumn:
+    """A CRD's `additionalPrinterColumns` entry (simple JSONPath only, as upstream uses)."""
+
+    name: str
+    type: str
+    json_path: str
+    description: str = ""
+    priority: int = 0
+
+    def crd_form(self) -> dict[str, object]:
+        out: dict[str, object] = {"name": self.name, "type": self.type,
+                                  "jsonPath": self.json_path}
+        if self.description:
+            out["description"] = self.description
+        if self.priority:
+            out["priority"] = self.priority
+        return out
+
+
+AGE_COLUMN = PrinterColumn("Age", "date", ".metadata.creationTimestamp")
 
 
 @dataclass(frozen=True)
@@ -33,6 +65,8 @@ class ResourceType:
     returns_deleted_object: bool = True  # DELETE answers the object, else a Status
     custom: bool = False  # a CRD: list items carry apiVersion/kind, no strategic merge
     short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    printer_columns: tuple[PrinterColumn, ...] = ()  # CRDs: the upstream columns
     verbs: tuple[str, ...] = (
         "create", "delete", "get", "list", "patch", "update", "watch",
     )
@@ -57,7 +91,7 @@ class ResourceType:
 
 SERVICES = ResourceType(
     group="", versions=("v1",), plural="services", singular="service", kind="Service",
-    has_status=True, short_names=("svc",),
+    has_status=True, short_names=("svc",), categories=("all",),
 )
 EVENTS = ResourceType(
     group="", versions=("v1",), plural="events", singular="event", kind="Event",
@@ -69,11 +103,40 @@ LEASES = ResourceType(
 )
 
 
+NAMESPACES = ResourceType(
+    group="", versions=("v1",), plural="namespaces", singular="namespace", kind="Namespace",
+    namespaced=False, has_status=True, tracks_generation=False, short_names=("ns",),
+)
+ENDPOINT_SLICES = ResourceType(
+    group=DISCOVERY_GROUP, versions=("v1",), plural="endpointslices",
+    singular="endpointslice", kind="EndpointSlice", returns_deleted_object=False,
+)
+CUSTOM_RESOURCE_DEFINITIONS = ResourceType(
+    group=APIEXTENSIONS_GROUP, versions=("v1",), plural="customresourcedefinitions",
+    singular="customresourcedefinition", kind="CustomResourceDefinition", namespaced=False,
+    tracks_generation=False, short_names=("crd", "crds"), categories=("api-extensions",),
+    verbs=READ_ONLY_VERBS,  # the emulator's CRDs are fixed: installed at start, never edited
+)
+
+
 def service_exports(versions: Iterable[str]) -> ResourceType:
     return ResourceType(
         group=MCS_GROUP, versions=tuple(versions), plural=MCS_SERVICEEXPORT_PLURAL,
         singular="serviceexport", kind=MCS_SERVICEEXPORT_KIND, has_status=True, custom=True,
-        short_names=("svcex",),
+        short_names=("svcex", "svcexport"), printer_columns=(AGE_COLUMN,),
+    )
+
+
+def service_imports(versions: Iterable[str]) -> ResourceType:
+    return ResourceType(
+        group=MCS_GROUP, versions=tuple(versions), plural=MCS_SERVICEIMPORT_PLURAL,
+        singular="serviceimport", kind=MCS_SERVICEIMPORT_KIND, has_status=True, custom=True,
+        short_names=("svcim", "svcimport"),
+        printer_columns=(
+            PrinterColumn("Type", "string", ".spec.type", "The type of this ServiceImport"),
+            PrinterColumn("IP", "string", ".spec.ips", "The VIP for this ServiceImport"),
+            AGE_COLUMN,
+        ),
     )
 
 
@@ -98,7 +161,8 @@ class ResourceCatalog:
             raise ValueError(f"unsupported MCS versions {versions!r}")
         self.mcs_versions = versions
         self.types: tuple[ResourceType, ...] = (
-            SERVICES, EVENTS, LEASES, service_exports(versions),
+            NAMESPACES, SERVICES, EVENTS, LEASES, ENDPOINT_SLICES,
+            CUSTOM_RESOURCE_DEFINITIONS, service_exports(versions), service_imports(versions),
         )
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
@@ -121,6 +185,15 @@ class ResourceCatalog:
             if rt.group and rt.group not in out:
                 out[rt.group] = rt.versions
         return out
+
+    @property
+    def custom_types(self) -> list[ResourceType]:
+        """The resources served through CRDs (the MCS ones)."""
+        return [rt for rt in self.types if rt.custom]
+
+    @property
+    def namespaced_types(self) -> list[ResourceType]:
+        return [rt for rt in self.types if rt.namespaced]
 
     def in_group_version(self, group: str, version: str) -> list[ResourceType]:
         return [rt for rt in self.types if rt.group == group and version in rt.versions]

@@ -76,6 +76,7 @@ class EmulatorServer:
         if self._thread is not None:
             self._thread.join(timeout)
         self._sock.close()
+        self.state.close()
 
     def __enter__(self) -> EmulatorServer:
         return self.start()

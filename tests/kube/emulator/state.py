@@ -6,6 +6,11 @@ the apiserver (503 to everything), count requests per verb and resource, make th
 update of an object fail with 409 — and small helpers to seed or inspect objects without
 going through HTTP. The agent never sees any of this; the same controls are served under
 `/emulator/…` for tests that drive an emulator running as a separate process.
+
+A fresh cluster holds what a new real cluster holds that the agent may look at: the
+Namespaces `default`, `kube-system`, `kube-public` and `kube-node-lease` (plus any the
+caller names), and the CRDs of the custom resources it serves. The garbage collector
+runs from the start.
 """
 
 from __future__ import annotations
@@ -15,12 +20,23 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
 
+from tests.kube.emulator.collector import GarbageCollector
+from tests.kube.emulator.crds import crd_object
+from tests.kube.emulator.errors import KubeError
 from tests.kube.emulator.registry import Registry
-from tests.kube.emulator.resources import DEFAULT_MCS_VERSIONS, ResourceCatalog, ResourceType
+from tests.kube.emulator.resources import (
+    CUSTOM_RESOURCE_DEFINITIONS,
+    DEFAULT_MCS_VERSIONS,
+    NAMESPACES,
+    ResourceCatalog,
+    ResourceType,
+)
 from tests.kube.emulator.selectors import FieldSelector, LabelSelector
 from tests.kube.emulator.store import Obj, Store
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
+SYSTEM_NAMESPACES: tuple[str, ...] = ("default", "kube-system", "kube-public",
+                                      "kube-node-lease")
 
 
 @dataclass(frozen=True)
@@ -44,10 +60,19 @@ class EmulatorState:
         history: int = 1000,
         bookmark_interval: float = 5.0,
         default_watch_timeout: float = 1800.0,
+        namespaces: tuple[str, ...] | list[str] = (),
     ) -> None:
         self.catalog = ResourceCatalog(mcs_versions=mcs_versions)
         self.store = Store(history=history)
         self.registry = Registry(self.store)
+        self.collector = GarbageCollector(self.registry, self.catalog)
+        for namespace in dict.fromkeys((*SYSTEM_NAMESPACES, *namespaces)):
+            self.create_namespace(namespace)
+        for rt in self.catalog.custom_types:
+            crd = crd_object(rt)
+            for condition in crd["status"]["conditions"]:
+                condition["lastTransitionTime"] = self.registry.clock()
+            self.registry.create(CUSTOM_RESOURCE_DEFINITIONS, None, crd)
         self.bookmark_interval = bookmark_interval
         self.default_watch_timeout = default_watch_timeout
         self._paused = threading.Event()
@@ -136,7 +161,32 @@ class EmulatorState:
         return self.catalog.by_plural(resource)
 
     def create(self, resource: str, namespace: str | None, obj: dict[str, Any]) -> Obj:
-        return self.registry.create(self._rt(resource), namespace, obj)
+        """Create as the API does, except that a missing namespace is created first (a test
+        seeding objects plays the operator who ran `kubectl create namespace`)."""
+        rt = self._rt(resource)
+        if rt.namespaced and namespace:
+            self.create_namespace(namespace)
+        return self.registry.create(rt, namespace, obj)
+
+    def create_namespace(self, name: str) -> Obj:
+        """The Namespace `name`, created unless it exists."""
+        existing = self.get("namespaces", None, name)
+        if existing is not None:
+            return existing
+        try:
+            return self.registry.create(NAMESPACES, None, {"metadata": {"name": name}})
+        except KubeError as exc:
+            if exc.code != 409:
+                raise
+            return self.get("namespaces", None, name) or {}  # another thread won the race
+
+    def wait_collected(self, timeout: float = 10.0) -> bool:
+        """Wait until the garbage collector has run every deletion queued so far."""
+        return self.collector.wait_idle(timeout)
+
+    def close(self) -> None:
+        """Stop the garbage collector thread (the server calls this when it stops)."""
+        self.collector.stop()
 
     def get(self, resource: str, namespace: str | None, name: str) -> Obj | None:
         return self.store.get(self.registry.key(self._rt(resource), namespace, name))

@@ -21,7 +21,7 @@ import asyncio
 import copy
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +80,7 @@ class Store:
         # Events with rv <= _compacted_rv are gone; a watch from rv >= _compacted_rv is fine.
         self._compacted_rv = initial_rv
         self._subs: set[Subscription] = set()
+        self._listeners: list[Callable[[StoredEvent], None]] = []
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -145,7 +146,23 @@ class Store:
                 if sub.storage_key == key[0] and not sub.closed:
                     sub.pending.append(event)
                     sub.notify()
+            for listener in self._listeners:
+                listener(event)
             return copy.deepcopy(stored)
+
+    def add_listener(self, listener: Callable[[StoredEvent], None]) -> None:
+        """Call `listener(event)` for every commit, under the lock and in commit order.
+
+        For in-process controllers (the garbage collector): a listener must be quick and
+        must not write; it hands work to its own thread.
+        """
+        with self.lock:
+            self._listeners.append(listener)
+
+    def keys_in_namespace(self, namespace: str) -> list[ObjKey]:
+        """Every stored object of `namespace`, whatever its resource."""
+        with self.lock:
+            return sorted(k for k in self._objects if k[1] == namespace)
 
     # -- watch ---------------------------------------------------------------------------
 
