@@ -6,6 +6,9 @@
   own transaction (`writer`), and takes revisions for what changed (`feed`);
 * `imports`  — the ServiceImport derived per key by those writes;
 * `clusters` — registrations, member-token hashes, heartbeats and derived state;
+* `endpointslices` — each source cluster's EndpointSliceExports (SPEC §2.8);
+* `import_feed` — what every cluster must import: the ServiceImport and slice changes
+  in the history (`imports_since`) and the paged list (`list_imports`);
 * `feed`     — the change history, the wake-ups, and the one shared reader that feeds
   every watch of this replica (`fanout`).
 
@@ -35,6 +38,7 @@ from hub.store.db import (
     read_engine,
     translate_errors,
 )
+from hub.store.endpointslices import EndpointSliceStore
 from hub.store.errors import (
     AlreadyExists,
     Conflict,
@@ -45,6 +49,7 @@ from hub.store.errors import (
 )
 from hub.store.exports import ExportStore
 from hub.store.feed import Feed, read_current_revision
+from hub.store.importfeed import ImportFeed
 from hub.store.imports import ImportStore
 from hub.store.notify import ChangeNotifier
 from hub.store.results import Page, PutResult
@@ -54,9 +59,11 @@ __all__ = [
     "ClusterStore",
     "Conflict",
     "DatabaseUnavailable",
+    "EndpointSliceStore",
     "ExportStore",
     "Feed",
     "Gone",
+    "ImportFeed",
     "ImportStore",
     "NotFound",
     "Page",
@@ -82,6 +89,8 @@ class Store:
     exports: ExportStore
     imports: ImportStore
     clusters: ClusterStore
+    endpointslices: EndpointSliceStore
+    import_feed: ImportFeed
     feed: Feed
 
     def __init__(self, *, url: str, ctx: StoreContext) -> None:
@@ -90,6 +99,8 @@ class Store:
         self.exports = ExportStore(ctx)
         self.imports = ImportStore(ctx)
         self.clusters = ClusterStore(ctx)
+        self.endpointslices = EndpointSliceStore(ctx)
+        self.import_feed = ImportFeed(ctx)
         self.feed = Feed(ctx)
 
     @property

@@ -46,6 +46,7 @@ from hub.store.fanout import BufferLimits, FeedFanout, Subscription
 from hub.store.notify import CHANNEL
 from hub.store.tables import REVISION_ROW_ID, changes, clusters
 from hub.store.tables import revision as revision_table
+from shared import constants
 from shared.models import InternalServiceExport, WatchEvent, to_wire
 from shared.timefmt import utcnow
 
@@ -100,6 +101,10 @@ class ChangeRecord:
     object: InternalServiceExport | None
     # `codec.export_to_text(object)` when the writer has it already (`codec.export_text`).
     text: str | None = None
+    # Which feed the row belongs to: InternalServiceExport rows make the per-cluster
+    # export feed; ServiceImport and EndpointSliceExport rows the import feed
+    # (`hub.store.importfeed`, which always gives `text`).
+    kind: str = constants.KIND_EXPORT
 
     def __post_init__(self) -> None:
         if self.object is None and self.text is None:
@@ -165,6 +170,7 @@ async def insert_changes(
             "name": rec.name,
             "type": rec.type,
             "object": rec.object_text(),
+            "kind": rec.kind,
         }
         for rev, rec in records
     ]
@@ -182,6 +188,7 @@ _CHANGE_COLUMNS: unnest.Columns = (
     ("name", "TEXT"),
     ("type", "TEXT"),
     ("object", "TEXT"),
+    ("kind", "TEXT"),
 )
 _INSERT_CHANGES = unnest.insert_statement("changes", _CHANGE_COLUMNS, ())
 
@@ -236,6 +243,8 @@ class Feed:
             )
             .select_from(changes.outerjoin(clusters, clusters.c.name == changes.c.cluster_id))
             .where(changes.c.revision > revision)
+            # The export feed only: the import feed's rows share the history.
+            .where(changes.c.kind == constants.KIND_EXPORT)
             .order_by(changes.c.revision)
             .limit(limit)
         )

@@ -41,7 +41,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.conflicts import ExportVerdict, KeyJudgement, judge, sole_verdict
-from hub.store import codec, unnest
+from hub.store import codec, importfeed, unnest
 from hub.store.context import StoreContext
 from hub.store.errors import NotFound
 from hub.store.feed import ChangeRecord, allocate_revisions, insert_changes
@@ -546,11 +546,25 @@ async def write_exports(
     order = {rid: i for i, rid in enumerate(ids)}
     changed.sort(key=lambda c: (order.get(c.rid, len(order)), c.rid[1], c.rid[2], c.rid[0]))
 
+    # What the import feed sees of this write: ServiceImport changes, the withdrawn exports'
+    # slices (deleted here), slices re-sent for changed per-port lists (`importfeed`).
+    feed = await importfeed.follow_exports(
+        conn,
+        ctx,
+        written=written,
+        before={key: stored_imports.get(key) for key in affected_keys},
+        upserts=import_upserts,
+        deletes=import_deletes,
+    )
+
     # --- 5. LAST: revisions, stamps, history, notification ----------------------------------
     newest = await allocate_revisions(
-        conn, count=len(changed), history_limit=ctx.history_limit, postgres=ctx.postgres
+        conn, count=len(feed) + len(changed), history_limit=ctx.history_limit, postgres=ctx.postgres
     )
+    # The import feed's changes first, so that export records keep their transaction's
+    # newest revisions.
     first = newest - len(changed) + 1
+    feed_history, import_revisions, slice_stamps = feed.records(first - len(feed))
     stamps: list[dict[str, Any]] = []
     history: list[tuple[int, ChangeRecord]] = []
     final: dict[RecordId, InternalServiceExport] = {}
@@ -620,8 +634,11 @@ async def write_exports(
                 for s in stamps
             ],
         )
-    await insert_changes(conn, history)
-    await _write_imports(conn, ctx, import_upserts, import_deletes, revision=newest)
+    await insert_changes(conn, [*feed_history, *history])
+    await importfeed.stamp_slices(conn, slice_stamps)
+    await _write_imports(
+        conn, ctx, import_upserts, import_deletes, revision=newest, revisions=import_revisions
+    )
     if ctx.postgres and probe_keys:
         await drop_empty_imports(conn, probe_keys)
 
@@ -709,6 +726,7 @@ async def _write_imports(
     deletes: list[Key],
     *,
     revision: int,
+    revisions: Mapping[Key, int] | None = None,
 ) -> None:
     if deletes:
         await conn.execute(
@@ -722,7 +740,11 @@ async def _write_imports(
         )
     if not upserts:
         return
-    rows = [{**u, "resource_version": revision} for u in upserts]
+    # Each ServiceImport its own revision: the one its change row took in the import feed.
+    rows = [
+        {**u, "resource_version": (revisions or {}).get((u["namespace"], u["name"]), revision)}
+        for u in upserts
+    ]
     if ctx.postgres:
         # The lock row of every key exists (step 1): a plain UPDATE is enough.
         await unnest.execute(

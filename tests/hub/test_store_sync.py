@@ -119,7 +119,7 @@ async def test_sync_of_two_thousand_exports(store: Store) -> None:
     wanted = [make_export("alpha", namespace=f"ns{i % 40}", name=f"svc{i}") for i in range(2000)]
     first = await store.exports.sync("alpha", wanted)
     assert (first.created, first.updated, first.unchanged, first.withdrawn) == (2000, 0, 0, 0)
-    assert int(first.resource_version or 0) == 2000
+    assert int(first.resource_version or 0) == 2 * 2000  # each export and its new import
     page = await store.exports.list(cluster_id="alpha", limit=10_000)
     assert len(page.items) == 2000
 
@@ -162,11 +162,15 @@ async def test_batches_in_flight_together_store_what_one_at_a_time_stores(
     )
     assert (result.created, result.updated, result.unchanged) == (9, 0, 0)
     events = await store.feed.changes_since(revision=start)
-    # every alpha export once, and every beta export whose verdict flipped (svc0/4/8)
-    assert int(result.resource_version or 0) == start + len(events) == start + 9 + 3
-    assert sorted(int(e.object.metadata.resource_version or 0) for e in events) == list(
-        range(start + 1, start + 13)
-    )
+    # every alpha export once, and every beta export whose verdict flipped (svc0/4/8);
+    # and every ServiceImport once, in the import feed
+    imported = await store.import_feed.imports_since(start, 1000)
+    assert len(events) == 9 + 3 and len(imported) == 9
+    assert int(result.resource_version or 0) == start + len(events) + len(imported)
+    assert sorted(
+        [int(e.object.metadata.resource_version or 0) for e in events]
+        + [row.revision for row in imported]
+    ) == list(range(start + 1, start + 22))
     for i in range(9):
         alpha = await store.exports.get("alpha", "demo", f"svc{i}")
         expected = "True" if i % 4 == 0 and i % 2 == 0 else "False"

@@ -1,0 +1,628 @@
+"""EndpointSliceExports (SPEC §2.8, §4.2): each source cluster's EndpointSlices of the
+Services it exports, as its agent sends them, and the fleet-wide listing of them.
+
+A slice is accepted only while its cluster exports its Service (`Conflict` otherwise, a
+409), and it goes with that export: `importfeed.follow_exports` deletes it inside the
+transaction that withdraws the export (a DELETE, a sync, a cluster's deregistration).
+
+Every write is one transaction through `write_slices`, in the store-wide lock order:
+
+1. the cluster, `FOR SHARE` (`writer.lock_cluster`): a slice write and the cluster's
+   deregistration exclude each other, as export writes and the deregistration do;
+2. the slices' keys, sorted (`writer.lock_keys`, the ServiceImport rows every export
+   writer locks first): a slice write and an export write of one key take turns, so the
+   export cannot be withdrawn, nor the key's per-port cluster lists change, between the
+   check and the commit. A slice's key is its Service; a slice whose Service changed is
+   locked under both. The rows are read once before locking to learn their keys; on
+   PostgreSQL they are read again under the locks, and a key changed in between (another
+   writer moved the slice to another Service) makes the transaction start again;
+3. the slices' rows by primary key; an unchanged slice writes nothing and takes no
+   revision;
+4. LAST, the revision counter (`feed.allocate_revisions`) and the change rows, each slice
+   cut to what its source serves (`importfeed`).
+
+Cost per write: a few indexed statements for the slices written, whatever the number of
+slices stored. A sync finds the slices already stored as given from one read of its
+cluster's slices; the rest go in transactions of `SYNC_BATCH`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, bindparam, delete, func, select, tuple_
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from hub.store import codec, paging, unnest
+from hub.store.context import StoreContext
+from hub.store.errors import Conflict, NotFound
+from hub.store.feed import allocate_revisions, insert_changes, read_current_revision
+from hub.store.importfeed import (
+    ImportChanges,
+    Key,
+    SliceChange,
+    importer_view,
+    served_ports,
+    text_array,
+)
+from hub.store.results import Page
+from hub.store.tables import clusters, endpoint_slices, exports, service_imports
+from hub.store.writer import lock_cluster, lock_keys
+from shared.models import (
+    EndpointSliceExport,
+    EndpointSliceExportSpec,
+    ObjectMeta,
+    SyncResult,
+    to_wire,
+)
+from shared.timefmt import utcnow
+
+SYNC_BATCH = 500
+_LIST_KIND = "endpointslices"
+_ATTEMPTS = 3  # transactions a write tries when other writers keep moving its slices
+
+SliceId = tuple[str, str]  # (namespace, slice name) within one cluster
+
+
+@dataclass(frozen=True)
+class SliceMutation:
+    """One intended change of one of a cluster's slices."""
+
+    namespace: str
+    name: str
+    spec: EndpointSliceExportSpec | None  # None: withdraw the slice
+
+    @property
+    def slice_id(self) -> SliceId:
+        return (self.namespace, self.name)
+
+
+@dataclass(frozen=True)
+class SliceResult:
+    """What became of one mutation."""
+
+    record: EndpointSliceExport | None  # as stored (for a withdrawal: its last state)
+    existed: bool
+    changed: bool
+    created: bool = False
+
+
+@dataclass(frozen=True)
+class SlicePutResult:
+    object: EndpointSliceExport
+    created: bool
+    changed: bool  # False for an unchanged PUT (no new revision)
+
+
+class _KeysMoved(Exception):
+    """A slice's Service changed between the read that chose the locks and the locks."""
+
+
+def spec_wire(cluster_id: str, spec: EndpointSliceExportSpec) -> dict[str, Any]:
+    """The spec as stored: the wire form, with the source cluster filled in."""
+    wire = to_wire(spec)
+    wire["clusterId"] = cluster_id
+    return wire
+
+
+def slice_model(row: Mapping[Any, Any]) -> EndpointSliceExport:
+    """The EndpointSliceExport of an `endpoint_slices` row, as its source sent it."""
+    return EndpointSliceExport(
+        metadata=ObjectMeta(
+            name=row["name"],
+            namespace=row["namespace"],
+            resource_version=str(row["resource_version"]),
+            creation_timestamp=row["created_at"],
+        ),
+        spec=EndpointSliceExportSpec.model_validate_json(row["spec"]),
+    )
+
+
+def _not_found(cluster_id: str, namespace: str, name: str) -> NotFound:
+    return NotFound(f"EndpointSliceExport {namespace}/{name} of cluster {cluster_id!r} not found")
+
+
+def _not_exported(cluster_id: str, missing: Sequence[Key]) -> Conflict:
+    named = ", ".join(f"{ns}/{name}" for ns, name in missing[:5])
+    more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+    return Conflict(
+        f"cluster {cluster_id!r} does not export Service {named}{more}: an "
+        "EndpointSliceExport is accepted only for a Service its cluster exports; export the "
+        "Service first"
+    )
+
+
+def _pairs(columns: tuple[Any, Any], pairs: Sequence[tuple[str, str]], *, postgres: bool) -> Any:
+    if len(pairs) == 1:
+        ((a, b),) = pairs
+        return and_(columns[0] == a, columns[1] == b)
+    if not postgres:
+        return tuple_(*columns).in_(list(pairs))
+    rows = select(
+        func.unnest(text_array([a for a, _ in pairs])),
+        func.unnest(text_array([b for _, b in pairs])),
+    )
+    return tuple_(*columns).in_(rows)
+
+
+async def _read_rows(
+    conn: AsyncConnection, cluster_id: str, ids: Sequence[SliceId], *, postgres: bool
+) -> dict[SliceId, RowMapping]:
+    if not ids:
+        return {}
+    where = and_(
+        endpoint_slices.c.cluster_id == cluster_id,
+        _pairs((endpoint_slices.c.namespace, endpoint_slices.c.name), ids, postgres=postgres),
+    )
+    rows = (await conn.execute(select(endpoint_slices).where(where))).mappings().all()
+    return {(r["namespace"], r["name"]): r for r in rows}
+
+
+_ROW_COLUMNS: unnest.Columns = (
+    ("cluster_id", "TEXT"),
+    ("namespace", "TEXT"),
+    ("name", "TEXT"),
+    ("service_name", "TEXT"),
+    ("spec", "TEXT"),
+    ("resource_version", "BIGINT"),
+    ("created_at", "TIMESTAMPTZ"),
+)
+_INSERT_ROWS = unnest.insert_statement("endpoint_slices", _ROW_COLUMNS, ())
+_UPDATE_COLUMNS: unnest.Columns = (
+    ("cluster_id", "TEXT"),
+    ("namespace", "TEXT"),
+    ("name", "TEXT"),
+    ("service_name", "TEXT"),
+    ("spec", "TEXT"),
+    ("resource_version", "BIGINT"),
+)
+_UPDATE_ROWS = unnest.update_statement(
+    "endpoint_slices", ("cluster_id", "namespace", "name"), _UPDATE_COLUMNS
+)
+
+
+async def write_slices(
+    conn: AsyncConnection,
+    ctx: StoreContext,
+    cluster_id: str,
+    mutations: Sequence[SliceMutation],
+    *,
+    now: datetime,
+    answer_records: bool = True,
+) -> tuple[list[SliceResult], int | None]:
+    """Apply `mutations` (at most one per slice) in the caller's transaction; answers
+    their results and the newest revision taken (None when nothing changed).
+
+    NotFound when the cluster is not registered (or being deleted); Conflict when a slice
+    names a Service the cluster does not export; `_KeysMoved` (start the transaction
+    again) when a concurrent writer moved a slice to another Service.
+    """
+    ids = [m.slice_id for m in mutations]
+    if len(set(ids)) != len(ids):
+        raise ValueError("a write may change each slice only once")
+    postgres = ctx.postgres
+    await lock_cluster(conn, ctx, cluster_id)
+
+    # --- 1. which keys to lock: the slices' Services, new and stored ------------------------
+    seen = await _read_rows(conn, cluster_id, ids, postgres=postgres)
+    wanted_keys = sorted({(m.namespace, m.spec.service_name) for m in mutations if m.spec})
+    keys = sorted(set(wanted_keys) | {(r["namespace"], r["service_name"]) for r in seen.values()})
+    locked = await lock_keys(conn, ctx, keys)
+    if postgres:
+        current = await _read_rows(conn, cluster_id, ids, postgres=postgres)
+        if any((r["namespace"], r["service_name"]) not in keys for r in current.values()):
+            raise _KeysMoved
+    else:
+        current = seen  # SQLite: BEGIN IMMEDIATE held the only writer lock all along
+
+    # --- 2. the Services must be exported by this cluster ------------------------------------
+    if wanted_keys:
+        exported = {
+            (ns, name)
+            for ns, name in await conn.execute(
+                select(exports.c.namespace, exports.c.name).where(
+                    exports.c.cluster_id == cluster_id,
+                    _pairs((exports.c.namespace, exports.c.name), wanted_keys, postgres=postgres),
+                )
+            )
+        }
+        missing = [key for key in wanted_keys if key not in exported]
+        if missing:
+            raise _not_exported(cluster_id, missing)  # rolls back any lock row made above
+
+    # The ports this cluster serves in each key's import (SPEC §3's per-port lists).
+    if locked is not None:
+        statuses = {k: r["status"] if r["created_at"] else None for k, r in locked.items()}
+    elif keys:
+        statuses = {
+            (r["namespace"], r["name"]): r["status"]
+            for r in (
+                await conn.execute(
+                    select(
+                        service_imports.c.namespace,
+                        service_imports.c.name,
+                        service_imports.c.status,
+                    ).where(
+                        _pairs(
+                            (service_imports.c.namespace, service_imports.c.name),
+                            keys,
+                            postgres=postgres,
+                        )
+                    )
+                )
+            ).mappings()
+        }
+    else:
+        statuses = {}
+    served = {key: served_ports(statuses.get(key)).get(cluster_id) for key in keys}
+
+    # --- 3. the real changes -----------------------------------------------------------------
+    feed = ImportChanges()
+    results: list[SliceResult] = []
+    deletes: list[dict[str, Any]] = []
+    inserts: list[dict[str, Any]] = []
+    updates: list[dict[str, Any]] = []
+    written: dict[SliceId, int] = {}  # slice → index of its last feed item
+    for m in mutations:
+        row = current.get(m.slice_id)
+        old_view: tuple[bool, dict[str, Any]] | None = None
+        if row is not None:
+            old_key = (row["namespace"], row["service_name"])
+            old_view = importer_view(json.loads(row["spec"]), served.get(old_key))
+        if m.spec is None:
+            if row is None:
+                results.append(SliceResult(record=None, existed=False, changed=False))
+                continue
+            assert old_view is not None
+            deletes.append({"b_c": cluster_id, "b_ns": m.namespace, "b_n": m.name})
+            feed.items.append(
+                SliceChange(
+                    "DELETED",
+                    cluster_id,
+                    m.namespace,
+                    m.name,
+                    row["created_at"],
+                    old_view[1],
+                    False,
+                )
+            )
+            record = slice_model(row) if answer_records else None
+            if record is not None:
+                record.metadata.resource_version = None  # stamped below
+            results.append(SliceResult(record=record, existed=True, changed=True))
+            written[m.slice_id] = len(feed.items) - 1
+            continue
+        wire = spec_wire(cluster_id, m.spec)
+        text = codec.canonical_json(wire)
+        if row is not None and row["spec"] == text:
+            # Unchanged: nothing to write, no revision, no change row.
+            results.append(
+                SliceResult(
+                    record=slice_model(row) if answer_records else None,
+                    existed=True,
+                    changed=False,
+                )
+            )
+            continue
+        key = (m.namespace, m.spec.service_name)
+        before: bool | None = None
+        created_at = now if row is None else row["created_at"]
+        if row is not None and old_view is not None:
+            if row["service_name"] != m.spec.service_name:
+                # Moved to another Service: gone from the old key's imports, new in the new.
+                feed.items.append(
+                    SliceChange(
+                        "DELETED", cluster_id, m.namespace, m.name, created_at, old_view[1], False
+                    )
+                )
+            else:
+                before = old_view[0]
+        imported, view = importer_view(wire, served.get(key))
+        change_type = "DELETED" if not imported else ("MODIFIED" if before else "ADDED")
+        feed.items.append(
+            SliceChange(change_type, cluster_id, m.namespace, m.name, created_at, view, False)
+        )
+        written[m.slice_id] = len(feed.items) - 1
+        values: dict[str, Any] = {
+            "cluster_id": cluster_id,
+            "namespace": m.namespace,
+            "name": m.name,
+            "service_name": m.spec.service_name,
+            "spec": text,
+            "resource_version": 0,  # stamped below
+        }
+        if row is None:
+            inserts.append({**values, "created_at": now})
+        else:
+            updates.append(values)
+        record = None
+        if answer_records:
+            record = EndpointSliceExport(
+                metadata=ObjectMeta(
+                    name=m.name, namespace=m.namespace, creation_timestamp=created_at
+                ),
+                spec=m.spec.model_copy(update={"cluster_id": cluster_id}),
+            )
+        results.append(
+            SliceResult(record=record, existed=row is not None, changed=True, created=row is None)
+        )
+
+    if not feed.items:
+        return results, None
+    if deletes:
+        await conn.execute(
+            delete(endpoint_slices).where(
+                endpoint_slices.c.cluster_id == bindparam("b_c"),
+                endpoint_slices.c.namespace == bindparam("b_ns"),
+                endpoint_slices.c.name == bindparam("b_n"),
+            ),
+            deletes,
+        )
+
+    # --- 4. LAST: revisions, the rows with theirs, history ------------------------------------
+    newest = await allocate_revisions(
+        conn, count=len(feed), history_limit=ctx.history_limit, postgres=postgres
+    )
+    first = newest - len(feed) + 1
+    history, _, _ = feed.records(first)
+    for stamped in (*inserts, *updates):
+        stamped["resource_version"] = first + written[stamped["namespace"], stamped["name"]]
+    if inserts and postgres:
+        await unnest.execute(
+            conn,
+            _INSERT_ROWS,
+            _ROW_COLUMNS,
+            [{**v, "created_at": unnest.utc(v["created_at"])} for v in inserts],
+        )
+    elif inserts:
+        await conn.execute(endpoint_slices.insert(), inserts)
+    if updates and postgres:
+        await unnest.execute(conn, _UPDATE_ROWS, _UPDATE_COLUMNS, updates)
+    elif updates:
+        value_names = ("service_name", "spec", "resource_version")
+        await conn.execute(
+            endpoint_slices.update()
+            .where(
+                endpoint_slices.c.cluster_id == bindparam("b_c"),
+                endpoint_slices.c.namespace == bindparam("b_ns"),
+                endpoint_slices.c.name == bindparam("b_n"),
+            )
+            .values({name: bindparam(f"v_{name}") for name in value_names}),
+            [
+                {
+                    "b_c": u["cluster_id"],
+                    "b_ns": u["namespace"],
+                    "b_n": u["name"],
+                    **{f"v_{name}": u[name] for name in value_names},
+                }
+                for u in updates
+            ],
+        )
+    await insert_changes(conn, history)
+    for m, result in zip(mutations, results, strict=True):
+        if result.changed and result.record is not None:
+            result.record.metadata.resource_version = str(first + written[m.slice_id])
+    return results, newest
+
+
+class EndpointSliceStore:
+    """EndpointSliceExports: put, delete, sync, list, count."""
+
+    def __init__(self, ctx: StoreContext) -> None:
+        self._ctx = ctx
+
+    async def _write(
+        self, cluster_id: str, mutations: Sequence[SliceMutation], *, answer_records: bool = True
+    ) -> builtins.list[SliceResult]:
+        """One transaction over `mutations`, started again when a slice moved under it."""
+        for attempt in range(_ATTEMPTS):
+            try:
+                async with self._ctx.write() as conn:
+                    results, newest = await write_slices(
+                        conn,
+                        self._ctx,
+                        cluster_id,
+                        mutations,
+                        now=utcnow(),
+                        answer_records=answer_records,
+                    )
+            except _KeysMoved:
+                if attempt + 1 < _ATTEMPTS:
+                    continue
+                raise Conflict(
+                    f"slices of cluster {cluster_id!r} kept changing Service while being "
+                    "written; retry"
+                ) from None
+            if newest is not None:
+                self._ctx.notifier.committed(newest)
+            return results
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def put(self, cluster_id: str, slice_: EndpointSliceExport) -> SlicePutResult:
+        """Create or replace one slice (`metadata.namespace` required); answers it stored.
+
+        NotFound when the cluster is not registered; Conflict when the cluster does not
+        export the slice's Service; ValueError when the body names another cluster. An
+        unchanged PUT writes nothing (`changed=False`).
+        """
+        namespace = _namespace_of(cluster_id, slice_)
+        (result,) = await self._write(
+            cluster_id, [SliceMutation(namespace, slice_.metadata.name, slice_.spec)]
+        )
+        assert result.record is not None
+        return SlicePutResult(object=result.record, created=result.created, changed=result.changed)
+
+    async def delete(self, cluster_id: str, namespace: str, name: str) -> EndpointSliceExport:
+        """Withdraw one slice; answers its last state. NotFound."""
+        try:
+            (result,) = await self._write(cluster_id, [SliceMutation(namespace, name, None)])
+        except NotFound:
+            raise _not_found(cluster_id, namespace, name) from None
+        if not result.existed or result.record is None:
+            raise _not_found(cluster_id, namespace, name)
+        return result.record
+
+    async def get(self, cluster_id: str, namespace: str, name: str) -> EndpointSliceExport:
+        query = select(endpoint_slices).where(
+            endpoint_slices.c.cluster_id == cluster_id,
+            endpoint_slices.c.namespace == namespace,
+            endpoint_slices.c.name == name,
+        )
+        async with self._ctx.read() as conn:
+            row = (await conn.execute(query)).mappings().first()
+        if row is None:
+            raise _not_found(cluster_id, namespace, name)
+        return slice_model(row)
+
+    async def sync(self, cluster_id: str, slices: Sequence[EndpointSliceExport]) -> SyncResult:
+        """Make the cluster's slices exactly `slices`: upsert them, withdraw the rest.
+
+        NotFound when the cluster is not registered; Conflict (before anything is written)
+        when a slice names a Service the cluster does not export; ValueError when a slice
+        names another cluster, has no namespace, or appears twice.
+        """
+        wanted: dict[SliceId, EndpointSliceExportSpec] = {}
+        for item in slices:
+            slice_id = (_namespace_of(cluster_id, item), item.metadata.name)
+            if slice_id in wanted:
+                raise ValueError(f"the sync lists slice {slice_id[0]}/{slice_id[1]} twice")
+            wanted[slice_id] = item.spec
+        result = SyncResult()
+        async with self._ctx.read() as conn:
+            registered = (
+                await conn.execute(
+                    select(clusters.c.name).where(
+                        clusters.c.name == cluster_id, clusters.c.deleting.is_(False)
+                    )
+                )
+            ).first()
+            if registered is None:
+                raise NotFound(f"cluster {cluster_id!r} is not registered")
+            # The cluster's stored slices and exported Services, one indexed read each.
+            stored = {
+                (ns, name): spec
+                for ns, name, spec in await conn.execute(
+                    select(
+                        endpoint_slices.c.namespace, endpoint_slices.c.name, endpoint_slices.c.spec
+                    ).where(endpoint_slices.c.cluster_id == cluster_id)
+                )
+            }
+            exported = {
+                (ns, name)
+                for ns, name in await conn.execute(
+                    select(exports.c.namespace, exports.c.name).where(
+                        exports.c.cluster_id == cluster_id
+                    )
+                )
+            }
+        missing = sorted({(ns, spec.service_name) for (ns, _), spec in wanted.items()} - exported)
+        if missing:
+            raise _not_exported(cluster_id, missing)
+        changed = [
+            slice_id
+            for slice_id in sorted(wanted)
+            if codec.canonical_json(spec_wire(cluster_id, wanted[slice_id])) != stored.get(slice_id)
+        ]
+        result.unchanged = len(wanted) - len(changed)
+        for start in range(0, len(changed), SYNC_BATCH):
+            batch = [
+                SliceMutation(ns, name, wanted[ns, name])
+                for ns, name in changed[start : start + SYNC_BATCH]
+            ]
+            for r in await self._write(cluster_id, batch, answer_records=False):
+                if r.created:
+                    result.created += 1
+                elif r.changed:
+                    result.updated += 1
+                else:
+                    result.unchanged += 1
+        stale = sorted(slice_id for slice_id in stored if slice_id not in wanted)
+        for start in range(0, len(stale), SYNC_BATCH):
+            batch = [
+                SliceMutation(ns, name, None) for ns, name in stale[start : start + SYNC_BATCH]
+            ]
+            outcome = await self._write(cluster_id, batch, answer_records=False)
+            result.withdrawn += sum(1 for r in outcome if r.existed)
+        async with self._ctx.read() as conn:
+            result.resource_version = str(await read_current_revision(conn))
+        return result
+
+    async def list(
+        self,
+        *,
+        cluster_id: str | None = None,
+        namespace: str | None = None,
+        service_name: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> Page[EndpointSliceExport]:
+        """Slices in (namespace, Service, cluster, slice) order, filtered, a page at a
+        time, as their sources sent them (uncut). ValueError on a malformed continue
+        token or a limit below 1."""
+        paging.check_limit(limit)
+        query = select(endpoint_slices).order_by(
+            endpoint_slices.c.namespace,
+            endpoint_slices.c.service_name,
+            endpoint_slices.c.cluster_id,
+            endpoint_slices.c.name,
+        )
+        if cluster_id is not None:
+            query = query.where(endpoint_slices.c.cluster_id == cluster_id)
+        if namespace is not None:
+            query = query.where(endpoint_slices.c.namespace == namespace)
+        if service_name is not None:
+            query = query.where(endpoint_slices.c.service_name == service_name)
+        if continue_token is not None:
+            after = paging.decode(_LIST_KIND, continue_token, width=4)
+            query = query.where(
+                tuple_(
+                    endpoint_slices.c.namespace,
+                    endpoint_slices.c.service_name,
+                    endpoint_slices.c.cluster_id,
+                    endpoint_slices.c.name,
+                )
+                > tuple_(*after)
+            )
+        if limit is not None:
+            query = query.limit(limit + 1)
+        async with self._ctx.read() as conn:
+            revision = await read_current_revision(conn)
+            rows = (await conn.execute(query)).mappings().all()
+        token = None
+        if limit is not None and len(rows) > limit:
+            rows = rows[:limit]
+            last = rows[-1]
+            token = paging.encode(
+                _LIST_KIND,
+                (last["namespace"], last["service_name"], last["cluster_id"], last["name"]),
+            )
+        return Page(
+            items=[slice_model(r) for r in rows],
+            resource_version=str(revision),
+            continue_token=token,
+        )
+
+    async def count(self) -> int:
+        """How many EndpointSliceExports the fleet has (for the metrics scrape)."""
+        async with self._ctx.read() as conn:
+            value = (
+                await conn.execute(select(func.count()).select_from(endpoint_slices))
+            ).scalar_one()
+        return int(value)
+
+
+def _namespace_of(cluster_id: str, slice_: EndpointSliceExport) -> str:
+    if slice_.spec.cluster_id not in (None, cluster_id):
+        raise ValueError(
+            f"spec.clusterId {slice_.spec.cluster_id!r} differs from the cluster "
+            f"{cluster_id!r} the slice is written under"
+        )
+    if slice_.metadata.namespace is None:
+        raise ValueError(f"slice {slice_.metadata.name!r} has no metadata.namespace")
+    return slice_.metadata.namespace

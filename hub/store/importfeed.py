@@ -1,0 +1,674 @@
+"""The import feed's store half (SPEC §2.8, §4.3): what every cluster must import, as
+ServiceImport and EndpointSliceExport changes in the one revision history.
+
+Every write that changes a ServiceImport or an EndpointSliceExport records that change
+here, inside its own transaction, with a revision from the one global sequence (taken LAST,
+as `hub.store.feed` explains), in the `changes` table with the row's `kind`. So the import
+feed needs no second sequence and no second history: it is the same history read with
+another filter (`imports_since`), and the export feed reads it without these rows.
+
+Each EndpointSliceExport is recorded as an importing cluster must write it: its ports cut
+to those its source cluster serves in the import (the ServiceImport's `status.ports[].
+clusters` lists; a slice port matches an import port by name, since a slice carries the
+Service port's name with the *target* port number). A slice with ports of which its source
+serves none is not imported at all (SPEC §2.8): its change is recorded as DELETED, so an
+importer holding an older, visible form of it drops it. Cutting at write time, once, rather
+than per watcher is what lets every agent of the fleet receive the same bytes.
+
+A write that changes a key's per-port cluster lists changes what some slices look like to
+importers although the slices themselves did not change: those slices are recorded again
+(re-sent) in the same transaction, each only when its cut form actually differs. Withdrawing
+an export withdraws its cluster's slices of that key in the same transaction.
+
+Within one transaction the import feed's changes take revisions before the transaction's
+export changes (`ImportChanges` is allocated first): a slice deletion, then the
+ServiceImport, then the slices re-sent or written. Export records keep the newest revisions
+of their transaction, as before this feed existed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import orjson
+from pydantic import TypeAdapter
+from sqlalchemy import String, and_, bindparam, delete, func, select, tuple_, update
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from hub.store import codec, paging, unnest
+from hub.store.context import StoreContext
+from hub.store.errors import Gone
+from hub.store.feed import ChangeRecord, read_current_revision
+from hub.store.results import Page
+from hub.store.tables import REVISION_ROW_ID, changes, endpoint_slices, service_imports
+from hub.store.tables import revision as revision_table
+from shared import constants
+from shared.models import EndpointSliceExport, ServiceImport, WatchEvent
+
+Key = tuple[str, str]  # (namespace, Service name)
+Triple = tuple[str, str, str]  # (cluster_id, namespace, Service name): one export's slices
+
+IMPORT_KINDS: tuple[str, str] = (constants.KIND_IMPORT, constants.KIND_ENDPOINT_SLICE)
+# The `cluster_id` of a ServiceImport's change row: it belongs to every cluster, and to no
+# cluster's export feed (no cluster can be named "").
+FLEET = ""
+
+_TIMESTAMP: TypeAdapter[datetime] = TypeAdapter(datetime)
+_LIST_KIND = "clusterimports"
+
+
+# --- cutting a slice to what its source serves -----------------------------------------------
+
+
+def served_ports(status_text: str | None) -> dict[str, frozenset[str]]:
+    """cluster → the names of the import ports it serves, from a stored import status."""
+    if not status_text:
+        return {}
+    served: dict[str, set[str]] = {}
+    for port in json.loads(status_text).get("ports", ()):
+        for cluster in port.get("clusters", ()):
+            served.setdefault(cluster, set()).add(port.get("name", ""))
+    return {cluster: frozenset(names) for cluster, names in served.items()}
+
+
+def importer_view(
+    spec: Mapping[str, Any], served: frozenset[str] | None
+) -> tuple[bool, dict[str, Any]]:
+    """(imported?, the spec as importers see it): the slice's ports cut to `served`.
+
+    A slice without ports (a Service without ports) has nothing to cut and is imported as
+    it is. A slice with ports of which its source serves none is not imported.
+    """
+    ports = spec.get("ports") or []
+    if not ports:
+        return True, dict(spec)
+    names = served or frozenset()
+    kept = [p for p in ports if p.get("name", "") in names]
+    return bool(kept), {**spec, "ports": kept}
+
+
+def _change_type(before: bool | None, after: bool) -> str:
+    """The event of a slice whose imported state goes from `before` (None: absent)."""
+    if not after:
+        return "DELETED"
+    return "MODIFIED" if before else "ADDED"
+
+
+# --- the texts of the history rows ----------------------------------------------------------
+
+
+def _timestamp(value: datetime | None) -> Any:
+    return None if value is None else _TIMESTAMP.dump_python(value, mode="json")
+
+
+def slice_text(
+    *,
+    namespace: str,
+    name: str,
+    resource_version: int,
+    created_at: datetime,
+    spec: Mapping[str, Any],
+) -> str:
+    """The canonical JSON of an EndpointSliceExport (as `to_wire` gives it)."""
+    return codec.canonical_json(
+        {
+            "apiVersion": constants.API_VERSION,
+            "kind": constants.KIND_ENDPOINT_SLICE,
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "resourceVersion": str(resource_version),
+                "creationTimestamp": _timestamp(created_at),
+            },
+            "spec": spec,
+        }
+    )
+
+
+def import_text(
+    *,
+    namespace: str,
+    name: str,
+    resource_version: int,
+    created_at: datetime | None,
+    spec_text: str,
+    status_text: str,
+) -> str:
+    """The canonical JSON of a ServiceImport from its stored texts, without building it.
+
+    The cluster states of `status.clusters` are read-time facts and are not in it.
+    """
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "resourceVersion": str(resource_version),
+        "annotations": {},
+    }
+    if created_at is not None:
+        metadata["creationTimestamp"] = _timestamp(created_at)
+    document = {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.KIND_IMPORT,
+        "metadata": metadata,
+    }
+    try:
+        return orjson.dumps(
+            {
+                **document,
+                "spec": orjson.Fragment(spec_text),
+                "status": orjson.Fragment(status_text),
+            },
+            option=orjson.OPT_SORT_KEYS,
+        ).decode()
+    except TypeError:  # what orjson refuses, the stdlib writes (see codec.canonical_json)
+        return codec.canonical_json(
+            {**document, "spec": json.loads(spec_text), "status": json.loads(status_text)}
+        )
+
+
+# --- the changes of one write transaction ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SliceChange:
+    """One slice's change as importers see it; `stamp`: the row takes the revision."""
+
+    type: str
+    cluster_id: str
+    namespace: str
+    name: str
+    created_at: datetime
+    view: Mapping[str, Any]
+    stamp: bool
+
+
+@dataclass(frozen=True)
+class ImportChange:
+    """One ServiceImport's change: its texts after it (the last ones for DELETED)."""
+
+    type: str
+    namespace: str
+    name: str
+    created_at: datetime | None
+    spec_text: str
+    status_text: str
+
+
+@dataclass
+class ImportChanges:
+    """The import feed's changes of one write transaction, in revision order."""
+
+    items: list[SliceChange | ImportChange] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def records(
+        self, first: int
+    ) -> tuple[list[tuple[int, ChangeRecord]], dict[Key, int], list[dict[str, Any]]]:
+        """With revisions from `first` on: the history rows, each ServiceImport's revision,
+        and the slice rows to stamp with theirs (`stamp_slices`)."""
+        history: list[tuple[int, ChangeRecord]] = []
+        import_revisions: dict[Key, int] = {}
+        stamps: dict[Triple, dict[str, Any]] = {}
+        for offset, item in enumerate(self.items):
+            rev = first + offset
+            if isinstance(item, ImportChange):
+                text = import_text(
+                    namespace=item.namespace,
+                    name=item.name,
+                    resource_version=rev,
+                    created_at=item.created_at,
+                    spec_text=item.spec_text,
+                    status_text=item.status_text,
+                )
+                import_revisions[(item.namespace, item.name)] = rev
+                record = ChangeRecord(
+                    item.type, FLEET, item.namespace, item.name, None, text, constants.KIND_IMPORT
+                )
+            else:
+                text = slice_text(
+                    namespace=item.namespace,
+                    name=item.name,
+                    resource_version=rev,
+                    created_at=item.created_at,
+                    spec=item.view,
+                )
+                record = ChangeRecord(
+                    item.type,
+                    item.cluster_id,
+                    item.namespace,
+                    item.name,
+                    None,
+                    text,
+                    constants.KIND_ENDPOINT_SLICE,
+                )
+                if item.stamp:
+                    stamps[(item.cluster_id, item.namespace, item.name)] = {
+                        "cluster_id": item.cluster_id,
+                        "namespace": item.namespace,
+                        "name": item.name,
+                        "resource_version": rev,
+                    }
+            history.append((rev, record))
+        return history, import_revisions, list(stamps.values())
+
+
+_STAMP_COLUMNS: unnest.Columns = (
+    ("cluster_id", "TEXT"),
+    ("namespace", "TEXT"),
+    ("name", "TEXT"),
+    ("resource_version", "BIGINT"),
+)
+_STAMP_SLICES = unnest.update_statement(
+    "endpoint_slices", ("cluster_id", "namespace", "name"), _STAMP_COLUMNS
+)
+
+
+async def stamp_slices(conn: AsyncConnection, stamps: Sequence[Mapping[str, Any]]) -> None:
+    """Give re-sent slice rows the revision of their new import form."""
+    if not stamps:
+        return
+    if conn.dialect.name == "postgresql":
+        await unnest.execute(conn, _STAMP_SLICES, _STAMP_COLUMNS, stamps)
+        return
+    await conn.execute(
+        update(endpoint_slices)
+        .where(
+            endpoint_slices.c.cluster_id == bindparam("b_c"),
+            endpoint_slices.c.namespace == bindparam("b_ns"),
+            endpoint_slices.c.name == bindparam("b_n"),
+        )
+        .values(resource_version=bindparam("b_rv")),
+        [
+            {
+                "b_c": s["cluster_id"],
+                "b_ns": s["namespace"],
+                "b_n": s["name"],
+                "b_rv": s["resource_version"],
+            }
+            for s in stamps
+        ],
+    )
+
+
+def text_array(values: Sequence[str]) -> Any:
+    return bindparam(None, list(values), type_=ARRAY(String()))
+
+
+def triples_filter(triples: Sequence[Triple], *, postgres: bool) -> Any:
+    """The slices of the exports `triples` name: (cluster_id, namespace, service_name) IN …,
+    served by `ix_endpoint_slices_service`. PostgreSQL: one semi-join on three array
+    parameters (one cached statement whatever the batch size, as `writer._pairs_in`)."""
+    columns = (
+        endpoint_slices.c.cluster_id,
+        endpoint_slices.c.namespace,
+        endpoint_slices.c.service_name,
+    )
+    if len(triples) == 1:
+        ((cluster, namespace, service),) = triples
+        return and_(columns[0] == cluster, columns[1] == namespace, columns[2] == service)
+    if not postgres:
+        return tuple_(*columns).in_(list(triples))
+    rows = select(
+        func.unnest(text_array([t[0] for t in triples])),
+        func.unnest(text_array([t[1] for t in triples])),
+        func.unnest(text_array([t[2] for t in triples])),
+    )
+    return tuple_(*columns).in_(rows)
+
+
+async def follow_exports(
+    conn: AsyncConnection,
+    ctx: StoreContext,
+    *,
+    written: Mapping[Triple, str],
+    before: Mapping[Key, RowMapping | None],
+    upserts: Sequence[Mapping[str, Any]],
+    deletes: Sequence[Key],
+) -> ImportChanges:
+    """What an export write (`writer.write_exports`) does to the import feed.
+
+    `written`: each export record written → ADDED / MODIFIED / DELETED; `before`: the
+    stored ServiceImport row of each affected key as the write found it (None, or a lock
+    row with no `created_at`, when there was none); `upserts` / `deletes`: the
+    ServiceImport rows the write is about to store / remove. Deletes the withdrawn
+    exports' slices, and answers the changes to record, allocation not yet made.
+    """
+    out = ImportChanges()
+    withdrawn = [rid for rid, kind in written.items() if kind == "DELETED"]
+    added = {rid for rid, kind in written.items() if kind == "ADDED"}
+
+    def served_before(key: Key) -> dict[str, frozenset[str]]:
+        row = before.get(key)
+        return served_ports(row["status"] if row is not None and row["created_at"] else None)
+
+    # 1. A withdrawn export takes its cluster's slices of that key along.
+    if withdrawn:
+        where = triples_filter(withdrawn, postgres=ctx.postgres)
+        rows = (await conn.execute(select(endpoint_slices).where(where))).mappings().all()
+        if rows:
+            served_of: dict[Key, dict[str, frozenset[str]]] = {}
+            for row in sorted(rows, key=lambda r: (r["namespace"], r["name"], r["cluster_id"])):
+                key = (row["namespace"], row["service_name"])
+                if key not in served_of:
+                    served_of[key] = served_before(key)
+                _, view = importer_view(
+                    json.loads(row["spec"]), served_of[key].get(row["cluster_id"])
+                )
+                out.items.append(
+                    SliceChange(
+                        "DELETED",
+                        row["cluster_id"],
+                        row["namespace"],
+                        row["name"],
+                        row["created_at"],
+                        view,
+                        stamp=False,
+                    )
+                )
+            await conn.execute(delete(endpoint_slices).where(where))
+
+    # 2. The ServiceImports themselves.
+    for key in deletes:
+        last = before.get(key)
+        if last is not None and last["created_at"] is not None:
+            out.items.append(
+                ImportChange("DELETED", *key, last["created_at"], last["spec"], last["status"])
+            )
+    resend: dict[Triple, tuple[frozenset[str] | None, frozenset[str] | None]] = {}
+    gone = set(withdrawn)
+    for upsert in upserts:
+        key = (upsert["namespace"], upsert["name"])
+        stored = before.get(key)
+        existed = stored is not None and stored["created_at"] is not None
+        out.items.append(
+            ImportChange(
+                "MODIFIED" if existed else "ADDED",
+                *key,
+                upsert["created_at"],
+                upsert["spec"],
+                upsert["status"],
+            )
+        )
+        # 3. Which clusters' slices of the key now look different to importers.
+        old_served = served_before(key)
+        if existed and stored is not None and stored["status"] == upsert["status"]:
+            continue
+        new_served = served_ports(upsert["status"])
+        for cluster in old_served.keys() | new_served.keys():
+            rid = (cluster, *key)
+            if rid in gone or rid in added:  # slices gone above, or none yet
+                continue
+            if old_served.get(cluster) != new_served.get(cluster):
+                resend[rid] = (old_served.get(cluster), new_served.get(cluster))
+
+    # 4. Re-send those slices whose cut form changed.
+    if resend:
+        where = triples_filter(sorted(resend), postgres=ctx.postgres)
+        query = select(endpoint_slices).where(where)
+        query = query.order_by(
+            endpoint_slices.c.namespace,
+            endpoint_slices.c.service_name,
+            endpoint_slices.c.cluster_id,
+            endpoint_slices.c.name,
+        )
+        for row in (await conn.execute(query)).mappings():
+            old, new = resend[(row["cluster_id"], row["namespace"], row["service_name"])]
+            spec = json.loads(row["spec"])
+            was, old_view = importer_view(spec, old)
+            now_in, view = importer_view(spec, new)
+            if (was, old_view) == (now_in, view):
+                continue
+            out.items.append(
+                SliceChange(
+                    _change_type(was, now_in),
+                    row["cluster_id"],
+                    row["namespace"],
+                    row["name"],
+                    row["created_at"],
+                    view,
+                    stamp=True,
+                )
+            )
+    return out
+
+
+# --- reading the feed --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportRow:
+    """One retained import-feed change as read; decoded only when `event()` is called.
+
+    `line()` is the change as one newline-delimited JSON watch event, built from the
+    stored text without decoding it, so that a fan-out encodes each change once and
+    hands the same bytes to every watcher.
+    """
+
+    revision: int
+    cluster_id: str
+    type: str
+    kind: str
+    text: str
+
+    def event(self) -> WatchEvent:
+        obj: ServiceImport | EndpointSliceExport
+        if self.kind == constants.KIND_IMPORT:
+            obj = ServiceImport.model_validate_json(self.text)
+        else:
+            obj = EndpointSliceExport.model_validate_json(self.text)
+        return WatchEvent(type=self.type, object=obj)  # type: ignore[arg-type]
+
+    def line(self) -> bytes:
+        return b'{"type":"' + self.type.encode() + b'","object":' + self.text.encode() + b"}\n"
+
+
+ImportItem = ServiceImport | EndpointSliceExport
+
+
+class ImportFeed:
+    """Reads of the import feed: the history after a revision, and the paged list."""
+
+    def __init__(self, ctx: StoreContext) -> None:
+        self._ctx = ctx
+
+    async def imports_since(self, revision: int, limit: int = 500) -> list[ImportRow]:
+        """Every retained import-feed change after `revision`, oldest first, at most
+        `limit` (ask again from the last one's revision for more). The same contract as
+        the export history read (`Feed.rows_since`), so `hub.store.fanout` can page it.
+
+        Gone when a change after `revision` has been pruned from the history.
+        """
+        if revision < 0:
+            raise ValueError(f"revision must be 0 or more, got {revision}")
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        query = (
+            select(
+                changes.c.revision,
+                changes.c.cluster_id,
+                changes.c.type,
+                changes.c.kind,
+                changes.c.object,
+            )
+            .where(changes.c.revision > revision, changes.c.kind.in_(IMPORT_KINDS))
+            .order_by(changes.c.revision)
+            .limit(limit)
+        )
+        async with self._ctx.read() as conn:
+            rows = (await conn.execute(query)).all()
+            # Checked AFTER reading, as `Feed.rows_since` does: a prune in between answers
+            # Gone, never a silently incomplete replay.
+            pruned = (
+                await conn.execute(
+                    select(revision_table.c.pruned_through).where(
+                        revision_table.c.id == REVISION_ROW_ID
+                    )
+                )
+            ).scalar_one()
+        if revision < pruned:
+            raise Gone(
+                f"revision {revision} is older than the retained history "
+                f"(changes up to {pruned} were pruned); relist the imports and watch from "
+                "the list's resourceVersion"
+            )
+        return [
+            ImportRow(
+                revision=int(r.revision),
+                cluster_id=r.cluster_id,
+                type=r.type,
+                kind=r.kind,
+                text=r.object,
+            )
+            for r in rows
+        ]
+
+    async def list_imports(
+        self, *, limit: int | None = None, continue_token: str | None = None
+    ) -> Page[ImportItem]:
+        """Everything a cluster must import (the same for every cluster): each
+        ServiceImport followed by the slices of its key, in (namespace, name, cluster,
+        slice) order, each slice cut to what its source serves; slices a source serves
+        none of the ports of are left out. A page at a time.
+
+        `resource_version` is the revision read first: every change after it reaches a
+        watch from it, and the rows read include every change up to it. ValueError on a
+        malformed continue token or a limit below 1.
+        """
+        paging.check_limit(limit)
+        after: tuple[str, ...] | None = None
+        if continue_token is not None:
+            after = paging.decode(_LIST_KIND, continue_token, width=4)
+        imports_query = (
+            select(service_imports)
+            .where(service_imports.c.created_at.is_not(None))
+            .order_by(service_imports.c.namespace, service_imports.c.name)
+        )
+        # Each slice with its key's import status, in one statement (one snapshot), so its
+        # cut agrees with the lists it was cut by.
+        slices_query = (
+            select(endpoint_slices, service_imports.c.status)
+            .select_from(
+                endpoint_slices.join(
+                    service_imports,
+                    and_(
+                        service_imports.c.namespace == endpoint_slices.c.namespace,
+                        service_imports.c.name == endpoint_slices.c.service_name,
+                    ),
+                )
+            )
+            .order_by(
+                endpoint_slices.c.namespace,
+                endpoint_slices.c.service_name,
+                endpoint_slices.c.cluster_id,
+                endpoint_slices.c.name,
+            )
+        )
+        if after is not None:
+            ns, name, cluster, slice_name = after
+            # A ServiceImport sorts as (ns, name, "", ""), before its own slices: whether
+            # the last item was the import of (ns, name) or one of its slices, the next
+            # import is a later key.
+            imports_query = imports_query.where(
+                tuple_(service_imports.c.namespace, service_imports.c.name) > tuple_(ns, name)
+            )
+            slices_query = slices_query.where(
+                tuple_(
+                    endpoint_slices.c.namespace,
+                    endpoint_slices.c.service_name,
+                    endpoint_slices.c.cluster_id,
+                    endpoint_slices.c.name,
+                )
+                > tuple_(ns, name, cluster, slice_name)
+            )
+        if limit is not None:
+            # Every slice the page can hold may be invisible, so slices are read in pages
+            # until the merged page is full or they run out.
+            imports_query = imports_query.limit(limit + 1)
+        async with self._ctx.read() as conn:
+            revision = await read_current_revision(conn)
+            import_rows = (await conn.execute(imports_query)).mappings().all()
+            merged = await self._merge(conn, import_rows, slices_query, limit=limit)
+        token = None
+        if limit is not None and len(merged) > limit:
+            merged = merged[:limit]
+            token = paging.encode(_LIST_KIND, merged[-1][0])
+        return Page(
+            items=[item for _, item in merged],
+            resource_version=str(revision),
+            continue_token=token,
+        )
+
+    async def _merge(
+        self,
+        conn: AsyncConnection,
+        import_rows: Sequence[RowMapping],
+        slices_query: Any,
+        *,
+        limit: int | None,
+    ) -> list[tuple[tuple[str, str, str, str], ImportItem]]:
+        """The imports and the imported slices in list order, at least `limit + 1` of them
+        when there are that many (all when `limit` is None)."""
+        slices: list[tuple[tuple[str, str, str, str], ImportItem]] = []
+        page = None if limit is None else limit + 1
+        last: tuple[str, str, str, str] | None = None
+        while True:
+            query = slices_query
+            if last is not None:
+                query = query.where(
+                    tuple_(
+                        endpoint_slices.c.namespace,
+                        endpoint_slices.c.service_name,
+                        endpoint_slices.c.cluster_id,
+                        endpoint_slices.c.name,
+                    )
+                    > tuple_(*last)
+                )
+            if page is not None:
+                query = query.limit(page)
+            rows = (await conn.execute(query)).mappings().all()
+            for row in rows:
+                sort_key = (row["namespace"], row["service_name"], row["cluster_id"], row["name"])
+                last = sort_key
+                served = served_ports(row["status"]).get(row["cluster_id"])
+                imported, view = importer_view(json.loads(row["spec"]), served)
+                if not imported:
+                    continue
+                item = EndpointSliceExport.model_validate_json(
+                    slice_text(
+                        namespace=row["namespace"],
+                        name=row["name"],
+                        resource_version=int(row["resource_version"]),
+                        created_at=row["created_at"],
+                        spec=view,
+                    )
+                )
+                slices.append((sort_key, item))
+            # The first `page` imports and the first `page` imported slices hold the
+            # first `page` items of the list; slices left out (not imported) are read past.
+            if page is None or len(rows) < page or len(slices) >= page:
+                break
+        imports: list[tuple[tuple[str, str, str, str], ImportItem]] = [
+            (
+                (row["namespace"], row["name"], "", ""),
+                ServiceImport.model_validate_json(
+                    import_text(
+                        namespace=row["namespace"],
+                        name=row["name"],
+                        resource_version=int(row["resource_version"]),
+                        created_at=row["created_at"],
+                        spec_text=row["spec"],
+                        status_text=row["status"],
+                    )
+                ),
+            )
+            for row in import_rows
+        ]
+        return sorted([*imports, *slices], key=lambda pair: pair[0])
