@@ -123,6 +123,10 @@ def create_app(
         # `/docs` is served from the package's own Swagger UI (hub.api.docs), not a CDN.
         docs_url=None,
         redoc_url=None,
+        # Starlette's trailing-slash redirect built its Location from the request's Host
+        # header (and `//host/` paths made it an open redirect): no client of this API
+        # adds a slash, so such a path is a plain 404 Status naming it.
+        redirect_slashes=False,
     )
     setattr(app.state, STATE_ATTR, ctx)
     install_error_handlers(app)

@@ -5,6 +5,15 @@ DNS-1123 labels; service name: DNS-1035 label), reusing the patterns of
 `shared.models`, so a malformed name is a 422 naming the parameter before any handler
 or store code runs. Query options keep Kubernetes' spelling on the wire
 (`resourceVersion`, `timeoutSeconds`, `continue`).
+
+A revision the client names (a watch's `resourceVersion`, a PATCH's precondition) is read
+by one function, `parse_revision`: ASCII digits up to 2^63-1, anything else a 422 naming
+the field. A watch from a revision the hub has not reached yet is refused as the Kubernetes
+API refuses it (`NewTooLargeResourceVersionError`): 504 Timeout, "Too large resource
+version: N, current: M", cause `ResourceVersionTooLarge`, Retry-After 1 s. Answering 200
+instead would silently skip every change up to N. The check is made here, in the watch
+options every watch route takes, so that every feed (exports, imports) makes it before
+the stream opens; the store is the shared database, so no replica is "behind" another.
 """
 
 from __future__ import annotations
@@ -14,8 +23,9 @@ from typing import Annotated
 
 from fastapi import Depends, Path, Query
 
+from hub.api.deps import StoreDep
 from hub.api.errors import ApiError
-from shared.models import DNS1035_LABEL_RE, DNS1123_LABEL_RE
+from shared.models import DNS1035_LABEL_RE, DNS1123_LABEL_RE, StatusCause
 
 ClusterPath = Annotated[
     str,
@@ -95,6 +105,39 @@ class WatchOptions:
 
 
 MAX_REVISION = 2**63 - 1  # revisions are BIGINT on PostgreSQL, a 64-bit INTEGER on SQLite
+# Kubernetes' `resourceVersionTooHighRetrySeconds`: how soon a client may ask again.
+TOO_LARGE_RETRY_SECONDS = 1
+
+
+def parse_revision(field: str, text: str) -> int:
+    """`text` as a revision; a 422 naming `field` unless it is one."""
+    # ASCII digits only ("²".isdigit() is true, int("²") raises), and no more than the
+    # databases' 64-bit integers hold: either slip was a 500 from the revision query.
+    if not (text.isascii() and text.isdigit() and int(text) <= MAX_REVISION):
+        raise ApiError.invalid(
+            field,
+            f"must be a non-negative integer revision (at most {MAX_REVISION}), got {text!r}",
+        )
+    return int(text)
+
+
+def too_large_revision(requested: int, current: int) -> ApiError:
+    """Kubernetes' answer to a watch from a revision it has not reached yet."""
+    message = f"Too large resource version: {requested}, current: {current}"
+    return ApiError(
+        504,
+        message,
+        reason="Timeout",
+        causes=[
+            StatusCause(
+                field="resourceVersion",
+                message="Too large resource version",
+                reason="ResourceVersionTooLarge",
+            )
+        ],
+        headers={"Retry-After": str(TOO_LARGE_RETRY_SECONDS)},
+        retry_after_seconds=TOO_LARGE_RETRY_SECONDS,
+    )
 
 
 async def watch_options(
@@ -113,23 +156,17 @@ async def watch_options(
         int | None,
         Query(alias="timeoutSeconds", ge=1, description="watch: end the stream after this"),
     ] = None,
+    *,
+    store: StoreDep,
 ) -> WatchOptions:
     revision = None
     if resource_version not in (None, ""):
         assert resource_version is not None
-        # ASCII digits only ("²".isdigit() is true, int("²") raises), and no more than the
-        # databases' 64-bit integers hold: either slip was a 500 from the revision query.
-        if not (
-            resource_version.isascii()
-            and resource_version.isdigit()
-            and int(resource_version) <= MAX_REVISION
-        ):
-            raise ApiError.invalid(
-                "resourceVersion",
-                f"must be a non-negative integer revision (at most {MAX_REVISION}), "
-                f"got {resource_version!r}",
-            )
-        revision = int(resource_version)
+        revision = parse_revision("resourceVersion", resource_version)
+        if watch:
+            current = await store.feed.current_revision()
+            if revision > current:
+                raise too_large_revision(revision, current)
     return WatchOptions(watch=watch, resource_version=revision, timeout_seconds=timeout_seconds)
 
 

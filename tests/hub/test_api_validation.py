@@ -472,3 +472,69 @@ async def _huge_generation_refused(hub: Hub, digits: int) -> None:
     assert heartbeat.status_code == 422, heartbeat.text[:300]
     assert heartbeat.json()["details"]["causes"][0]["field"] == "agentVersion"
     assert await hub.snapshot() == before
+
+
+# --- revisions that are garbage or from the future; trailing slashes (issue 13, "Also") ---
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    "revision", ["abc", "-1", "1.5", "\u00b2", " 1", "99999999999999999999"],
+    ids=["letters", "negative", "decimal", "superscript", "space", "above-int64"],
+)
+async def test_patch_with_a_garbage_resource_version_is_422(hub: Hub, revision: str) -> None:
+    """Was a 409 "resourceVersion 1, not 'abc'", as if the client merely lost a race."""
+    east, before = await _seeded(hub)
+    answer = await hub.client.patch(
+        export_path("east"),
+        json={"metadata": {"resourceVersion": revision, "annotations": {"a": "b"}}},
+        headers=east,
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["details"]["causes"][0]["field"] == "metadata.resourceVersion"
+    assert await hub.snapshot() == before
+
+
+@pytest.mark.reliability
+async def test_watch_from_a_future_revision_is_504_naming_the_current_one(hub: Hub) -> None:
+    """Was a 200 that then skipped every change up to the requested revision. Answered as
+    the Kubernetes API answers a too-large resourceVersion: 504 Timeout, cause
+    ResourceVersionTooLarge, message "Too large resource version: N, current: M",
+    Retry-After."""
+    east, _ = await _seeded(hub)
+    current = int((await hub.client.get("/api/v1/serviceexports", headers=ADMIN)).json()[
+        "metadata"]["resourceVersion"])
+    for path, headers in (
+        ("/api/v1/clusters/east/serviceexports", east),
+        ("/api/v1/serviceexports", ADMIN),
+    ):
+        for revision in (2**63 - 1, current + 1):
+            answer = await hub.client.get(
+                f"{path}?watch=true&timeoutSeconds=1&resourceVersion={revision}", headers=headers
+            )
+            assert answer.status_code == 504, answer.text
+            status = answer.json()
+            assert status["reason"] == "Timeout"
+            assert status["message"] == (
+                f"Too large resource version: {revision}, current: {current}"
+            )
+            assert status["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
+            assert status["details"]["causes"][0]["field"] == "resourceVersion"
+            assert answer.headers["Retry-After"] == str(status["details"]["retryAfterSeconds"])
+        at_current = await hub.client.get(
+            f"{path}?watch=true&timeoutSeconds=1&resourceVersion={current}", headers=headers
+        )
+        assert at_current.status_code == 200, at_current.text
+
+
+@pytest.mark.reliability
+@pytest.mark.parametrize(
+    "path", ["/api/v1/clusters/", "/api/v1/serviceexports/", "/healthz/", "//evil.example/"]
+)
+async def test_a_trailing_slash_is_a_404_that_reflects_no_host(hub: Hub, path: str) -> None:
+    """Starlette's redirect_slashes answered 307 with `Location: http://<Host header>/…`."""
+    answer = await hub.client.get(path, headers={**ADMIN, "Host": "evil.example"})
+    assert answer.status_code == 404, (answer.status_code, answer.headers)
+    assert "location" not in answer.headers
+    assert answer.json()["kind"] == "Status"
+    assert "evil.example" not in answer.text.replace(path, "")
