@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         log_format=settings.log_format, level=settings.log_level, quiet=_NOISY_LOGGERS
     )
 
-    from member.app import Agent
+    from member.app import Agent, MetricsPortError
 
     provider = tracer_provider_from_env(service_name=SERVICE_NAME)
     try:
@@ -54,8 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     except KubeConfigError as exc:
         flag = "--kubeconfig" if settings.kubeconfig else "kubeconfig"
         return _fail(f"{flag}: {exc}")
-    except OSError as exc:  # e.g. the metrics port is taken
-        return _fail(f"--metrics-port: cannot listen on {settings.metrics_port}: {exc.strerror}")
+    except MetricsPortError as exc:
+        return _fail(f"--metrics-port: {exc}")
+    except OSError as exc:
+        # Not a flag's fault as far as we can tell: say what failed, and on which file,
+        # rather than blame a flag that had nothing to do with it.
+        where = f" ({exc.filename})" if exc.filename else ""
+        return _fail(f"cannot start: {exc.strerror or exc}{where}")
 
     stop = threading.Event()
 

@@ -375,6 +375,10 @@ class Agent:
         return False
 
 
+class MetricsPortError(OSError):
+    """The metrics port cannot be bound (taken, or a privileged port): `--metrics-port`."""
+
+
 class HealthServer:
     """`/metrics`, `/healthz` and `/readyz` on one port, in a background thread."""
 
@@ -389,7 +393,10 @@ class HealthServer:
         self._registry = registry
         self._ready = ready
         handler = self._handler_class()
-        self._server = ThreadingHTTPServer((host, port), handler)
+        try:
+            self._server = ThreadingHTTPServer((host, port), handler)
+        except OSError as exc:
+            raise MetricsPortError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import ssl
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -100,6 +101,25 @@ class AgentSettings(BaseSettings):
         value = value.strip().rstrip("/")
         if not value.startswith(("http://", "https://")) or "://" == value[-3:]:
             raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+        return value
+
+    @field_validator("hub_ca_file")
+    @classmethod
+    def _hub_ca_file(cls, value: Path | None) -> Path | None:
+        # Checked here, so that a missing or unreadable bundle is an error naming this flag
+        # at start rather than an OSError from deep inside the HTTP client.
+        if value is None:
+            return None
+        if not value.exists():
+            raise ValueError(f"{value} does not exist")
+        if not value.is_file():
+            raise ValueError(f"{value} is not a file")
+        try:
+            ssl.create_default_context(cafile=str(value))
+        except ssl.SSLError as exc:
+            raise ValueError(f"{value} is not a PEM CA bundle ({exc.reason or exc})") from None
+        except OSError as exc:
+            raise ValueError(f"cannot read {value}: {exc.strerror or exc}") from None
         return value
 
     @field_validator("cluster_id")
