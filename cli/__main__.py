@@ -2,21 +2,24 @@
 
 Exit codes are a promise to scripts: 0 when the command did what it was asked (an empty
 result included), 1 when the hub refused, did not have the object, or could not be
-reached (one `error:` line on stderr carrying the hub's own message or the URL), 2 for a
-usage mistake in flags or `MCSYNC_*` variables. Ctrl-C ends a `--watch` with 0 — that
-is how a watch is meant to end — and anything else with 130, the shell's convention. A
-closed pipe (`mcsync exports | head -1`) ends quietly.
+reached, or the command could not finish (one `error:` line on stderr carrying the hub's
+own message, the URL, or the reason), 2 for a usage mistake in flags, `MCSYNC_*`
+variables or the config file. Ctrl-C ends a `--watch` with 0 — that is how a watch is
+meant to end — and anything else with 130, the shell's convention. A closed pipe
+(`mcsync exports | head -1`) ends quietly.
 """
 
 from __future__ import annotations
 
 import os
+import ssl
 import sys
 from collections.abc import Sequence
 
-from cli.args import UsageError, parse_args
+from cli.args import Options, UsageError, parse_args
 from cli.client import HubClient, HubError
-from cli.commands import Context, run
+from cli.commands import CommandError, Context
+from cli.dispatch import run
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -24,23 +27,56 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
 
+def _trace(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _verify(options: Options) -> ssl.SSLContext | bool:
+    """The TLS check of the hub's certificate: the system's CAs, or the given CA file, or
+    none at all with --insecure-skip-tls-verify."""
+    if options.insecure_skip_tls_verify:
+        return False
+    if options.certificate_authority is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=os.path.expanduser(options.certificate_authority))
+    except (OSError, ssl.SSLError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(
+            f"mcsync: error: argument --certificate-authority: cannot load "
+            f"{options.certificate_authority}: {reason}"
+        ) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         options = parse_args(args)
+        verify = _verify(options)
     except UsageError as exc:
         print(exc, file=sys.stderr)
         return EXIT_USAGE
+    if options.insecure_skip_tls_verify and options.hub_url.startswith("https://"):
+        print("warning: --insecure-skip-tls-verify: the hub's certificate is not checked",
+              file=sys.stderr)
     client = HubClient(
-        base_url=options.hub_url, token=options.token, timeout=options.request_timeout
+        base_url=options.hub_url, token=options.token, timeout=options.request_timeout,
+        verify=verify, trace=_trace if options.verbose else None,
     )
+    context = Context(options=options, client=client, out=sys.stdout, err=sys.stderr,
+                      stdin=sys.stdin)
     try:
         with client:
-            code = run(Context(options=options, client=client, out=sys.stdout, err=sys.stderr))
+            code = run(context)
         sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit
         return code
-    except HubError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    except (HubError, CommandError) as exc:
+        message = exc.message if isinstance(exc, HubError) else str(exc)
+        sys.stdout.flush()
+        print(f"error: {message}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_OK if options.watch else EXIT_INTERRUPTED

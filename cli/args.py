@@ -1,17 +1,22 @@
-"""The command line of `mcsync`, every flag also read from its `MCSYNC_*` variable.
+"""The command line of `mcsync`: flags, `MCSYNC_*` variables, the config file's context.
 
-Precedence is flag, then environment, then default (SPEC §7). An environment value goes
-through the same check as the flag would, and a bad one stops the program at start with
-one line naming the flag, the variable and the problem, exit code 2 — the same as a bad
-flag, because it is the same mistake made in another place.
+Precedence is the same for every setting: a flag, then its environment variable, then the
+current context of the config file (`cli.config`), then the default — so `MCSYNC_TOKEN=x
+mcsync --token-file F clusters` uses F. A value from any layer goes through the same check
+as the flag would, and a bad one stops the program at start with one line naming the flag
+(and the variable or context it came from), exit code 2 — the same as a bad flag, because
+it is the same mistake made in another place.
 
 Global options (`--hub-url`, `-o`, `--watch`, …) are accepted before or after the
 sub-command (`mcsync -o json exports` and `mcsync exports -o json`), as kubectl accepts
 them; the sub-parsers declare them again with suppressed defaults so that a value given
-before the sub-command is not overwritten by a default after it.
+before the sub-command is not overwritten by a default after it. An environment variable
+only applies to a command that has its flag: `MCSYNC_WATCH=true` makes every list watch
+and leaves `get` or `version` alone, while `--watch` typed on a command that cannot watch
+is an error.
 
 `parse_args` answers one typed, frozen `Options`; nothing else in the CLI reads argparse
-namespaces or the environment.
+namespaces, the environment or the config file's settings.
 """
 
 from __future__ import annotations
@@ -21,19 +26,31 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NoReturn, TypeVar, cast
+from typing import Any, Literal, NoReturn, TypeVar, cast
 
-from shared.models import is_dns1035_label, is_dns1123_label
+from pydantic import ValidationError
+
+from cli import jsonpath
+from cli.config import Config, ConfigError, default_path, load
+from cli.selector import Selector, parse_selector
+from shared.models import ObjectMeta, is_dns1035_label, is_dns1123_label
 from shared.version import __version__
 
 DEFAULT_HUB_URL = "http://127.0.0.1:8080"
 DEFAULT_REQUEST_TIMEOUT = 30.0
 DEFAULT_PAGE_SIZE = 500
-OUTPUTS = ("table", "wide", "json", "yaml")
+OUTPUTS = ("table", "wide", "json", "yaml", "name", "jsonpath=TEMPLATE")
 
-Output = Literal["table", "wide", "json", "yaml"]
-Command = Literal["clusters", "exports", "imports", "conflicts", "get"]
+Output = Literal["table", "wide", "json", "yaml", "name", "jsonpath"]
+Command = Literal[
+    "clusters", "clusters register", "clusters deregister", "exports", "imports",
+    "endpoints", "conflicts", "get", "version", "config", "completion",
+]
 Kind = Literal["export", "import"]
+ConfigAction = Literal["get-contexts", "current-context", "use-context", "set-context"]
+Shell = Literal["bash", "zsh", "fish"]
+SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish")
+LIST_COMMANDS: tuple[Command, ...] = ("clusters", "exports", "imports", "endpoints", "conflicts")
 
 T = TypeVar("T")
 
@@ -54,6 +71,24 @@ class Options:
     name: str | None = None
     conflict: bool | None = None
     kind: Kind | None = None
+    jsonpath: str | None = None  # the template of -o jsonpath=…, checked
+    no_headers: bool = False
+    verbose: bool = False
+    selector: Selector | None = None
+    certificate_authority: str | None = None
+    insecure_skip_tls_verify: bool = False
+    # clusters register / deregister
+    labels: tuple[tuple[str, str], ...] = ()
+    member_token_file: str | None = None
+    overwrite: bool = False
+    yes: bool = False
+    # version, config, completion
+    client_only: bool = False
+    config_path: str | None = None
+    context: str | None = None
+    config_action: ConfigAction | None = None
+    context_settings: tuple[tuple[str, str], ...] = ()
+    shell: Shell | None = None
 
     @property
     def wide(self) -> bool:
@@ -76,11 +111,31 @@ def parse_bool(text: str) -> bool:
     raise ValueError(f"expected true or false, got {text!r}")
 
 
-def parse_output(text: str) -> Output:
-    value = text.strip().lower()
-    if value not in OUTPUTS:
+def parse_output(text: str) -> str:
+    """`table`, `wide`, `json`, `yaml`, `name` or `jsonpath=TEMPLATE` (template checked)."""
+    value = text.strip()
+    kind, sep, template = value.partition("=")
+    if sep and kind.lower() == "jsonpath":
+        try:
+            jsonpath.parse(template)
+        except ValueError as exc:
+            raise ValueError(f"jsonpath: {exc}") from None
+        return f"jsonpath={template}"
+    if value.lower() not in OUTPUTS:
         raise ValueError(f"expected one of {', '.join(OUTPUTS)}, got {text!r}")
-    return cast(Output, value)
+    return value.lower()
+
+
+def parse_label(text: str) -> tuple[str, str]:
+    """`key=value`, a valid Kubernetes label (qualified key, value of 63 characters)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise ValueError(f"expected key=value, got {text!r}")
+    try:
+        ObjectMeta(name="x", labels={key: value})
+    except ValidationError as exc:
+        raise ValueError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+    return key, value
 
 
 def parse_url(text: str) -> str:
@@ -166,25 +221,52 @@ class _Flag:
     check: Callable[[str], object] | None  # None: a switch (store_true)
     help: str
     metavar: str | None = None
+    config_key: str | None = None  # the setting of a config-file context, if any
 
+
+HUB_URL_FLAG = _Flag(("--hub-url",), "hub_url", "MCSYNC_HUB_URL", parse_url,
+                     f"base URL of the hub (default {DEFAULT_HUB_URL})", "URL", "hub-url")
+TOKEN_FLAG = _Flag(("--token",), "token", "MCSYNC_TOKEN", parse_text,
+                   "bearer token (reader or admin); prefer --token-file, a flag shows in `ps`",
+                   "TOKEN")
+TOKEN_FILE_FLAG = _Flag(("--token-file",), "token_file", "MCSYNC_TOKEN_FILE", parse_text,
+                        "file holding the bearer token", "PATH", "token-file")
+CA_FLAG = _Flag(("--certificate-authority",), "certificate_authority",
+                "MCSYNC_CERTIFICATE_AUTHORITY", parse_text,
+                "PEM file of the CA that signed the hub's certificate", "PATH",
+                "certificate-authority")
+INSECURE_FLAG = _Flag(("--insecure-skip-tls-verify",), "insecure_skip_tls_verify",
+                      "MCSYNC_INSECURE_SKIP_TLS_VERIFY", None,
+                      "do not check the hub's certificate (insecure: for tests only)",
+                      config_key="insecure-skip-tls-verify")
+WATCH_FLAG = _Flag(("-w", "--watch"), "watch", "MCSYNC_WATCH", None,
+                   "after listing, follow changes until Ctrl-C (every list)")
 
 GLOBAL_FLAGS: tuple[_Flag, ...] = (
-    _Flag(("--hub-url",), "hub_url", "MCSYNC_HUB_URL", parse_url,
-          f"base URL of the hub (default {DEFAULT_HUB_URL})", "URL"),
-    _Flag(("--token",), "token", "MCSYNC_TOKEN", parse_text,
-          "bearer token (reader or admin); prefer --token-file, a flag shows in `ps`", "TOKEN"),
-    _Flag(("--token-file",), "token_file", "MCSYNC_TOKEN_FILE", parse_text,
-          "file holding the bearer token", "PATH"),
+    HUB_URL_FLAG,
+    TOKEN_FLAG,
+    TOKEN_FILE_FLAG,
     _Flag(("-o", "--output"), "output", "MCSYNC_OUTPUT", parse_output,
-          "table (default), wide (more columns), json or yaml", "FORMAT"),
-    _Flag(("-w", "--watch"), "watch", "MCSYNC_WATCH", None,
-          "after listing, follow changes until Ctrl-C (exports)"),
+          "table (default), wide, json, yaml, name or jsonpath=TEMPLATE", "FORMAT"),
+    WATCH_FLAG,
+    _Flag(("--no-headers",), "no_headers", "MCSYNC_NO_HEADERS", None,
+          "print tables without their header line"),
     _Flag(("--request-timeout",), "request_timeout", "MCSYNC_REQUEST_TIMEOUT",
           parse_positive_float,
           f"seconds to wait for each answer (default {DEFAULT_REQUEST_TIMEOUT:g})", "SECONDS"),
     _Flag(("--page-size",), "page_size", "MCSYNC_PAGE_SIZE", parse_page_size,
           f"objects per request when listing (default {DEFAULT_PAGE_SIZE})", "N"),
+    _Flag(("-v", "--verbose"), "verbose", "MCSYNC_VERBOSE", None,
+          "trace each HTTP request on stderr: method, URL, status, time (never the token)"),
+    CA_FLAG,
+    INSECURE_FLAG,
+    _Flag(("--context",), "context", "MCSYNC_CONTEXT", parse_text,
+          "the config file's context to use (default: its current-context)", "NAME"),
+    _Flag(("--config",), "config", "MCSYNC_CONFIG", parse_text,
+          "the config file (default ~/.config/mcsync/config)", "PATH"),
 )
+_VALUE_FLAGS = frozenset(f for flag in GLOBAL_FLAGS if flag.check is not None
+                         for f in flag.flags)
 
 NAMESPACE_FLAG = _Flag(("-n", "--namespace"), "namespace", "MCSYNC_NAMESPACE", parse_namespace,
                        "only this namespace (default: all)", "NS")
@@ -194,6 +276,9 @@ CONFLICT_FLAG = _Flag(("--conflict",), "conflict", "MCSYNC_CONFLICT", parse_bool
                       "true: only conflicting; false: only clean", "true|false")
 NAME_FLAG = _Flag(("--name",), "name", "MCSYNC_NAME", parse_service_name,
                   "only services of this name", "NAME")
+SELECTOR_FLAG = _Flag(("-l", "--selector"), "selector", "MCSYNC_SELECTOR", parse_selector,
+                      "label selector, as kubectl's: env=prod,tier!=db,region in (eu,us)",
+                      "SELECTOR")
 
 
 def _add(parser: argparse.ArgumentParser, flag: _Flag, *, suppress: bool) -> None:
@@ -210,10 +295,13 @@ def _add(parser: argparse.ArgumentParser, flag: _Flag, *, suppress: bool) -> Non
         )
 
 
-def _add_globals(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+def _add_globals(
+    parser: argparse.ArgumentParser, *, suppress: bool, exclude: frozenset[str] = frozenset()
+) -> None:
     group = parser.add_argument_group("global options")
     for flag in GLOBAL_FLAGS:
-        _add(group, flag, suppress=suppress)  # type: ignore[arg-type]
+        if flag.dest not in exclude:
+            _add(group, flag, suppress=suppress)  # type: ignore[arg-type]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -226,30 +314,72 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="mcsync",
-        description="Query an mcsync hub: member clusters, exported services, conflicts.",
-        epilog="Exit codes: 0 ok (also an empty result); 1 not found, API error or hub "
-        "unreachable; 2 usage error.",
+        description="Query an mcsync hub: member clusters, exported services, endpoints, "
+        "conflicts; register and deregister clusters.",
+        epilog="Precedence: flag, then MCSYNC_* variable, then the config file's context, "
+        "then the default. Exit codes: 0 ok (also an empty result); 1 not found, API error "
+        "or hub unreachable; 2 usage error.",
     )
     parser.add_argument("--version", action="version", version=f"mcsync {__version__}")
     _add_globals(parser, suppress=False)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 
-    def command(name: str, help_text: str, *flags: _Flag) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text, description=help_text)
+    def command(
+        name: str, help_text: str, *flags: _Flag, exclude: frozenset[str] = frozenset()
+    ) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text,
+                                  prog=f"mcsync {name}")
         for flag in flags:
             _add(sub, flag, suppress=False)
-        _add_globals(sub, suppress=True)
+        _add_globals(sub, suppress=True, exclude=exclude)
         return sub
 
-    clusters = command("clusters", "list member clusters with state and export counts")
+    clusters = command(
+        "clusters", "list member clusters with state and export counts "
+        "(also: clusters register, clusters deregister)", SELECTOR_FLAG,
+    )
     clusters.add_argument("name", nargs="?", metavar="NAME", help="only this cluster")
+    register = command(
+        "clusters register",
+        "register a member cluster and write its token to a new file (admin token needed)",
+        exclude=frozenset({"token_file"}),
+    )
+    register.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
+    register.add_argument(
+        "--label", dest="labels", action="append", type=_argtype(parse_label), default=[],
+        metavar="KEY=VALUE", help="a label of the cluster (repeatable)",
+    )
+    register.add_argument(
+        "--token-file", dest="member_token_file", required=True, type=_argtype(parse_text),
+        metavar="PATH", help="where to write the member token (mode 0600); the admin "
+        "token comes from --token, MCSYNC_TOKEN(_FILE), the context, or a --token-file "
+        "given before `clusters`",
+    )
+    register.add_argument("--overwrite", action="store_true",
+                          help="replace the token file if it exists")
+    deregister = command(
+        "clusters deregister",
+        "deregister a member cluster, withdrawing all its exports (admin token needed)",
+    )
+    deregister.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
+    deregister.add_argument("-y", "--yes", action="store_true",
+                            help="do not ask for confirmation")
     command("exports", "list exported services (every cluster's export)",
             NAMESPACE_FLAG, CLUSTER_FLAG, CONFLICT_FLAG, NAME_FLAG)
     command("imports", "list derived ServiceImports (one per exported service)",
             NAMESPACE_FLAG, CONFLICT_FLAG)
+    endpoints = command(
+        "endpoints", "list exported EndpointSlices: ready/total endpoints per slice",
+        NAMESPACE_FLAG, CLUSTER_FLAG,
+    )
+    endpoints.add_argument("ref", nargs="?", metavar="[NS/]NAME",
+                           help="only the slices of this Service")
     command("conflicts", "list conflicting services: winner, disputed fields, losers",
             NAMESPACE_FLAG)
+    version = command("version", "show the versions of this client and of the hub")
+    version.add_argument("--client", dest="client_only", action="store_true",
+                         help="only the client's version; no request")
 
     get = commands.add_parser("get", help="show one export or import in detail",
                               description="show one export or import in detail")
@@ -271,49 +401,165 @@ def build_parser() -> argparse.ArgumentParser:
     _add(imp, NAMESPACE_FLAG, suppress=False)
     _add_globals(imp, suppress=True)
     _add_globals(get, suppress=True)
+
+    _config_parser(commands)
+    completion = command("completion", "print a shell completion script: "
+                         "source <(mcsync completion bash)")
+    completion.add_argument("shell", choices=SHELLS, metavar="SHELL",
+                            help="bash, zsh or fish")
     return parser
+
+
+CONTEXT_SETTING_FLAGS = (HUB_URL_FLAG, TOKEN_FILE_FLAG, CA_FLAG, INSECURE_FLAG)
+
+
+def _config_parser(commands: Any) -> None:
+    config = commands.add_parser(
+        "config", help="contexts of the config file: get-contexts, use-context, …",
+        description="read and change the config file's contexts (~/.config/mcsync/config)",
+        prog="mcsync config",
+    )
+    _add_globals(config, suppress=True)
+    actions = config.add_subparsers(dest="config_action", metavar="ACTION", parser_class=_Parser)
+    actions.required = True
+    exclude = frozenset(flag.dest for flag in CONTEXT_SETTING_FLAGS)
+    for name, help_text in (
+        ("get-contexts", "list the contexts; * marks the current one"),
+        ("current-context", "print the current context's name"),
+    ):
+        sub = actions.add_parser(name, help=help_text, description=help_text)
+        _add_globals(sub, suppress=True)
+    use = actions.add_parser("use-context", help="make NAME the current context",
+                             description="make NAME the current context")
+    use.add_argument("context_name", metavar="NAME", type=_argtype(parse_text))
+    _add_globals(use, suppress=True)
+    set_context = actions.add_parser(
+        "set-context", help="create or change the context NAME",
+        description="create or change the context NAME (only the settings given change)",
+    )
+    set_context.add_argument("context_name", metavar="NAME", type=_argtype(parse_text))
+    for flag in CONTEXT_SETTING_FLAGS:
+        assert flag.config_key is not None
+        dest = "ctx:" + flag.config_key
+        if flag.check is None:
+            set_context.add_argument(flag.flags[0], dest=dest, action="store_true",
+                                     default=None, help=flag.help)
+        else:
+            set_context.add_argument(flag.flags[0], dest=dest, type=_argtype(flag.check),
+                                     metavar=flag.metavar, help=flag.help)
+    _add_globals(set_context, suppress=True, exclude=exclude)
+
+
+def _rewrite(argv: list[str]) -> list[str]:
+    """`clusters register …` and `clusters deregister …` become one command word, so that
+    `clusters [NAME]` keeps its optional positional. The command is the first word that is
+    neither an option nor an option's value."""
+    index = 0
+    while index < len(argv):
+        word = argv[index]
+        if word == "--":
+            return argv
+        if word.startswith("-"):
+            index += 2 if word in _VALUE_FLAGS else 1
+            continue
+        if word == "clusters" and argv[index + 1:index + 2] in (["register"], ["deregister"]):
+            return [*argv[:index], f"clusters {argv[index + 1]}", *argv[index + 2:]]
+        return argv
+    return argv
 
 
 # --- from parsed values to Options ------------------------------------------------------
 
 COMMAND_FLAGS: Mapping[str, tuple[_Flag, ...]] = {
-    "clusters": (),
-    "exports": (NAMESPACE_FLAG, CLUSTER_FLAG, CONFLICT_FLAG, NAME_FLAG),
-    "imports": (NAMESPACE_FLAG, CONFLICT_FLAG),
-    "conflicts": (NAMESPACE_FLAG,),
+    "clusters": (WATCH_FLAG, SELECTOR_FLAG),
+    "clusters register": (),
+    "clusters deregister": (),
+    "exports": (WATCH_FLAG, NAMESPACE_FLAG, CLUSTER_FLAG, CONFLICT_FLAG, NAME_FLAG),
+    "imports": (WATCH_FLAG, NAMESPACE_FLAG, CONFLICT_FLAG),
+    "endpoints": (WATCH_FLAG, NAMESPACE_FLAG, CLUSTER_FLAG),
+    "conflicts": (WATCH_FLAG, NAMESPACE_FLAG),
     "get": (NAMESPACE_FLAG, CLUSTER_FLAG),
+    "version": (),
+    "config": (),
+    "completion": (),
 }
+# Settings every command takes from the environment and the context (the token aside:
+# --token and --token-file are one setting, resolved by `_token`).
+_LAYERED = tuple(
+    flag for flag in GLOBAL_FLAGS if flag not in (WATCH_FLAG, TOKEN_FLAG, TOKEN_FILE_FLAG)
+)
 
 
 def _usage(message: str) -> UsageError:
     return UsageError(f"mcsync: error: {message}")
 
 
-def _from_env(
-    values: dict[str, object], flags: Sequence[_Flag], environ: Mapping[str, str]
+def _fill(
+    values: dict[str, object],
+    flags: Sequence[_Flag],
+    environ: Mapping[str, str],
+    context: Mapping[str, str],
+    context_name: str,
 ) -> None:
-    """Fill each flag left unset from its environment variable, checked like the flag."""
+    """Fill each flag left unset from its environment variable, then from the context,
+    each value checked as the flag's would be."""
     for flag in flags:
         if values.get(flag.dest) not in (None, False):
             continue
         raw = environ.get(flag.env)
+        source = flag.env
+        if raw is None or raw == "":
+            raw = context.get(flag.config_key) if flag.config_key else None
+            source = f"{flag.config_key} of context {context_name}"
         if raw is None or raw == "":
             continue
         check = flag.check or parse_bool
         try:
             values[flag.dest] = check(raw)
         except ValueError as exc:
-            raise _usage(f"argument {'/'.join(flag.flags)} (from {flag.env}): {exc}") from None
+            raise _usage(f"argument {'/'.join(flag.flags)} (from {source}): {exc}") from None
 
 
-def _read_token(path: str) -> str:
+def _read_token(path: str, where: str) -> str:
     try:
         token = Path(path).expanduser().read_text(encoding="utf-8").strip()
     except OSError as exc:
-        raise _usage(f"argument --token-file: cannot read {path}: {exc.strerror or exc}") from None
+        raise _usage(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
     if not token:
-        raise _usage(f"argument --token-file: {path} is empty")
+        raise _usage(f"{where}: {path} is empty")
     return token
+
+
+def _token(
+    explicit: Mapping[str, object],
+    environ: Mapping[str, str],
+    context: Mapping[str, str],
+    context_name: str,
+) -> str | None:
+    """The bearer token, `--token`/`--token-file` being one setting: the first layer that
+    names either wins (flag, environment, context). Both in one layer is ambiguous."""
+    flag_token, flag_file = explicit.get("token"), explicit.get("token_file")
+    if flag_token is not None and flag_file is not None:
+        raise _usage("argument --token: give --token or --token-file, not both")
+    if flag_token is not None:
+        return str(flag_token)
+    if flag_file is not None:
+        return _read_token(str(flag_file), "argument --token-file")
+    env_token, env_file = environ.get("MCSYNC_TOKEN"), environ.get("MCSYNC_TOKEN_FILE")
+    if env_token and env_file:
+        raise _usage("argument --token: MCSYNC_TOKEN and MCSYNC_TOKEN_FILE are both set; "
+                     "unset one")
+    if env_token:
+        try:
+            return parse_text(env_token)
+        except ValueError as exc:
+            raise _usage(f"argument --token (from MCSYNC_TOKEN): {exc}") from None
+    if env_file:
+        return _read_token(env_file, "argument --token-file (from MCSYNC_TOKEN_FILE)")
+    if context.get("token-file"):
+        return _read_token(context["token-file"],
+                           f"argument --token-file (from token-file of context {context_name})")
+    return None
 
 
 def split_ref(
@@ -357,25 +603,41 @@ def split_ref(
     return parts
 
 
+def _load_config(explicit: Mapping[str, object], environ: Mapping[str, str]) -> Config:
+    given = explicit.get("config") or environ.get("MCSYNC_CONFIG")
+    path = Path(str(given)).expanduser() if given else default_path(environ)
+    try:
+        return load(path, explicit=bool(given))
+    except ConfigError as exc:
+        raise _usage(f"argument --config: {exc}") from None
+
+
 def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Options:
     """Parse `argv` (without the program name); UsageError on any mistake."""
     env = os.environ if environ is None else environ
-    explicit = vars(build_parser().parse_args(list(argv)))
+    explicit = vars(build_parser().parse_args(_rewrite(list(argv))))
     command = cast(Command, explicit["command"])
     values = dict(explicit)
-    _from_env(values, (*GLOBAL_FLAGS, *COMMAND_FLAGS[command]), env)
+    config = _load_config(explicit, env)
+    context_name = str(explicit.get("context") or env.get("MCSYNC_CONTEXT") or "") or None
+    try:
+        context = config.context(context_name) if command not in ("config", "completion") else {}
+    except ConfigError as exc:
+        raise _usage(f"argument --context: {exc}") from None
+    shown_name = context_name or config.current or ""
+    _fill(values, (*_LAYERED, *COMMAND_FLAGS[command]), env, context, shown_name)
 
     def text(key: str) -> str | None:
         value = values.get(key)
         return str(value) if value is not None else None
 
-    token = text("token")
-    token_file = text("token_file")
-    if token is None and token_file is not None:
-        token = _read_token(token_file)
+    token = None if command in ("config", "completion") else _token(
+        explicit, env, context, shown_name
+    )
     watch = bool(values.get("watch"))
-    if watch and command != "exports":
-        raise _usage(f"--watch works with `exports`, not `{command}`")
+    if watch and command not in LIST_COMMANDS:
+        raise _usage(f"--watch works with the lists ({', '.join(LIST_COMMANDS)}), "
+                     f"not `{command}`")
     namespace, cluster, name = text("namespace"), text("cluster"), text("name")
     kind: Kind | None = None
     if command == "get":
@@ -394,13 +656,30 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
                 explicit=(explicit.get("namespace"),), fallback=(namespace,),
                 checks=(parse_namespace, parse_service_name),
             )
+    elif command == "endpoints" and values.get("ref") is not None:
+        name = _service_ref(str(values["ref"]), explicit.get("namespace"))
+        if "/" in str(values["ref"]):
+            namespace = str(values["ref"]).split("/")[0]
+    elif command == "clusters" and values.get("name") is not None:
+        name = str(values["name"])
+    elif command in ("clusters register", "clusters deregister"):
+        name = str(values["name"])
+    output_text = str(values.get("output") or "table")
+    output, _, template = output_text.partition("=")
+    if output == "name" and command not in LIST_COMMANDS:
+        raise _usage(f"argument -o/--output: name works with the lists, not `{command}`")
     conflict = values.get("conflict")
+    settings = tuple(
+        (key.removeprefix("ctx:"), str(value).lower() if isinstance(value, bool) else str(value))
+        for key, value in values.items() if key.startswith("ctx:") and value is not None
+    )
     return Options(
         command=command,
         kind=kind,
         hub_url=text("hub_url") or DEFAULT_HUB_URL,
         token=token,
-        output=cast(Output, values.get("output") or "table"),
+        output=cast(Output, output),
+        jsonpath=template if output == "jsonpath" else None,
         watch=watch,
         request_timeout=cast(float, values.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT),
         page_size=cast(int, values.get("page_size") or DEFAULT_PAGE_SIZE),
@@ -408,4 +687,37 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         cluster=cluster,
         name=name,
         conflict=conflict if isinstance(conflict, bool) else None,
+        no_headers=bool(values.get("no_headers")),
+        verbose=bool(values.get("verbose")),
+        selector=cast(Selector | None, values.get("selector")),
+        certificate_authority=text("certificate_authority"),
+        insecure_skip_tls_verify=bool(values.get("insecure_skip_tls_verify")),
+        labels=tuple(cast(list[tuple[str, str]], values.get("labels") or [])),
+        member_token_file=text("member_token_file"),
+        overwrite=bool(values.get("overwrite")),
+        yes=bool(values.get("yes")),
+        client_only=bool(values.get("client_only")),
+        config_path=str(config.path),
+        context=text("context_name") or context_name,
+        config_action=cast(ConfigAction | None, values.get("config_action")),
+        context_settings=settings,
+        shell=cast(Shell | None, values.get("shell")),
     )
+
+
+def _service_ref(ref: str, explicit_namespace: object) -> str:
+    """`[NS/]NAME` of `endpoints`: the Service's name; a namespace in the ref must agree
+    with an explicit -n."""
+    parts = ref.split("/")
+    if len(parts) > 2 or not all(parts):
+        raise _usage(f"expected [NAMESPACE/]NAME, got {ref!r}")
+    try:
+        if len(parts) == 2:
+            parse_namespace(parts[0])
+        parse_service_name(parts[-1])
+    except ValueError as exc:
+        raise _usage(f"[NAMESPACE/]NAME: {exc}") from None
+    if len(parts) == 2 and explicit_namespace is not None and explicit_namespace != parts[0]:
+        raise _usage(f"{ref!r} names {parts[0]!r}, but -n/--namespace says "
+                     f"{explicit_namespace!r}")
+    return parts[-1]

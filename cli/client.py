@@ -17,7 +17,9 @@ relists, as the Kubernetes reflector does.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import ssl
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -26,15 +28,20 @@ from pydantic import BaseModel, ValidationError
 
 from shared.constants import API_PREFIX, WATCH_DEFAULT_TIMEOUT_SECONDS
 from shared.models import (
+    EndpointSliceExportList,
     InternalServiceExport,
     InternalServiceExportList,
     ListMeta,
     MemberCluster,
     MemberClusterList,
+    MemberClusterMeta,
+    RegisteredMemberCluster,
     ServiceImport,
     ServiceImportList,
     Status,
+    VersionInfo,
     WatchEvent,
+    to_wire,
 )
 from shared.version import __version__
 
@@ -88,6 +95,30 @@ def _error_from_answer(response: httpx.Response, body: bytes) -> HubError:
     return kind(message, code=code)
 
 
+class _Tracer:
+    """`-v`: one line per request — method, URL, status, time to the answer's headers.
+
+    Built from httpx's event hooks so every request is traced, watches included (their
+    line comes when the stream opens). Headers are never printed: the bearer token is in
+    one of them.
+    """
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self._write = write
+        self._started: dict[int, float] = {}
+
+    def request(self, request: httpx.Request) -> None:
+        self._started[id(request)] = time.monotonic()
+
+    def response(self, response: httpx.Response) -> None:
+        started = self._started.pop(id(response.request), None)
+        took = "" if started is None else f" in {(time.monotonic() - started) * 1000:.0f} ms"
+        self._write(
+            f"{response.request.method} {response.request.url} "
+            f"{response.status_code} {response.reason_phrase}{took}"
+        )
+
+
 class HubClient:
     """A synchronous reader of one hub. Use as a context manager, or call `close()`."""
 
@@ -98,14 +129,21 @@ class HubClient:
         token: str | None,
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        verify: ssl.SSLContext | bool = True,
+        trace: Callable[[str], None] | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._timeout = timeout
         headers = {"Accept": "application/json", "User-Agent": f"mcsync-cli/{__version__}"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
+        hooks: dict[str, list[Callable[..., Any]]] = {}
+        if trace is not None:
+            tracer = _Tracer(trace)
+            hooks = {"request": [tracer.request], "response": [tracer.response]}
         self._http = httpx.Client(
-            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport
+            base_url=self.base_url, headers=headers, timeout=timeout, transport=transport,
+            verify=verify, event_hooks=hooks,
         )
 
     def __enter__(self) -> HubClient:
@@ -123,13 +161,22 @@ class HubClient:
         detail = str(exc) or type(exc).__name__
         return Unreachable(f"cannot reach the hub at {self.base_url}: {detail}")
 
-    def _get(self, path: str, model: type[M], params: Params | None = None) -> M:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        model: type[M],
+        *,
+        params: Params | None = None,
+        body: Any = None,
+        expect: tuple[int, ...] = (200,),
+    ) -> M:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         try:
-            response = self._http.get(API_PREFIX + path, params=query)
+            response = self._http.request(method, API_PREFIX + path, params=query, json=body)
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from None
-        if response.status_code != 200:
+        if response.status_code not in expect:
             raise _error_from_answer(response, response.content)
         try:
             return model.model_validate_json(response.content)
@@ -138,6 +185,9 @@ class HubClient:
                 f"the hub at {self.base_url} answered {path} with something that is not "
                 f"a {model.__name__}: {exc.errors()[0].get('msg', exc)}"
             ) from None
+
+    def _get(self, path: str, model: type[M], params: Params | None = None) -> M:
+        return self._request("GET", path, model, params=params)
 
     def _list_all(self, path: str, model: type[M], params: Params, *, page_size: int) -> M:
         """Every page of a list, merged into one list object (first page's metadata)."""
@@ -162,6 +212,29 @@ class HubClient:
 
     def get_cluster(self, name: str) -> MemberCluster:
         return self._get(f"/clusters/{_quote(name)}", MemberCluster)
+
+    def register_cluster(self, name: str, labels: Mapping[str, str]) -> RegisteredMemberCluster:
+        """POST /clusters (admin): the new cluster with its member token, shown only now."""
+        meta = MemberClusterMeta(name=name, labels=dict(labels) or None)
+        body = {"metadata": to_wire(meta)}
+        return self._request(
+            "POST", "/clusters", RegisteredMemberCluster, body=body, expect=(200, 201)
+        )
+
+    def deregister_cluster(self, name: str) -> MemberCluster:
+        """DELETE /clusters/{name} (admin): the cluster as it was; its exports are withdrawn."""
+        return self._request("DELETE", f"/clusters/{_quote(name)}", MemberCluster)
+
+    def feed_position(self) -> str | None:
+        """The hub's current revision, from a one-item page of exports: where a watch of
+        a list that carries no resourceVersion of its own (clusters) starts."""
+        page = self._get("/serviceexports", InternalServiceExportList, {"limit": 1})
+        return page.metadata.resource_version
+
+    # --- version ------------------------------------------------------------------------
+
+    def version(self) -> VersionInfo:
+        return self._get("/version", VersionInfo)
 
     # --- exports ------------------------------------------------------------------------
 
@@ -250,3 +323,22 @@ class HubClient:
 
     def get_import(self, namespace: str, name: str) -> ServiceImport:
         return self._get(f"/serviceimports/{_quote(namespace)}/{_quote(name)}", ServiceImport)
+
+    # --- endpoint slices ----------------------------------------------------------------
+
+    def list_endpoint_slices(
+        self,
+        *,
+        namespace: str | None = None,
+        service: str | None = None,
+        cluster: str | None = None,
+        page_size: int = 500,
+    ) -> EndpointSliceExportList:
+        """GET /endpointslices: every cluster's EndpointSliceExports, `service` being the
+        Service they belong to (the hub's `name` filter)."""
+        params: dict[str, str | int | None] = {
+            "namespace": namespace, "name": service, "cluster": cluster,
+        }
+        return self._list_all(
+            "/endpointslices", EndpointSliceExportList, params, page_size=page_size
+        )

@@ -1,34 +1,57 @@
-"""One function per `mcsync` sub-command: fetch through `HubClient`, print through `render`.
+"""One function per `mcsync` read command: fetch through `HubClient`, print through `render`.
 
 Each command makes a fixed, small number of requests whatever the size of the fleet
 (`conflicts` is two listings joined in memory, never one request per service) and writes
 to the streams it is given, so the end-to-end tests read exactly what an operator sees.
 An empty result is not an error: `No resources found.` goes to stderr (stdout stays
 clean for pipes) and the exit code is 0, as with `kubectl get`. JSON and YAML print the
-hub's objects, a list for a list command, so they parse back into `shared.models`.
+hub's objects, a list for a list command, so they parse back into `shared.models`;
+`-o name` prints the refs `get` takes, `-o jsonpath=…` applies the template to the hub's
+objects.
+
+Every list watches (`--watch`). The hub has one change feed, that of the exports, and
+every listed object is either an export or moved by one, so each watch follows that feed
+(`cli.watch.follow`):
+
+* `exports` shows the feed's objects, filtered (`ExportView`);
+* `imports` and `conflicts` re-read the one ServiceImport whose key an export event
+  names — one request per change, whatever the size of the fleet;
+* `clusters` re-lists the clusters (a handful of objects) when an export changes and at
+  each BOOKMARK, since heartbeats and the Ready/Stale state have no feed of their own;
+* `endpoints` needs the hub's import feed, which carries EndpointSliceExports; until the
+  hub offers it, `--watch` there says so and exits 1 after the list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TextIO, get_args
+from typing import Any, Generic, TextIO, TypeVar, get_args
 
 from pydantic import BaseModel
 
 from cli import render
 from cli.args import Options
-from cli.client import HubClient
-from cli.watch import ExportFilter, ExportView, ViewEventType, follow
+from cli.client import HubClient, HubError
+from cli.watch import ExportFilter, ExportView, View, ViewEventType, follow, same_version
 from shared.models import (
     InternalServiceExport,
     InternalServiceExportList,
+    MemberCluster,
     MemberClusterList,
+    ServiceImport,
     ServiceImportList,
     WatchEvent,
 )
 from shared.timefmt import utcnow
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class CommandError(Exception):
+    """The command could not do what was asked, for a reason that is not the hub's
+    (exit code 1, `error:` and this message on stderr)."""
 
 
 @dataclass(frozen=True)
@@ -40,34 +63,231 @@ class Context:
     out: TextIO
     err: TextIO
     now: Callable[[], datetime] = utcnow
+    stdin: TextIO | None = None
 
 
-def _print_objects(ctx: Context, obj: BaseModel, table: Callable[[], render.Table]) -> int:
-    """Print `obj` as -o asks; for tables, `table()` builds the rows."""
-    output = ctx.options.output
-    if output == "json":
+@dataclass(frozen=True)
+class Shape(Generic[T]):
+    """How one kind of object is shown as a table row."""
+
+    headers: render.Cells
+    row: Callable[[T], render.Cells]
+
+
+def _shape_of(ctx: Context, kind: str) -> Shape[Any]:
+    wide, now = ctx.options.wide, ctx.now
+    if kind == "clusters":
+        return Shape(render.CLUSTER_HEADERS + (render.CLUSTER_WIDE_HEADERS if wide else ()),
+                     lambda c: render.cluster_row(c, now=now(), wide=wide))
+    if kind == "exports":
+        return Shape(render.export_headers(wide=wide),
+                     lambda e: render.export_row(e, now=now(), wide=wide))
+    if kind == "imports":
+        return Shape(render.IMPORT_HEADERS + (render.IMPORT_WIDE_HEADERS if wide else ()),
+                     lambda i: render.import_row(i, now=now(), wide=wide))
+    return Shape(render.endpoint_headers(wide=wide),
+                 lambda s: render.endpoint_row(s, now=now(), wide=wide))
+
+
+def print_object(ctx: Context, obj: BaseModel) -> bool:
+    """Print `obj` if -o asks for json, yaml or jsonpath; False for the other formats."""
+    opts = ctx.options
+    if opts.output == "json":
         ctx.out.write(render.to_json(obj))
-    elif output == "yaml":
+    elif opts.output == "yaml":
         ctx.out.write(render.to_yaml(obj))
+    elif opts.output == "jsonpath":
+        assert opts.jsonpath is not None
+        try:
+            ctx.out.write(render.to_jsonpath(opts.jsonpath, obj))
+        except LookupError as exc:
+            raise CommandError(f"-o jsonpath: {exc.args[0]}") from None
     else:
-        out, err = render.listing_output(table())
-        ctx.out.write(out)
-        ctx.err.write(err)
+        return False
+    return True
+
+
+def _print_list(
+    ctx: Context, listing: BaseModel, items: Sequence[BaseModel],
+    table: Callable[[], render.Table],
+) -> int:
+    """Print a listing as -o asks; for tables, `table()` builds the rows."""
+    if print_object(ctx, listing):
+        return 0
+    if ctx.options.output == "name":
+        if not items:
+            ctx.err.write(render.EMPTY_MESSAGE + "\n")
+        ctx.out.write("".join(render.name_of(item) + "\n" for item in items))
+        return 0
+    out, err = render.listing_output(table(), headers=not ctx.options.no_headers)
+    ctx.out.write(out)
+    ctx.err.write(err)
     return 0
+
+
+# --- watching ---------------------------------------------------------------------------
+
+
+@dataclass
+class _WatchPrinter(Generic[T]):
+    """Prints the initial list and then each change, in the chosen output format.
+
+    Tables get an EVENT column, as wide as the longest event type from the start (a first
+    batch of ADDED rows must not leave a later DELETED pushing its row out of line); the
+    other widths come from the first batch printed, so later rows line up unless a cell is
+    longer than anything seen before (it then pushes the rest of its line, as kubectl's
+    watch output does). JSON is one `{"type", "object"}` event per line; YAML one event
+    document per change; `name` one ref per change; jsonpath the template per object.
+    """
+
+    ctx: Context
+    shape: Shape[T]
+    widths: tuple[int, ...] | None = field(default=None)
+
+    def batch(self, events: Sequence[tuple[ViewEventType, T]]) -> None:
+        opts = self.ctx.options
+        out = self.ctx.out
+        if opts.output == "json":
+            for event_type, obj in events:
+                out.write(render.event_json_line(event_type, obj))
+        elif opts.output == "yaml":
+            for event_type, obj in events:
+                out.write(render.event_yaml(event_type, obj))
+        elif opts.output == "name":
+            for _, obj in events:
+                out.write(render.name_of(obj) + "\n")
+        elif opts.output == "jsonpath":
+            for _, obj in events:
+                print_object(self.ctx, obj)
+        elif events:
+            headers = ("EVENT", *self.shape.headers)
+            rows = tuple((t, *self.shape.row(o)) for t, o in events)
+            if self.widths is None:
+                event_width, *rest = render.Table(headers, rows).widths()
+                self.widths = (max(event_width, *map(len, get_args(ViewEventType))), *rest)
+                if not opts.no_headers:
+                    out.write(render.format_row(headers, self.widths) + "\n")
+            for row in rows:
+                out.write(render.format_row(row, self.widths) + "\n")
+        out.flush()
+
+    def emit(self, change: tuple[ViewEventType, T] | None) -> None:
+        if change is not None:
+            self.batch([change])
+
+
+def _watch(
+    ctx: Context,
+    *,
+    view: View[T],
+    listing: Sequence[T],
+    shape: Shape[T],
+    resource_version: str | None,
+    on_event: Callable[[WatchEvent, _WatchPrinter[T]], None],
+    relist: Callable[[], tuple[Sequence[T], str | None]],
+    cluster: str | None = None,
+) -> int:
+    """Print the list, then follow the export feed until Ctrl-C (see the module doc)."""
+    printer: _WatchPrinter[T] = _WatchPrinter(ctx, shape)
+    initial = view.replace(listing)
+    if initial:
+        printer.batch(initial)
+    else:
+        ctx.err.write(render.EMPTY_MESSAGE + " Watching for changes.\n")
+        ctx.err.flush()
+
+    def resync() -> str | None:
+        items, revision = relist()
+        printer.batch(view.replace(items))
+        return revision
+
+    def warn(message: str) -> None:
+        ctx.err.write(message + "\n")
+        ctx.err.flush()
+
+    follow(
+        ctx.client,
+        resource_version=resource_version,
+        on_event=lambda event: on_event(event, printer),
+        resync=resync,
+        cluster=cluster,
+        warn=warn,
+    )
+    return 0
+
+
+def _changed_export(event: WatchEvent) -> InternalServiceExport | None:
+    if event.type == "BOOKMARK" or not isinstance(event.object, InternalServiceExport):
+        return None
+    return event.object
+
+
+# --- clusters ---------------------------------------------------------------------------
+
+
+def _select_clusters(ctx: Context, items: Sequence[MemberCluster]) -> list[MemberCluster]:
+    opts = ctx.options
+    return [
+        c for c in items
+        if (opts.selector is None or opts.selector.matches(c.metadata.labels))
+        and (opts.name is None or c.metadata.name == opts.name)
+    ]
+
+
+def _same_cluster(old: MemberCluster, new: MemberCluster) -> bool:
+    """A heartbeat alone is no change worth a line; state, counts, labels and version are."""
+    def facts(c: MemberCluster) -> object:
+        return c.model_dump(exclude={"status": {"last_heartbeat_time"}})
+
+    return facts(old) == facts(new)
 
 
 def clusters(ctx: Context) -> int:
     opts = ctx.options
-    if opts.name is not None:
+    if opts.name is not None and not opts.watch:
         one = ctx.client.get_cluster(opts.name)
-        if opts.output in ("json", "yaml"):
-            return _print_objects(ctx, one, lambda: render.Table((), ()))
-        listing = MemberClusterList(items=[one])
+        if opts.output in ("json", "yaml", "jsonpath") and opts.selector is None:
+            print_object(ctx, one)
+            return 0
+        listing = MemberClusterList(items=_select_clusters(ctx, [one]))
     else:
-        listing = ctx.client.list_clusters()
-    return _print_objects(
-        ctx, listing, lambda: render.clusters_table(listing.items, now=ctx.now(), wide=opts.wide)
+        position = ctx.client.feed_position() if opts.watch else None
+        everything = ctx.client.list_clusters()
+        listing = MemberClusterList(
+            metadata=everything.metadata, items=_select_clusters(ctx, everything.items)
+        )
+        if opts.watch:
+            return _watch_clusters(ctx, listing.items, position)
+    shape = _shape_of(ctx, "clusters")
+    return _print_list(
+        ctx, listing, listing.items, lambda: render.Table(
+            shape.headers, tuple(shape.row(c) for c in listing.items))
     )
+
+
+def _watch_clusters(
+    ctx: Context, items: Sequence[MemberCluster], position: str | None
+) -> int:
+    view: View[MemberCluster] = View(
+        lambda c: c.metadata.name, matches=lambda c: bool(_select_clusters(ctx, [c])),
+        same=_same_cluster,
+    )
+
+    def on_event(event: WatchEvent, printer: _WatchPrinter[MemberCluster]) -> None:
+        # An export's change moves its cluster's counts; a BOOKMARK is the moment to see
+        # heartbeats and Ready/Stale, which have no feed.
+        if event.type == "BOOKMARK" or _changed_export(event) is not None:
+            printer.batch(view.replace(ctx.client.list_clusters().items))
+
+    def relist() -> tuple[Sequence[MemberCluster], str | None]:
+        revision = ctx.client.feed_position()
+        return ctx.client.list_clusters().items, revision
+
+    return _watch(ctx, view=view, listing=items, shape=_shape_of(ctx, "clusters"),
+                  resource_version=position, on_event=on_event, relist=relist)
+
+
+# --- exports ----------------------------------------------------------------------------
 
 
 def _export_filter(opts: Options) -> ExportFilter:
@@ -86,81 +306,81 @@ def _list_exports(ctx: Context) -> InternalServiceExportList:
 
 def exports(ctx: Context) -> int:
     listing = _list_exports(ctx)
+    shape = _shape_of(ctx, "exports")
     if ctx.options.watch:
-        return _watch_exports(ctx, listing)
-    return _print_objects(
-        ctx, listing,
-        lambda: render.exports_table(listing.items, now=ctx.now(), wide=ctx.options.wide),
+        view = ExportView(_export_filter(ctx.options))
+
+        def on_event(
+            event: WatchEvent, printer: _WatchPrinter[InternalServiceExport]
+        ) -> None:
+            export = _changed_export(event)
+            if export is not None:
+                printer.emit(view.apply(event.type, export))
+
+        def relist() -> tuple[Sequence[InternalServiceExport], str | None]:
+            fresh = _list_exports(ctx)
+            return fresh.items, fresh.metadata.resource_version
+
+        return _watch(ctx, view=view, listing=listing.items, shape=shape,
+                      resource_version=listing.metadata.resource_version,
+                      on_event=on_event, relist=relist, cluster=ctx.options.cluster)
+    return _print_list(
+        ctx, listing, listing.items,
+        lambda: render.Table(shape.headers, tuple(shape.row(e) for e in listing.items)),
     )
 
 
-class _WatchPrinter:
-    """Prints the initial list and then each change, in the chosen output format.
-
-    Tables get an EVENT column, as wide as the longest event type from the start (a first
-    batch of ADDED rows must not leave a later DELETED pushing its row out of line); the
-    other widths come from the first batch printed, so later rows line up unless a cell is
-    longer than anything seen before (it then pushes the rest of its line, as kubectl's
-    watch output does). JSON is one `WatchEvent` per line; YAML one `WatchEvent` document
-    per change.
-    """
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-        self.widths: tuple[int, ...] | None = None
-        self.headers = ("EVENT", *render.export_headers(wide=ctx.options.wide))
-
-    def _row(self, event_type: str, export: InternalServiceExport) -> render.Cells:
-        cells = render.export_row(export, now=self.ctx.now(), wide=self.ctx.options.wide)
-        return (event_type, *cells)
-
-    def batch(self, events: list[tuple[ViewEventType, InternalServiceExport]]) -> None:
-        output = self.ctx.options.output
-        out = self.ctx.out
-        if output in ("json", "yaml"):
-            for event_type, export in events:
-                event = WatchEvent(type=event_type, object=export)
-                if output == "json":
-                    out.write(render.to_json_line(event))
-                else:
-                    out.write("---\n" + render.to_yaml(event))
-        else:
-            rows = tuple(self._row(t, e) for t, e in events)
-            if self.widths is None:
-                event_width, *rest = render.Table(self.headers, rows).widths()
-                self.widths = (max(event_width, *map(len, get_args(ViewEventType))), *rest)
-                out.write(render.format_row(self.headers, self.widths) + "\n")
-            for row in rows:
-                out.write(render.format_row(row, self.widths) + "\n")
-        out.flush()
-
-    def emit(self, event_type: ViewEventType, export: InternalServiceExport) -> None:
-        self.batch([(event_type, export)])
+# --- imports and conflicts --------------------------------------------------------------
 
 
-def _watch_exports(ctx: Context, listing: InternalServiceExportList) -> int:
-    view = ExportView(_export_filter(ctx.options))
-    initial = view.replace(listing.items)
-    printer = _WatchPrinter(ctx)
-    if initial:
-        printer.batch(initial)
-    else:
-        ctx.err.write(render.EMPTY_MESSAGE + " Watching for changes.\n")
-        ctx.err.flush()
+def _import_key(item: ServiceImport) -> Hashable:
+    return item.metadata.namespace or "", item.metadata.name
 
-    def warn(message: str) -> None:
-        ctx.err.write(message + "\n")
-        ctx.err.flush()
 
-    follow(
-        ctx.client,
-        view=view,
-        resource_version=listing.metadata.resource_version,
-        relist=lambda: _list_exports(ctx),
-        emit=printer.emit,
-        warn=warn,
+def _import_matches(opts: Options, *, conflicting_only: bool) -> Callable[[ServiceImport], bool]:
+    conflict = True if conflicting_only else opts.conflict
+
+    def matches(item: ServiceImport) -> bool:
+        if opts.namespace is not None and item.metadata.namespace != opts.namespace:
+            return False
+        return conflict is None or bool(item.status.conflicts) == conflict
+
+    return matches
+
+
+def _follow_imports(
+    ctx: Context, listing: ServiceImportList, shape: Shape[ServiceImport], *,
+    conflicting_only: bool,
+) -> int:
+    opts = ctx.options
+    view: View[ServiceImport] = View(
+        _import_key, matches=_import_matches(opts, conflicting_only=conflicting_only),
+        same=same_version,
     )
-    return 0
+
+    def on_event(event: WatchEvent, printer: _WatchPrinter[ServiceImport]) -> None:
+        export = _changed_export(event)
+        if export is None:
+            return
+        ref = export.spec.service_reference
+        if opts.namespace is not None and ref.namespace != opts.namespace:
+            return
+        try:
+            item = ctx.client.get_import(ref.namespace, ref.name)
+        except HubError as exc:
+            if exc.code != 404:
+                raise
+            printer.emit(view.remove((ref.namespace, ref.name)))  # the key's last export went
+            return
+        printer.emit(view.apply("MODIFIED", item))
+
+    def relist() -> tuple[Sequence[ServiceImport], str | None]:
+        fresh = ctx.client.list_imports(namespace=opts.namespace, page_size=opts.page_size)
+        return fresh.items, fresh.metadata.resource_version
+
+    return _watch(ctx, view=view, listing=listing.items, shape=shape,
+                  resource_version=listing.metadata.resource_version,
+                  on_event=on_event, relist=relist)
 
 
 def imports(ctx: Context) -> int:
@@ -168,9 +388,31 @@ def imports(ctx: Context) -> int:
     listing = ctx.client.list_imports(
         namespace=opts.namespace, conflict=opts.conflict, page_size=opts.page_size
     )
-    return _print_objects(
-        ctx, listing, lambda: render.imports_table(listing.items, now=ctx.now(), wide=opts.wide)
+    shape = _shape_of(ctx, "imports")
+    if opts.watch:
+        return _follow_imports(ctx, listing, shape, conflicting_only=False)
+    return _print_list(
+        ctx, listing, listing.items,
+        lambda: render.Table(shape.headers, tuple(shape.row(i) for i in listing.items)),
     )
+
+
+def _conflict_shape(ctx: Context) -> Shape[ServiceImport]:
+    """A conflicting import as a `conflicts` row; SINCE needs the key's conflicting
+    exports, read for that key alone."""
+    opts = ctx.options
+
+    def row(item: ServiceImport) -> render.Cells:
+        exports_of_key = ctx.client.list_exports(
+            namespace=item.metadata.namespace, name=item.metadata.name, conflict=True,
+            page_size=opts.page_size,
+        ).items
+        views = render.conflict_views([item], exports_of_key)
+        table = render.conflicts_table(views, now=ctx.now(), wide=opts.wide)
+        return table.rows[0] if table.rows else ()
+
+    wide_headers = render.CONFLICT_WIDE_HEADERS if opts.wide else ()
+    return Shape(render.CONFLICT_HEADERS + wide_headers, row)
 
 
 def conflicts(ctx: Context) -> int:
@@ -187,49 +429,86 @@ def conflicts(ctx: Context) -> int:
     listing = ServiceImportList(
         metadata=listing.metadata, items=[i for i in listing.items if i.status.conflicts]
     )
-    if opts.output in ("json", "yaml"):
-        return _print_objects(ctx, listing, lambda: render.Table((), ()))
+    if opts.watch:
+        return _follow_imports(ctx, listing, _conflict_shape(ctx), conflicting_only=True)
+    if opts.output in ("json", "yaml", "jsonpath", "name"):
+        return _print_list(ctx, listing, listing.items, lambda: render.Table((), ()))
     conflicting: list[InternalServiceExport] = []
     if listing.items:
         conflicting = ctx.client.list_exports(
             namespace=opts.namespace, conflict=True, page_size=opts.page_size
         ).items
     views = render.conflict_views(listing.items, conflicting)
-    return _print_objects(
-        ctx, listing, lambda: render.conflicts_table(views, now=ctx.now(), wide=opts.wide)
+    return _print_list(
+        ctx, listing, listing.items,
+        lambda: render.conflicts_table(views, now=ctx.now(), wide=opts.wide),
     )
+
+
+# --- endpoints --------------------------------------------------------------------------
+
+
+def endpoints(ctx: Context) -> int:
+    opts = ctx.options
+    listing = ctx.client.list_endpoint_slices(
+        namespace=opts.namespace, service=opts.name, cluster=opts.cluster,
+        page_size=opts.page_size,
+    )
+    shape = _shape_of(ctx, "endpoints")
+    _print_list(
+        ctx, listing, listing.items,
+        lambda: render.Table(shape.headers, tuple(shape.row(s) for s in listing.items)),
+    )
+    if opts.watch:
+        ctx.out.flush()
+        raise CommandError(
+            "endpoints --watch is not supported yet: EndpointSlice changes reach clients "
+            "only through the hub's import feed (GET /api/v1/clusters/{cluster}/imports"
+            "?watch=true), which this version of mcsync does not follow"
+        )
+    return 0
+
+
+# --- get and version --------------------------------------------------------------------
 
 
 def get(ctx: Context) -> int:
     opts = ctx.options
     assert opts.namespace is not None and opts.name is not None  # args.parse_args sees to it
+    obj: InternalServiceExport | ServiceImport
     if opts.kind == "export":
         assert opts.cluster is not None
-        export = ctx.client.get_export(opts.cluster, opts.namespace, opts.name)
-        if opts.output == "table":
-            ctx.out.write(render.describe_export(export, now=ctx.now()))
-            return 0
-        return _print_objects(
-            ctx, export, lambda: render.exports_table([export], now=ctx.now(), wide=True)
-        )
-    item = ctx.client.get_import(opts.namespace, opts.name)
-    if opts.output == "table":
-        ctx.out.write(render.describe_import(item, now=ctx.now()))
+        obj = ctx.client.get_export(opts.cluster, opts.namespace, opts.name)
+    else:
+        obj = ctx.client.get_import(opts.namespace, opts.name)
+    if print_object(ctx, obj):
         return 0
-    return _print_objects(
-        ctx, item, lambda: render.imports_table([item], now=ctx.now(), wide=True)
-    )
+    if opts.output == "wide":
+        shape = _shape_of(ctx, "exports" if opts.kind == "export" else "imports")
+        table = render.Table(shape.headers, (shape.row(obj),))
+        ctx.out.write(render.format_table(table, headers=not opts.no_headers))
+    elif isinstance(obj, InternalServiceExport):
+        ctx.out.write(render.describe_export(obj, now=ctx.now()))
+    else:
+        ctx.out.write(render.describe_import(obj, now=ctx.now()))
+    return 0
 
 
-COMMANDS: dict[str, Callable[[Context], int]] = {
-    "clusters": clusters,
-    "exports": exports,
-    "imports": imports,
-    "conflicts": conflicts,
-    "get": get,
-}
-
-
-def run(ctx: Context) -> int:
-    """Run the command `ctx.options` names; its exit code (HubError propagates)."""
-    return COMMANDS[ctx.options.command](ctx)
+def version(ctx: Context) -> int:
+    """Client and hub versions, as `kubectl version` shows both. The client's line is
+    printed before the hub is asked, so it shows even when the hub is unreachable."""
+    opts = ctx.options
+    if opts.output in ("json", "yaml", "jsonpath"):
+        info = render.VersionReport(client_version=render.CLIENT_VERSION)
+        if not opts.client_only:
+            info.server = ctx.client.version()
+        print_object(ctx, info)
+        return 0
+    ctx.out.write(f"Client Version: {render.CLIENT_VERSION}\n")
+    ctx.out.flush()
+    if not opts.client_only:
+        server = ctx.client.version()
+        ctx.out.write(f"Hub Version: {server.hub_version}\n"
+                      f"API Version: {server.api_version}\n"
+                      f"Min Agent Version: {server.min_agent_version}\n")
+    return 0

@@ -5,9 +5,9 @@ HTTP, no clock, no printing — `cli.commands` decides what to fetch and where t
 goes. That keeps the look of the CLI testable with plain model instances.
 
 Tables follow `kubectl get`: upper-case headers, columns left-aligned and separated by
-three spaces, `<none>` for an empty cell, ages in kubectl's short form (`5s`, `3m`,
-`2h`, `4d`, `3y`). `-o wide` appends columns and never reorders the narrow ones, so a
-script cutting columns by position works with both. JSON and YAML are the objects exactly
+three spaces, `<none>` for an empty cell, ages exactly as kubectl prints them (`45s`,
+`3m12s`, `5h`, `2d3h`, `120d`). `-o wide` appends columns and never reorders the narrow
+ones, so a script cutting columns by position works with both. JSON and YAML are the objects exactly
 as the hub sends them (`shared.models.to_wire`), so they parse back into the same models.
 """
 
@@ -22,17 +22,24 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
+from cli import jsonpath
 from shared.conditions import CONFLICT, TRUE
 from shared.models import (
     Condition,
+    Endpoint,
+    EndpointPort,
+    EndpointSliceExport,
     ImportPortStatus,
     InternalServiceExport,
     MemberCluster,
     ServiceImport,
     ServicePort,
+    VersionInfo,
+    WireModel,
     to_wire,
 )
 from shared.timefmt import format_millis
+from shared.version import __version__
 
 NONE = "<none>"
 COLUMN_GAP = "   "
@@ -63,45 +70,88 @@ def format_row(cells: Sequence[str], widths: Sequence[int]) -> str:
     return COLUMN_GAP.join(padded).rstrip()
 
 
-def format_table(table: Table) -> str:
-    """The header line and one line per row, aligned; ends with a newline."""
+def format_table(table: Table, *, headers: bool = True) -> str:
+    """The header line (unless `headers` is false: `--no-headers`) and one line per row,
+    aligned; ends with a newline (nothing at all for no lines)."""
     widths = table.widths()
-    lines = [format_row(table.headers, widths)]
+    lines = [format_row(table.headers, widths)] if headers else []
     lines.extend(format_row(row, widths) for row in table.rows)
-    return "\n".join(lines) + "\n"
+    return "".join(line + "\n" for line in lines)
 
 
-def listing_output(table: Table) -> tuple[str, str]:
+def listing_output(table: Table, *, headers: bool = True) -> tuple[str, str]:
     """(stdout, stderr) of a listing: the table, or `No resources found.` on stderr only,
     so that a pipe reading stdout sees nothing rather than a sentence."""
     if not table.rows:
         return "", EMPTY_MESSAGE + "\n"
-    return format_table(table), ""
+    return format_table(table, headers=headers), ""
+
+
+def name_of(obj: BaseModel) -> str:
+    """`-o name`: KIND/REF, the REF being what `mcsync get KIND` takes (`export/east/demo/
+    web`), so a script can feed one command's names to the next."""
+    if isinstance(obj, MemberCluster):
+        return f"cluster/{obj.metadata.name}"
+    if isinstance(obj, InternalServiceExport):
+        ref = obj.spec.service_reference
+        return f"export/{ref.cluster_id}/{ref.namespace}/{ref.name}"
+    if isinstance(obj, ServiceImport):
+        return f"import/{obj.metadata.namespace}/{obj.metadata.name}"
+    if isinstance(obj, EndpointSliceExport):
+        return (f"endpointslice/{obj.spec.cluster_id}/{obj.metadata.namespace}/"
+                f"{obj.metadata.name}")
+    raise TypeError(f"no name form for {type(obj).__name__}")
 
 
 # --- cell formats ---------------------------------------------------------------------
 
 
-def age(moment: datetime | None, *, now: datetime) -> str:
-    """kubectl's short age: `0s`..`59s`, `1m`..`59m`, `1h`..`23h`, `1d`..`364d`, `1y`..
+def human_duration(seconds: float) -> str:
+    """kubectl's age of a duration (apimachinery `duration.HumanDuration`), rule for rule.
 
-    A moment slightly in the future (clocks of hub and operator differ) reads `0s`.
+    Exact seconds up to 2 minutes; minutes with their seconds under 10 minutes (`3m12s`),
+    whole minutes up to 3 hours; hours with their minutes under 8 hours (`5h4m`), whole
+    hours up to 2 days; days with their hours under 8 days (`2d3h`), whole days up to 2
+    years; then years with their days under 8 years (`3y45d`), whole years beyond. A
+    duration a little below zero (clocks of hub and operator differ by up to 2 s) reads
+    `0s`; further below zero, `<invalid>`, as kubectl prints it.
     """
-    if moment is None:
-        return NONE
-    seconds = max(0, int((now - moment).total_seconds()))
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 60:
+    whole = int(seconds)
+    if whole < -1:
+        return "<invalid>"
+    if whole < 0:
+        return "0s"
+    if whole < 60 * 2:
+        return f"{whole}s"
+    minutes = whole // 60
+    if minutes < 10:
+        rest = whole % 60
+        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+    if minutes < 60 * 3:
         return f"{minutes}m"
     hours = minutes // 60
-    if hours < 24:
+    if hours < 8:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    if hours < 48:
         return f"{hours}h"
-    days = hours // 24
-    if days < 365:
-        return f"{days}d"
-    return f"{days // 365}y"
+    if hours < 24 * 8:
+        rest = hours % 24
+        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        rest = (hours // 24) % 365
+        years = hours // 24 // 365
+        return f"{years}y{rest}d" if rest else f"{years}y"
+    return f"{hours // 24 // 365}y"
+
+
+def age(moment: datetime | None, *, now: datetime) -> str:
+    """The age of `moment` at `now` as kubectl prints it (`human_duration`)."""
+    if moment is None:
+        return NONE
+    return human_duration((now - moment).total_seconds())
 
 
 def timestamp(moment: datetime | None) -> str:
@@ -230,6 +280,63 @@ def import_row(item: ServiceImport, *, now: datetime, wide: bool = False) -> Cel
 def imports_table(items: Iterable[ServiceImport], *, now: datetime, wide: bool = False) -> Table:
     headers = IMPORT_HEADERS + (IMPORT_WIDE_HEADERS if wide else ())
     return Table(headers, tuple(import_row(i, now=now, wide=wide) for i in items))
+
+
+# --- endpoint slices ------------------------------------------------------------------
+
+ENDPOINT_HEADERS: Cells = (
+    "NAMESPACE", "SERVICE", "CLUSTER", "SLICE", "ADDRESSTYPE", "ENDPOINTS", "PORTS", "AGE",
+)
+ENDPOINT_WIDE_HEADERS: Cells = ("ADDRESSES", "RESOURCE-VERSION")
+
+
+def is_ready(endpoint: Endpoint) -> bool:
+    """Kubernetes' reading of `conditions.ready`: unset means ready (EndpointSlice API)."""
+    return endpoint.conditions.ready is not False
+
+
+def endpoint_counts(item: EndpointSliceExport) -> str:
+    """`ready/total`, as `kubectl get deployment` shows READY."""
+    endpoints = item.spec.endpoints
+    return f"{sum(1 for e in endpoints if is_ready(e))}/{len(endpoints)}"
+
+
+def endpoint_ports(items: Iterable[EndpointPort]) -> str:
+    """`80/TCP,53/UDP`; a port left unset (all ports) reads `<unset>`, as in kubectl."""
+    text = ",".join(
+        f"{p.port if p.port is not None else '<unset>'}/{p.protocol}" for p in items
+    )
+    return text or NONE
+
+
+def endpoint_row(item: EndpointSliceExport, *, now: datetime, wide: bool = False) -> Cells:
+    spec = item.spec
+    row: Cells = (
+        or_none(item.metadata.namespace),
+        spec.service_name,
+        or_none(spec.cluster_id),
+        item.metadata.name,
+        spec.address_type,
+        endpoint_counts(item),
+        endpoint_ports(spec.ports),
+        age(item.metadata.creation_timestamp, now=now),
+    )
+    if wide:
+        addresses = [a for e in spec.endpoints for a in e.addresses]
+        row += (names(addresses), or_none(item.metadata.resource_version))
+    return row
+
+
+def endpoint_headers(*, wide: bool = False) -> Cells:
+    return ENDPOINT_HEADERS + (ENDPOINT_WIDE_HEADERS if wide else ())
+
+
+def endpoints_table(
+    items: Iterable[EndpointSliceExport], *, now: datetime, wide: bool = False
+) -> Table:
+    return Table(
+        endpoint_headers(wide=wide), tuple(endpoint_row(i, now=now, wide=wide) for i in items)
+    )
 
 
 # --- conflicts ------------------------------------------------------------------------
@@ -434,6 +541,40 @@ def describe_import(item: ServiceImport, *, now: datetime) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --- config contexts ------------------------------------------------------------------
+
+CONTEXT_HEADERS: Cells = ("CURRENT", "NAME", "HUB-URL", "TOKEN-FILE", "CERTIFICATE-AUTHORITY")
+
+
+def contexts_table(contexts: Mapping[str, Mapping[str, str]], *, current: str | None) -> Table:
+    """`config get-contexts`, as kubectl's: `*` marks the current context."""
+    return Table(
+        CONTEXT_HEADERS,
+        tuple(
+            (
+                "*" if name == current else "",
+                name,
+                or_none(settings.get("hub-url")),
+                or_none(settings.get("token-file")),
+                or_none(settings.get("certificate-authority")),
+            )
+            for name, settings in contexts.items()
+        ),
+    )
+
+
+# --- version --------------------------------------------------------------------------
+
+CLIENT_VERSION = __version__
+
+
+class VersionReport(WireModel):
+    """`mcsync version -o json|yaml`: this client's version and the hub's answer."""
+
+    client_version: str
+    server: VersionInfo | None = None
+
+
 # --- machine formats ------------------------------------------------------------------
 
 
@@ -445,6 +586,27 @@ def to_json(model: BaseModel) -> str:
 def to_json_line(model: BaseModel) -> str:
     """One compact line (for watch streams: one object per line)."""
     return json.dumps(to_wire(model), separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def event_json_line(event_type: str, model: BaseModel) -> str:
+    """One watch event as a compact line, `{"type": …, "object": …}`, for any object (a
+    MemberCluster included, which the hub's WatchEvent does not carry)."""
+    event = {"type": event_type, "object": to_wire(model)}
+    return json.dumps(event, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+def event_yaml(event_type: str, model: BaseModel) -> str:
+    """One watch event as a YAML document (with its `---`)."""
+    event: Any = {"type": event_type, "object": to_wire(model)}
+    return "---\n" + yaml.safe_dump(
+        event, sort_keys=False, default_flow_style=False, allow_unicode=True
+    )
+
+
+def to_jsonpath(template: str, model: BaseModel) -> str:
+    """`-o jsonpath=…` of the object as the hub sends it (LookupError: a path names
+    nothing)."""
+    return jsonpath.render(jsonpath.parse(template), to_wire(model))
 
 
 def to_yaml(model: BaseModel) -> str:

@@ -19,17 +19,22 @@ it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Generic, Literal, Protocol, TypeVar
 
 from cli.client import Gone, HubClient, HubError
 from shared.conditions import CONFLICT, TRUE
-from shared.models import InternalServiceExport, InternalServiceExportList
+from shared.models import InternalServiceExport, ObjectMeta, WatchEvent
 
 ViewEventType = Literal["ADDED", "MODIFIED", "DELETED"]
-Emit = Callable[[ViewEventType, InternalServiceExport], None]
 Key = tuple[str, str, str]
+T = TypeVar("T")
+
+
+class HasMeta(Protocol):
+    @property
+    def metadata(self) -> ObjectMeta: ...
 
 RETRY_DELAYS_SECONDS: tuple[float, ...] = (1, 2, 4, 8, 15, 30)
 
@@ -64,78 +69,97 @@ class ExportFilter:
         return True
 
 
-@dataclass
-class ExportView:
-    """The exports a watcher is shown, keyed by (cluster, namespace, name)."""
+class View(Generic[T]):
+    """The objects a watcher is shown, by key: what a change on the hub looks like from
+    here (an object that stops matching the filters is DELETED from the view)."""
 
-    filter: ExportFilter
-    items: dict[Key, InternalServiceExport] = field(default_factory=dict)
+    def __init__(
+        self,
+        key: Callable[[T], Hashable],
+        *,
+        matches: Callable[[T], bool] = lambda _: True,
+        same: Callable[[T, T], bool],
+    ) -> None:
+        self.key = key
+        self.matches = matches
+        self.same = same
+        self.items: dict[Hashable, T] = {}
 
-    def apply(
-        self, event_type: str, export: InternalServiceExport
-    ) -> tuple[ViewEventType, InternalServiceExport] | None:
-        """What the watcher sees of one hub event, or None when it sees nothing."""
-        key = key_of(export)
-        if event_type == "DELETED" or not self.filter.matches(export):
+    def apply(self, event_type: str, obj: T) -> tuple[ViewEventType, T] | None:
+        """What the watcher sees of one change, or None when it sees nothing."""
+        key = self.key(obj)
+        if event_type == "DELETED" or not self.matches(obj):
             if self.items.pop(key, None) is None:
                 return None
-            return "DELETED", export
-        seen = key in self.items
-        self.items[key] = export
-        return ("MODIFIED" if seen else "ADDED"), export
+            return "DELETED", obj
+        old = self.items.get(key)
+        self.items[key] = obj
+        if old is None:
+            return "ADDED", obj
+        return None if self.same(old, obj) else ("MODIFIED", obj)
 
-    def replace(
-        self, listing: Iterable[InternalServiceExport]
-    ) -> list[tuple[ViewEventType, InternalServiceExport]]:
+    def remove(self, key: Hashable) -> tuple[ViewEventType, T] | None:
+        """The object under `key` is gone (the hub answered 404)."""
+        old = self.items.pop(key, None)
+        return None if old is None else ("DELETED", old)
+
+    def replace(self, listing: Iterable[T]) -> list[tuple[ViewEventType, T]]:
         """Adopt a fresh list; answer the events that turn the old view into it."""
-        fresh = {key_of(e): e for e in listing if self.filter.matches(e)}
-        changes: list[tuple[ViewEventType, InternalServiceExport]] = []
+        fresh = {self.key(o): o for o in listing if self.matches(o)}
+        changes: list[tuple[ViewEventType, T]] = []
         for key, old in self.items.items():
             if key not in fresh:
                 changes.append(("DELETED", old))
         for key, new in fresh.items():
-            old_export = self.items.get(key)
-            if old_export is None:
+            old_obj = self.items.get(key)
+            if old_obj is None:
                 changes.append(("ADDED", new))
-            elif old_export.metadata.resource_version != new.metadata.resource_version:
+            elif not self.same(old_obj, new):
                 changes.append(("MODIFIED", new))
         self.items = fresh
         return changes
 
 
+def same_version(old: HasMeta, new: HasMeta) -> bool:
+    """Unchanged when the hub's resourceVersion is (every change takes a new one)."""
+    return old.metadata.resource_version == new.metadata.resource_version
+
+
+class ExportView(View[InternalServiceExport]):
+    """The exports a watcher is shown, keyed by (cluster, namespace, name)."""
+
+    def __init__(self, export_filter: ExportFilter) -> None:
+        super().__init__(key_of, matches=export_filter.matches, same=same_version)
+        self.filter = export_filter
+
+
 def follow(
     client: HubClient,
     *,
-    view: ExportView,
     resource_version: str | None,
-    relist: Callable[[], InternalServiceExportList],
-    emit: Emit,
+    on_event: Callable[[WatchEvent], None],
+    resync: Callable[[], str | None],
+    cluster: str | None = None,
     warn: Callable[[str], None],
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
-    """Report every change of the view until interrupted; HubError when it cannot go on."""
+    """Feed every event of the hub's export feed to `on_event` (BOOKMARKs included) until
+    interrupted; HubError when it cannot go on.
+
+    `resync` is called after a 410: it relists, reports the difference, and answers the
+    revision to watch from.
+    """
     revision = resource_version
     failures = 0
     stale = False  # the hub said Gone: relist before watching again
     while True:
         try:
             if stale:
-                listing = relist()
-                for change in view.replace(listing.items):
-                    emit(*change)
-                revision, stale = listing.metadata.resource_version, False
-            for event in client.watch_exports(
-                resource_version=revision, cluster=view.filter.cluster
-            ):
+                revision, stale = resync(), False
+            for event in client.watch_exports(resource_version=revision, cluster=cluster):
                 failures = 0
                 revision = event.resource_version or revision
-                if event.type == "BOOKMARK" or not isinstance(
-                    event.object, InternalServiceExport
-                ):
-                    continue
-                seen = view.apply(event.type, event.object)
-                if seen is not None:
-                    emit(*seen)
+                on_event(event)
             # The hub ended the stream (its timeoutSeconds): resume where it stopped.
         except Gone:
             stale = True

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -37,10 +38,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# A config home with no mcsync config in it, so a developer's ~/.config/mcsync/config
+# cannot change what the CLI under test does.
+EMPTY_CONFIG_HOME = Path(tempfile.mkdtemp(prefix="mcsync-cli-tests-"))
+
+
+@pytest.fixture(autouse=True)
+def no_user_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process parsing reads the config from an empty home, never the developer's."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(EMPTY_CONFIG_HOME))
+    monkeypatch.setenv("HOME", str(EMPTY_CONFIG_HOME))
+
+
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The test process's environment without any MCSYNC_* variable, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCSYNC_")}
     env["PYTHONPATH"] = str(REPO)
+    env["XDG_CONFIG_HOME"] = str(EMPTY_CONFIG_HOME)
     env.update(extra or {})
     return env
 

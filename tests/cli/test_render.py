@@ -21,21 +21,35 @@ from tests.cli.samples import NOW, ago, cluster, export, port, service_import
 @pytest.mark.parametrize(
     ("delta", "expected"),
     [
+        # apimachinery's duration.HumanDuration, which `kubectl get` prints as AGE.
         ({"seconds": 0}, "0s"),
-        ({"seconds": 5}, "5s"),
+        ({"seconds": 45}, "45s"),
         ({"seconds": 59.9}, "59s"),
-        ({"seconds": 60}, "1m"),
-        ({"minutes": 3, "seconds": 59}, "3m"),
-        ({"minutes": 59}, "59m"),
-        ({"hours": 2}, "2h"),
-        ({"hours": 23, "minutes": 59}, "23h"),
+        ({"seconds": 119}, "119s"),
+        ({"seconds": 120}, "2m"),
+        ({"minutes": 3, "seconds": 12}, "3m12s"),
+        ({"minutes": 9, "seconds": 59}, "9m59s"),
+        ({"minutes": 10, "seconds": 30}, "10m"),
+        ({"minutes": 179}, "179m"),
+        ({"hours": 3}, "3h"),
+        ({"hours": 5}, "5h"),
+        ({"hours": 5, "minutes": 4}, "5h4m"),
+        ({"hours": 8, "minutes": 30}, "8h"),
+        ({"hours": 47}, "47h"),
+        ({"days": 2, "hours": 3}, "2d3h"),
         ({"days": 4}, "4d"),
-        ({"days": 364}, "364d"),
-        ({"days": 800}, "2y"),
-        ({"seconds": -30}, "0s"),  # the hub's clock ahead of ours
+        ({"days": 7, "hours": 23}, "7d23h"),
+        ({"days": 8, "hours": 5}, "8d"),
+        ({"days": 120}, "120d"),
+        ({"days": 729}, "729d"),
+        ({"days": 800}, "2y70d"),
+        ({"days": 365 * 3}, "3y"),
+        ({"days": 365 * 9 + 100}, "9y"),
+        ({"seconds": -1}, "0s"),  # clocks of hub and operator a little apart
+        ({"seconds": -30}, "<invalid>"),  # kubectl's word for a moment in the future
     ],
 )
-def test_age_is_kubectl_short_form(delta: dict[str, float], expected: str) -> None:
+def test_age_is_what_kubectl_prints(delta: dict[str, float], expected: str) -> None:
     assert render.age(ago(**delta), now=NOW) == expected
 
 
@@ -75,7 +89,7 @@ def test_clusters_table() -> None:
     assert text.splitlines() == [
         "NAME        STATE     LAST-HEARTBEAT   EXPORTS   CONFLICTS   AGE",
         "east        Ready     5s               2         1           4d",
-        "west-long   Stale     2h               1         0           3m",
+        "west-long   Stale     120m             1         0           3m",
         "new         Pending   <none>           0         0           10s",
     ]
 
@@ -124,8 +138,8 @@ def test_imports_table() -> None:
     assert lines[0].split() == ["NAMESPACE", "NAME", "TYPE", "PORTS", "CLUSTERS",
                                 "CONFLICTS", "AGE"]
     assert "east,west" in lines[1] and "PortConflict,TypeConflict" in lines[1]
-    assert lines[1].endswith("2h")
-    assert "a,b,c + 1 more..." in lines[2] and lines[2].endswith("1d")
+    assert lines[1].endswith("120m")  # kubectl: minutes up to 3 hours
+    assert "a,b,c + 1 more..." in lines[2] and lines[2].endswith("24h")
     wide = render.imports_table(items, now=NOW, wide=True)
     assert wide.rows[0][-2:] == ("east", "9")
 

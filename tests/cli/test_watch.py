@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from cli.args import Options
-from cli.commands import Context, _WatchPrinter
+from cli.commands import Context, _shape_of, _WatchPrinter
 from cli.watch import ExportFilter, ExportView
 from tests.cli.samples import NOW, export
 
@@ -59,11 +59,12 @@ def test_relist_reports_the_difference() -> None:
 def test_watch_table_keeps_its_columns_when_a_longer_event_type_follows() -> None:
     out, err = io.StringIO(), io.StringIO()
     options = Options(command="exports", watch=True)
-    printer = _WatchPrinter(Context(options=options, client=None, out=out, err=err,  # type: ignore[arg-type]
-                                    now=lambda: NOW))
+    ctx = Context(options=options, client=None, out=out, err=err,  # type: ignore[arg-type]
+                  now=lambda: NOW)
+    printer = _WatchPrinter(ctx, _shape_of(ctx, "exports"))
     printer.batch([("ADDED", export(cluster="east"))])
-    printer.emit("DELETED", export(cluster="east"))
-    printer.emit("MODIFIED", export(cluster="west"))
+    printer.emit(("DELETED", export(cluster="east")))
+    printer.emit(("MODIFIED", export(cluster="west")))
     lines = out.getvalue().splitlines()
     namespace_column = {line.index("demo") for line in lines[1:]}
     assert namespace_column == {lines[0].index("NAMESPACE")}, out.getvalue()

@@ -1,0 +1,130 @@
+"""`mcsync clusters register` and `deregister`: the two writes the CLI makes, with an admin
+token, and the care they need.
+
+Registering answers the member token once; losing it, or clobbering a working one, costs a
+deregistration that withdraws the cluster's exports. So:
+
+* the token file must not exist (unless `--overwrite`), and its directory must be
+  writable, *before* the hub is asked — a temporary file (mode 0600) is made next to it
+  first, so a bad path fails without registering anything;
+* the token goes into that temporary file, which then takes its name: linked when the
+  name must be new (so a file that appeared meanwhile is still not overwritten), renamed
+  over it with `--overwrite`; a reader never sees a half-written file;
+* a 409 (already registered) leaves every file alone and says what to do.
+
+Deregistering withdraws every export of the cluster in every other cluster, so it asks
+first (showing how many exports go) unless `--yes`; with no terminal to ask on, it
+refuses rather than assume.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from cli.args import UsageError
+from cli.client import HubError
+from cli.commands import CommandError, Context, print_object
+from shared.models import MemberCluster
+
+
+def _temporary_beside(target: Path) -> Path:
+    """An empty file, mode 0600, in `target`'s directory; CommandError naming the path."""
+    directory = target.parent
+    for attempt in range(100):
+        candidate = directory / f".{target.name}.{os.getpid()}.{attempt}.tmp"
+        try:
+            fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise CommandError(
+                f"--token-file: cannot write in {directory}: {exc.strerror or exc}"
+            ) from None
+        os.close(fd)
+        return candidate
+    raise CommandError(f"--token-file: cannot make a temporary file in {directory}")
+
+
+def _store_token(temporary: Path, target: Path, token: str, *, overwrite: bool) -> None:
+    with open(temporary, "w", encoding="utf-8") as out:
+        os.fchmod(out.fileno(), 0o600)
+        out.write(token + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    if overwrite:
+        os.replace(temporary, target)
+    else:
+        os.link(temporary, target)  # FileExistsError if the name was taken meanwhile
+        temporary.unlink()
+
+
+def register(ctx: Context) -> int:
+    opts = ctx.options
+    assert opts.name is not None and opts.member_token_file is not None
+    target = Path(opts.member_token_file).expanduser()
+    if target.is_dir():
+        raise CommandError(f"--token-file: {target} is a directory")
+    if target.exists() and not opts.overwrite:
+        raise CommandError(
+            f"--token-file: {target} exists; pass --overwrite to replace it (the token it "
+            "holds stops being kept)"
+        )
+    temporary = _temporary_beside(target)
+    try:
+        try:
+            registered = ctx.client.register_cluster(opts.name, dict(opts.labels))
+        except HubError as exc:
+            if exc.code == 409:
+                raise CommandError(
+                    f"cluster {opts.name} is already registered; its token was shown only "
+                    f"when it was registered (to issue a new one: mcsync clusters deregister "
+                    f"{opts.name}, which withdraws its exports, then register it again)"
+                ) from None
+            raise
+        try:
+            _store_token(temporary, target, registered.token, overwrite=opts.overwrite)
+        except OSError as exc:
+            raise CommandError(
+                f"cluster {opts.name} is registered, but its token could not be written to "
+                f"{target}: {exc.strerror or exc}; deregister it and register it again"
+            ) from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+    # The token is never printed, whatever the output format.
+    shown = MemberCluster.model_validate(registered.model_dump(exclude={"token"}))
+    if not print_object(ctx, shown):
+        ctx.out.write(f"cluster/{opts.name} registered; its token is in {target} (mode 0600)\n")
+    return 0
+
+
+def _confirm(ctx: Context, question: str) -> bool:
+    stdin = ctx.stdin
+    if stdin is None or not stdin.isatty():
+        raise UsageError(
+            "mcsync clusters deregister: error: refusing to deregister without confirmation: "
+            "stdin is not a terminal; pass --yes"
+        )
+    ctx.err.write(question + " [y/N] ")
+    ctx.err.flush()
+    return stdin.readline().strip().lower() in ("y", "yes")
+
+
+def deregister(ctx: Context) -> int:
+    opts = ctx.options
+    assert opts.name is not None
+    if not opts.yes:
+        current = ctx.client.get_cluster(opts.name)  # a 404 ends here, before any question
+        count = current.status.export_count
+        if not _confirm(ctx, f"Deregister cluster {opts.name}? This withdraws its {count} "
+                             f"export{'s' if count != 1 else ''} from every cluster."):
+            raise CommandError(f"cluster {opts.name} was not deregistered")
+    last = ctx.client.deregister_cluster(opts.name)
+    if not print_object(ctx, last):
+        count = last.status.export_count
+        ctx.out.write(f"cluster/{opts.name} deregistered; {count} "
+                      f"export{'s' if count != 1 else ''} withdrawn\n")
+    return 0
+

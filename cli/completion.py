@@ -1,0 +1,112 @@
+"""`mcsync completion bash|zsh|fish`: shell completion made from the parser itself.
+
+The scripts are generated from `cli.args.build_parser()` — the commands, each command's
+flags, the `-o` formats — so a new flag completes without anyone editing a script. They
+complete words only (commands and flags, `-o` values, shells); they never call the hub,
+so completing never needs a token or waits on the network. zsh loads the bash script
+through `bashcompinit`, as kubectl's users know it.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from cli.args import OUTPUTS, SHELLS, Shell, build_parser
+
+
+def _commands() -> dict[str, list[str]]:
+    """Command words (`clusters register` as two) → the flags it takes."""
+    parser = build_parser()
+    found: dict[str, list[str]] = {"": _flags(parser)}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found[name] = _flags(sub)
+                for inner in sub._actions:
+                    if isinstance(inner, argparse._SubParsersAction):
+                        for word, leaf in inner.choices.items():
+                            found[f"{name} {word}"] = _flags(leaf)
+    return found
+
+
+def _flags(parser: argparse.ArgumentParser) -> list[str]:
+    return sorted({f for a in parser._actions for f in a.option_strings if f.startswith("--")})
+
+
+def _outputs() -> list[str]:
+    return [o.split("=")[0] + ("=" if "=" in o else "") for o in OUTPUTS]
+
+
+def bash() -> str:
+    commands = _commands()
+    top = sorted({name.split(" ")[0] for name in commands if name})
+    cases = []
+    for name, flags in sorted(commands.items()):
+        if not name:
+            continue
+        words = name.split(" ")
+        subcommands = sorted(
+            other.split(" ")[1] for other in commands
+            if " " in other and other.split(" ")[0] == words[0] and len(words) == 1
+        )
+        choices = " ".join(flags + subcommands + (list(SHELLS) if name == "completion" else []))
+        cases.append(f'        "{name}") words_="{choices}" ;;')
+    case_lines = "\n".join(cases)
+    return f"""# bash completion for mcsync; source <(mcsync completion bash)
+_mcsync() {{
+    local cur prev cmd i word
+    cur="${{COMP_WORDS[COMP_CWORD]}}"
+    prev="${{COMP_WORDS[COMP_CWORD-1]}}"
+    if [[ "$prev" == "-o" || "$prev" == "--output" ]]; then
+        COMPREPLY=($(compgen -W "{" ".join(_outputs())}" -- "$cur"))
+        return
+    fi
+    cmd=""
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        word="${{COMP_WORDS[i]}}"
+        [[ "$word" == -* ]] && continue
+        if [[ -z "$cmd" ]]; then cmd="$word"
+        elif [[ "$cmd" == "clusters" || "$cmd" == "get" || "$cmd" == "config" ]] \\
+             && [[ "$cmd" != *" "* ]]; then cmd="$cmd $word"; break
+        fi
+    done
+    local words_=""
+    case "$cmd" in
+        "") words_="{" ".join(top)} {" ".join(commands[""])}" ;;
+{case_lines}
+    esac
+    COMPREPLY=($(compgen -W "$words_" -- "$cur"))
+}}
+complete -o default -F _mcsync mcsync
+"""
+
+
+def zsh() -> str:
+    return ("#compdef mcsync\n# zsh completion for mcsync; source <(mcsync completion zsh)\n"
+            "autoload -U +X bashcompinit && bashcompinit\n" + bash())
+
+
+def fish() -> str:
+    commands = _commands()
+    lines = ["# fish completion for mcsync; mcsync completion fish | source"]
+    tops = sorted({name.split(" ")[0] for name in commands if name})
+    lines.append(f"complete -c mcsync -f -n '__fish_use_subcommand' -a '{' '.join(tops)}'")
+    for name, flags in sorted(commands.items()):
+        words = name.split(" ")
+        if len(words) == 2:
+            lines.append(f"complete -c mcsync -f -n '__fish_seen_subcommand_from {words[0]}' "
+                         f"-a '{words[1]}'")
+        condition = f"__fish_seen_subcommand_from {words[-1]}" if name else "true"
+        for flag in flags:
+            lines.append(f"complete -c mcsync -n '{condition}' -l {flag[2:]}")
+    lines.append(f"complete -c mcsync -s o -l output -x -a '{' '.join(_outputs())}'")
+    lines.append(f"complete -c mcsync -f -n '__fish_seen_subcommand_from completion' "
+                 f"-a '{' '.join(SHELLS)}'")
+    return "\n".join(lines) + "\n"
+
+
+SCRIPTS = {"bash": bash, "zsh": zsh, "fish": fish}
+
+
+def script(shell: Shell) -> str:
+    return SCRIPTS[shell]()

@@ -1,0 +1,40 @@
+"""Which function runs which `mcsync` command: the one table `__main__` consults.
+
+Kept apart from `cli.commands` so that the read commands, the two admin writes
+(`cli.admin`) and the config-file commands (`cli.contexts`) each stay one module, and none
+of them imports another to find its neighbours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cli import admin, commands, contexts
+from cli.commands import Context
+from cli.completion import script
+
+
+def completion(ctx: Context) -> int:
+    assert ctx.options.shell is not None
+    ctx.out.write(script(ctx.options.shell))
+    return 0
+
+
+COMMANDS: dict[str, Callable[[Context], int]] = {
+    "clusters": commands.clusters,
+    "clusters register": admin.register,
+    "clusters deregister": admin.deregister,
+    "exports": commands.exports,
+    "imports": commands.imports,
+    "endpoints": commands.endpoints,
+    "conflicts": commands.conflicts,
+    "get": commands.get,
+    "version": commands.version,
+    "config": contexts.config,
+    "completion": completion,
+}
+
+
+def run(ctx: Context) -> int:
+    """Run the command `ctx.options` names; its exit code (HubError propagates)."""
+    return COMMANDS[ctx.options.command](ctx)
