@@ -453,10 +453,15 @@ class ImportRow:
     """
 
     revision: int
-    cluster_id: str
+    cluster_id: str  # the source cluster of a slice; "" for a ServiceImport
     type: str
     kind: str
     text: str
+
+    @property
+    def key(self) -> str | None:
+        """The fan-out's routing key: None, since every cluster imports every change."""
+        return None
 
     def event(self) -> WatchEvent:
         obj: ServiceImport | EndpointSliceExport
