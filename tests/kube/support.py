@@ -1,13 +1,15 @@
-"""Small helpers shared by the emulator's own tests: object builders and polling."""
+"""Small helpers shared by the emulator's own tests: object builders, polling, watches."""
 
 from __future__ import annotations
 
 import json
+import queue
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from shared.constants import MCS_GROUP
@@ -68,3 +70,34 @@ def failure(exc: ApiException) -> dict[str, Any]:
     """The Kubernetes Status object an ApiException carries."""
     status: dict[str, Any] = json.loads(exc.body or "{}")
     return status
+
+
+class BackgroundWatch:
+    """Runs `Watch().stream(...)` in a thread and queues every event (or the exception)."""
+
+    def __init__(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        self.watch = watch.Watch()
+        self.events: queue.Queue[dict[str, Any] | BaseException] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, args=(func, args, kwargs),
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self, func: Callable[..., Any], args: Any, kwargs: Any) -> None:
+        try:
+            for event in self.watch.stream(func, *args, **kwargs):
+                self.events.put(event)
+        except BaseException as exc:  # handed to the test thread
+            self.events.put(exc)
+
+    def next(self, timeout: float = 15.0) -> dict[str, Any]:
+        item = self.events.get(timeout=timeout)
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def take(self, n: int) -> list[dict[str, Any]]:
+        return [self.next() for _ in range(n)]
+
+    def stop(self) -> None:
+        self.watch.stop()
+        self._thread.join(10)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,7 +11,14 @@ from kubernetes.client.exceptions import ApiException
 
 from shared.constants import MCS_GROUP
 from tests.kube.fixtures import KubeCluster
-from tests.kube.support import core_api, custom_api, service, service_export, wait_for
+from tests.kube.support import (
+    BackgroundWatch,
+    core_api,
+    custom_api,
+    service,
+    service_export,
+    wait_for,
+)
 
 NS = "team-a"
 SE = (MCS_GROUP, "v1beta1", NS, "serviceexports")
@@ -23,45 +28,6 @@ def _summary(event: dict[str, Any]) -> tuple[str, str, int]:
     raw = event["raw_object"]
     return event["type"], raw["metadata"].get("name", ""), int(
         raw["metadata"]["resourceVersion"])
-
-
-class BackgroundWatch:
-    """Runs `Watch().stream(...)` in a thread and queues every event (or the exception)."""
-
-    def __init__(self, func: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        self.watch = watch.Watch()
-        self.events: queue.Queue[dict[str, Any] | BaseException] = queue.Queue()
-        self._thread = threading.Thread(target=self._run, args=(func, args, kwargs),
-                                        daemon=True)
-        self._thread.start()
-
-    def _run(self, func: Callable[..., Any], args: Any, kwargs: Any) -> None:
-        try:
-            for event in self.watch.stream(func, *args, **kwargs):
-                self.events.put(event)
-        except BaseException as exc:  # handed to the test thread
-            self.events.put(exc)
-
-    def next(self, timeout: float = 15.0) -> dict[str, Any]:
-        item = self.events.get(timeout=timeout)
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-    def take(self, n: int) -> list[dict[str, Any]]:
-        return [self.next() for _ in range(n)]
-
-    def stop(self) -> None:
-        self.watch.stop()
-        self._thread.join(10)
-
-
-@pytest.fixture
-def watches() -> Iterator[list[BackgroundWatch]]:
-    started: list[BackgroundWatch] = []
-    yield started
-    for w in started:
-        w.stop()
 
 
 def test_watch_from_list_rv_sees_exactly_later_events_in_order(
