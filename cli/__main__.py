@@ -14,7 +14,10 @@ from __future__ import annotations
 import os
 import ssl
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TextIO
+
+import httpx
 
 from cli.args import Options, UsageError, parse_args
 from cli.client import HubClient, HubError
@@ -25,10 +28,6 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-
-
-def _trace(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def _verify(options: Options) -> ssl.SSLContext | bool:
@@ -48,35 +47,51 @@ def _verify(options: Options) -> ssl.SSLContext | bool:
         ) from None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    transport: httpx.BaseTransport | None = None,
+    stdin: TextIO | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Run one command. The keyword arguments exist for tests (a fake hub's transport,
+    streams to read back); the program passes none."""
     args = sys.argv[1:] if argv is None else list(argv)
+    out = out or sys.stdout
+    err = err or sys.stderr
     try:
-        options = parse_args(args)
+        options = parse_args(args, environ)
         verify = _verify(options)
     except UsageError as exc:
-        print(exc, file=sys.stderr)
+        print(exc, file=err)
         return EXIT_USAGE
     if options.insecure_skip_tls_verify and options.hub_url.startswith("https://"):
         print("warning: --insecure-skip-tls-verify: the hub's certificate is not checked",
-              file=sys.stderr)
+              file=err)
+
+    def trace(line: str) -> None:
+        print(line, file=err, flush=True)
+
     client = HubClient(
         base_url=options.hub_url, token=options.token, timeout=options.request_timeout,
-        verify=verify, trace=_trace if options.verbose else None,
+        verify=verify, trace=trace if options.verbose else None, transport=transport,
     )
-    context = Context(options=options, client=client, out=sys.stdout, err=sys.stderr,
-                      stdin=sys.stdin)
+    context = Context(options=options, client=client, out=out, err=err,
+                      stdin=stdin if stdin is not None else sys.stdin)
     try:
         with client:
             code = run(context)
-        sys.stdout.flush()  # here, so that a closed pipe is caught below, not at exit
+        out.flush()  # here, so that a closed pipe is caught below, not at exit
         return code
     except UsageError as exc:
-        print(exc, file=sys.stderr)
+        print(exc, file=err)
         return EXIT_USAGE
     except (HubError, CommandError) as exc:
         message = exc.message if isinstance(exc, HubError) else str(exc)
-        sys.stdout.flush()
-        print(f"error: {message}", file=sys.stderr)
+        out.flush()
+        print(f"error: {message}", file=err)
         return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_OK if options.watch else EXIT_INTERRUPTED

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from shared.models import (
     Condition,
+    EndpointSliceExport,
     ImportClusterStatus,
     ImportPortStatus,
     InternalServiceExport,
@@ -137,3 +138,41 @@ def service_import(
             winning_cluster=winner,
         ),
     )
+
+
+def endpoint_slice(
+    *,
+    cluster: str = "east",
+    namespace: str = "demo",
+    service: str = "web",
+    name: str | None = None,
+    address_type: str = "IPv4",
+    addresses: list[str] | None = None,
+    not_ready: int = 0,
+    ports: list[tuple[int | None, str]] | None = None,
+    created: datetime | None = None,
+) -> EndpointSliceExport:
+    """A slice of `service` with one endpoint per address, the first `not_ready` of them
+    reporting ready=false (the rest ready=true, or unset for every third, which Kubernetes
+    reads as ready)."""
+    addresses = addresses if addresses is not None else ["10.0.0.1", "10.0.0.2"]
+    endpoints = []
+    for index, address in enumerate(addresses):
+        ready: bool | None = False if index < not_ready else (None if index % 3 == 2 else True)
+        endpoints.append({"addresses": [address], "conditions": {"ready": ready}})
+    return EndpointSliceExport.model_validate({
+        "metadata": {
+            "name": name or f"{service}-abc12",
+            "namespace": namespace,
+            "resourceVersion": "11",
+            "creationTimestamp": (created or ago(minutes=5)).isoformat(),
+        },
+        "spec": {
+            "serviceName": service,
+            "clusterId": cluster,
+            "addressType": address_type,
+            "ports": [{"name": f"p{i}", "protocol": protocol, "port": number}
+                      for i, (number, protocol) in enumerate(ports or [(8080, "TCP")])],
+            "endpoints": endpoints,
+        },
+    })

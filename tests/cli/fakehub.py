@@ -1,0 +1,93 @@
+"""An in-process stand-in for the hub's REST API, for the CLI's command tests.
+
+It answers over an `httpx.MockTransport`, so the CLI's real `HubClient` runs unchanged —
+URLs, query parameters, paging, bodies, status codes — without a server process. It
+follows SPEC §4.2 for the routes the tests use, and records every request so a test can
+assert what was asked (and that no token leaks into what is printed).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from shared.models import EndpointSliceExport, MemberCluster, to_wire
+from tests.cli.samples import NOW, cluster
+
+PREFIX = "/api/v1"
+
+
+def status(code: int, reason: str, message: str) -> httpx.Response:
+    return httpx.Response(code, json={"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                                      "code": code, "reason": reason, "message": message})
+
+
+@dataclass
+class FakeHub:
+    clusters: dict[str, MemberCluster] = field(default_factory=dict)
+    slices: list[EndpointSliceExport] = field(default_factory=list)
+    requests: list[httpx.Request] = field(default_factory=list)
+    issued_tokens: list[str] = field(default_factory=list)
+    revision: int = 42
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        path = request.url.path.removeprefix(PREFIX)
+        parts = [p for p in path.split("/") if p]
+        method = request.method
+        if parts == ["version"]:
+            return httpx.Response(200, json={"hubVersion": "9.8.7", "apiVersion":
+                                             "mcsync.io/v1alpha1", "minAgentVersion": "0.1.0"})
+        if parts == ["endpointslices"] and method == "GET":
+            return self._slices(request)
+        if parts == ["clusters"] and method == "POST":
+            return self._register(json.loads(request.content))
+        if parts == ["clusters"] and method == "GET":
+            return httpx.Response(200, json={"kind": "MemberClusterList", "items": [
+                to_wire(c) for c in self.clusters.values()]})
+        if len(parts) == 2 and parts[0] == "clusters":
+            found = self.clusters.get(parts[1])
+            if found is None:
+                return status(404, "NotFound", f"cluster {parts[1]!r} is not registered")
+            if method == "DELETE":
+                del self.clusters[parts[1]]
+            return httpx.Response(200, json=to_wire(found))
+        return status(404, "NotFound", f"no route {method} {path}")
+
+    def _slices(self, request: httpx.Request) -> httpx.Response:
+        query = request.url.params
+        chosen = [
+            s for s in self.slices
+            if query.get("namespace") in (None, s.metadata.namespace)
+            and query.get("name") in (None, s.spec.service_name)
+            and query.get("cluster") in (None, s.spec.cluster_id)
+        ]
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or len(chosen) or 1)
+        page = chosen[start:start + limit]
+        more = start + limit < len(chosen)
+        return httpx.Response(200, json={
+            "apiVersion": "mcsync.io/v1alpha1", "kind": "EndpointSliceExportList",
+            "metadata": {"resourceVersion": str(self.revision),
+                         "continue": str(start + limit) if more else None},
+            "items": [to_wire(s) for s in page],
+        })
+
+    def _register(self, body: dict[str, Any]) -> httpx.Response:
+        meta = body["metadata"]
+        name = meta["name"]
+        if name in self.clusters:
+            return status(409, "AlreadyExists", f"cluster {name!r} is already registered")
+        registered = cluster(name, state="Pending", labels=meta.get("labels"), created=NOW,
+                             agent_version=None)
+        self.clusters[name] = registered
+        token = secrets.token_urlsafe(24)
+        self.issued_tokens.append(token)
+        return httpx.Response(201, json={**to_wire(registered), "token": token})
