@@ -1,9 +1,9 @@
-"""The agent, wired from its settings: informers → one work queue → the export reconciler.
+"""The agent, wired from its settings: informers → two work queues → two reconcilers.
 
-    Services ─┐
-    ServiceExports ─┼─► handler ─► WorkQueue("namespace/name") ─► workers ─► ExportReconciler
-    hub records (feed) ─┘        (relist → bulk lane, live → live lane)        │
-                                                                        HubClient / kube writes
+    Services ─┐                 ┌► WorkQueue "serviceexport" ─► workers ─► ExportReconciler
+    ServiceExports ─┼─► handlers ─┤   (relist → bulk lane, live → live lane)         │
+    hub records (feed) ─┤         └► WorkQueue "endpointslice" ─► workers ─► SliceExportReconciler
+    EndpointSlices ─┘                                                    HubClient / kube writes
 
 * Three kinds of informer feed one queue keyed "namespace/name": Services (a Service's key
   is its ServiceExport's key), ServiceExports (one informer per watched namespace, or one
@@ -11,6 +11,11 @@
   change feed and "relist on 410, then repair" run on the same machinery as Kubernetes'.
   Events from a (re)list go to the queue's bulk lane, live events to the live lane: a
   startup repair of 10,000 keys never delays a fresh change (SPEC §2.4).
+* EndpointSlices (SPEC §2.8) have a queue of their own, keyed by the same Service key: a
+  Service, ServiceExport or hub record event queues the key in both, a slice event in the
+  slice queue only. Why two queues, and how the slices' repair runs as a queue item, is
+  `member.reconcilers.sliceexport`'s docstring. A hub record that goes (the hub withdrew
+  its slices with it) makes the slice reconciler forget what it had sent of that Service.
 * Workers start only once every informer has synced. Before that, a key the hub knows and
   the ServiceExport cache does not *yet* know would look like an orphan and be deleted.
 * After every hub (re)list, and at the start of every leadership term, every key known on
@@ -50,12 +55,27 @@ from member.informer import Informer, namespaced_key
 from member.kube.client import discover_serviceexport_version, load_api_client
 from member.kube.events import EventRecorder
 from member.kube.leader import LeaderElector
-from member.kube.listwatch import ServiceExportListWatch, ServiceListWatch
+from member.kube.listwatch import (
+    EndpointSliceListWatch,
+    ServiceExportListWatch,
+    ServiceListWatch,
+)
 from member.kube.resources import ServiceExportClient
 from member.metrics import AgentMetrics
 from member.reconcilers.export import ExportReconciler, NotLeading
+from member.reconcilers.sliceexport import (
+    REPAIR_KEY,
+    SentSlices,
+    SliceExportReconciler,
+    SlicesByService,
+)
 from member.settings import AgentSettings
-from member.transform import transform_hub_record, transform_service, transform_service_export
+from member.transform import (
+    transform_endpointslice,
+    transform_hub_record,
+    transform_service,
+    transform_service_export,
+)
 from member.workqueue import WorkQueue, WorkQueueMetrics, run_workers
 
 __all__ = ["Agent", "HealthServer", "NamespacedLister"]
@@ -63,6 +83,7 @@ __all__ = ["Agent", "HealthServer", "NamespacedLister"]
 logger = logging.getLogger(__name__)
 
 QUEUE_NAME = "serviceexport"
+SLICE_QUEUE_NAME = "endpointslice"
 # How long a stopping agent waits for workers to finish the keys in hand.
 _WORKER_JOIN_SECONDS = 30.0
 
@@ -114,9 +135,9 @@ class Agent:
         )
         if tracer_provider is not None:
             self.hub.instrument(tracer_provider)
-        self.queue = WorkQueue(
-            name=QUEUE_NAME, metrics=WorkQueueMetrics(registry=self.metrics.registry)
-        )
+        queue_metrics = WorkQueueMetrics(registry=self.metrics.registry)
+        self.queue = WorkQueue(name=QUEUE_NAME, metrics=queue_metrics)
+        self.slice_queue = WorkQueue(name=SLICE_QUEUE_NAME, metrics=queue_metrics)
 
         namespaces = settings.watched_namespaces()
         self._scope = {ns for ns in namespaces if ns is not None}
@@ -141,6 +162,16 @@ class Agent:
             )
             for ns in namespaces
         }
+        self.slice_informers = {
+            ns: Informer(
+                name=f"endpointslices[{ns or '*'}]",
+                list_watch=EndpointSliceListWatch(self.api, namespace=ns),
+                handler=self._on_slice_event,
+                watch_timeout_seconds=timeout,
+                transform=transform_endpointslice,
+            )
+            for ns in namespaces
+        }
         self.hub_informer = Informer(
             name="hub",
             list_watch=HubExportListWatch(self.hub),
@@ -153,6 +184,8 @@ class Agent:
         self.services = NamespacedLister(self.service_informers)
         self.service_exports = NamespacedLister(self.export_informers)
         self.hub_view = HubView(self.hub_informer)
+        self.slices = SlicesByService(NamespacedLister(self.slice_informers))
+        self.sent_slices = SentSlices()
         self.metrics.watch_informers(lambda: [(i.name, i.relists) for i in self._informers()])
 
         self.gate = VersionGate(metrics=self.metrics)
@@ -177,6 +210,20 @@ class Agent:
                 histogram=self.metrics.export_duration,
                 cluster_id=settings.cluster_id,
             ),
+            gate=self.gate,
+            deny_namespaces=settings.deny_namespace,
+            metrics=self.metrics,
+            may_write=self._leading.is_set,
+            tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
+        )
+        self.slice_reconciler = SliceExportReconciler(
+            cluster_id=settings.cluster_id,
+            service_exports=self.service_exports,
+            services=self.services,
+            slices=self.slices,
+            hub_view=self.hub_view,
+            hub=self.hub,
+            sent=self.sent_slices,
             gate=self.gate,
             deny_namespaces=settings.deny_namespace,
             metrics=self.metrics,
@@ -254,6 +301,7 @@ class Agent:
                     elector_thread.join(timeout=10)
             background.set()
             self.queue.shutdown()
+            self.slice_queue.shutdown()
             for thread in threads:
                 thread.join(timeout=5)
             self.health.stop()
@@ -286,12 +334,20 @@ class Agent:
             # A new term repairs everything: keys may have been abandoned (NotLeading) or
             # changed while another replica led.
             self._repair()
-            self._workers = run_workers(
-                self.queue,
-                process=self._process,
-                workers=self.settings.workers,
-                stop=self._worker_stop,
-            )
+            self._workers = [
+                *run_workers(
+                    self.queue,
+                    process=self._process,
+                    workers=self.settings.workers,
+                    stop=self._worker_stop,
+                ),
+                *run_workers(
+                    self.slice_queue,
+                    process=self._process_slices,
+                    workers=self.settings.workers,
+                    stop=self._worker_stop,
+                ),
+            ]
 
     def _stop_leading(self) -> None:
         with self._lock:
@@ -300,6 +356,8 @@ class Agent:
             # Clear first: a reconcile in flight fails its next write check at once.
             self._leading.clear()
             self._worker_stop.set()
+            # Another replica writes slices from now on: what we sent is no longer known.
+            self.sent_slices.clear()
             self.metrics.leader.set(0)
             logger.info("no longer leading: workers stop writing")
 
@@ -314,6 +372,17 @@ class Agent:
             # Abandoned, not failed: the next term's repair queues every key again.
             logger.debug("%s: abandoned, this replica stopped leading", key)
 
+    def _process_slices(self, key: str) -> None:
+        try:
+            if key != REPAIR_KEY:
+                self.slice_reconciler.reconcile(key)
+                return
+            for found in self.slice_reconciler.repair():
+                if self._in_scope(found):
+                    self.slice_queue.add(found, bulk=True)
+        except NotLeading:
+            logger.debug("%s: abandoned, this replica stopped leading", key)
+
     # -- events → queue ---------------------------------------------------------------------
 
     def _on_kube_event(
@@ -325,7 +394,24 @@ class Agent:
     ) -> None:
         obj = new if new is not None else old
         if obj is not None:
-            self.queue.add(namespaced_key(obj), bulk=from_relist)
+            key = namespaced_key(obj)
+            self.queue.add(key, bulk=from_relist)
+            self._queue_slices(key, bulk=from_relist)
+
+    def _on_slice_event(
+        self,
+        event_type: str,
+        old: dict[str, Any] | None,
+        new: dict[str, Any] | None,
+        from_relist: bool,
+    ) -> None:
+        for key in self.slices.observe(old, new):
+            self._queue_slices(key, bulk=from_relist)
+
+    def _queue_slices(self, key: str, *, bulk: bool) -> None:
+        if bulk and not self.sent_slices.primed:
+            return  # the first slice repair queues every key (see member.reconcilers.sliceexport)
+        self.slice_queue.add(key, bulk=bulk)
 
     def _on_hub_event(
         self,
@@ -339,14 +425,20 @@ class Agent:
             return
         key = record_key(obj)
         self.hub_view.settle(key)  # the feed may have caught up with one of our writes
+        if event_type == "DELETED":
+            # The hub withdrew the export's slices with it (SPEC §4.2).
+            self.sent_slices.forget_service(key)
         if self._in_scope(key):
             self.queue.add(key, bulk=from_relist)
+            self._queue_slices(key, bulk=from_relist)
 
     def _repair(self) -> None:
         """Queue every key either side knows, in the bulk lane (SPEC §2.4)."""
         keys = self.service_exports.keys() | {k for k in self.hub_view.keys() if self._in_scope(k)}
         for key in keys:
             self.queue.add(key, bulk=True)
+        # The slices' repair lists the hub on a worker, then queues its keys in the bulk lane.
+        self.slice_queue.add(REPAIR_KEY)
         logger.info("repair: %d keys queued", len(keys))
 
     def _repair_if_leading(self) -> None:
@@ -364,6 +456,7 @@ class Agent:
         return [
             *self.service_informers.values(),
             *self.export_informers.values(),
+            *self.slice_informers.values(),
             self.hub_informer,
         ]
 
