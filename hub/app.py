@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 from opentelemetry import trace
 
-from hub.api import clusters, docs, exports, health, imports
+from hub.api import clusters, docs, endpointslices, exports, health, imports
 from hub.api.bodylimit import BodyTooLargeMiddleware
 from hub.api.credentials import Credentials, load_credentials
 from hub.api.deps import STATE_ATTR, HubContext, context_of
@@ -130,7 +130,7 @@ def create_app(
     )
     setattr(app.state, STATE_ATTR, ctx)
     install_error_handlers(app)
-    for module in (clusters, exports, imports, health, docs):
+    for module in (clusters, exports, endpointslices, imports, health, docs):
         app.include_router(module.router)
     # add_middleware wraps: the last added is the outermost.
     app.add_middleware(BodyTooLargeMiddleware, max_body_bytes=settings.max_body_bytes)

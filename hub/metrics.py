@@ -41,6 +41,7 @@ WATCHES_TOO_SLOW_METRIC = "mcsync_hub_watches_too_slow"
 DATABASE_ERRORS_METRIC = "mcsync_hub_database_errors"
 EXPORT_WRITES_METRIC = "mcsync_hub_export_writes"
 EXPORTS_METRIC = "mcsync_hub_exports"
+ENDPOINT_SLICES_METRIC = "mcsync_hub_endpointslice_exports"
 CONFLICT_RESOLUTION_METRIC = "mcsync_hub_conflict_resolution_duration_seconds"
 FEED_LAG_METRIC = "mcsync_hub_feed_lag_revisions"
 POOL_CONNECTIONS_METRIC = "mcsync_hub_db_pool_connections"
@@ -122,6 +123,12 @@ class HubMetrics:
             ["verdict"],
             registry=self.registry,
         )
+        self.endpoint_slices = Gauge(
+            ENDPOINT_SLICES_METRIC,
+            "EndpointSliceExports stored for the fleet (SPEC §2.8), counted in the database "
+            "at scrape time like the exports; 0 until the first one.",
+            registry=self.registry,
+        )
         self.feed_lag = Gauge(
             FEED_LAG_METRIC,
             "Revisions between the newest commit this replica knows of and the position of "
@@ -160,12 +167,15 @@ class HubMetrics:
         self.feed_lag.set(max((max(0, newest - p) for p in watch_positions), default=0))
         try:
             counts = await store.exports.count_by_verdict()
+            slices = await store.endpointslices.count()
         except DatabaseUnavailable:
+            # (The slice count has no labels to remove: it keeps its last value.)
             self.database_errors.inc()
             self.exports.clear()
             return
         self.exports.labels(VERDICT_CONFLICT).set(counts[True])
         self.exports.labels(VERDICT_NO_CONFLICT).set(counts[False])
+        self.endpoint_slices.set(slices)
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""

@@ -1,7 +1,10 @@
-"""ServiceImport routes (SPEC §3, §4.2): the per-service view the store derives on writes.
+"""ServiceImport routes (SPEC §3, §4.2): the per-service view the store derives on writes,
+and what a cluster must import (`/clusters/{cluster}/imports`, SPEC §2.8).
 
 Read-only: a ServiceImport is never written through the API; it changes only as a side
-effect of export writes, inside their transactions.
+effect of export writes, inside their transactions. The import list is the same for every
+cluster (imports are fleet-wide): every ServiceImport, each followed by the
+EndpointSliceExports of its key, cut to the ports their source clusters serve.
 """
 
 from __future__ import annotations
@@ -11,12 +14,19 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, Response
 
-from hub.api.auth import ReaderAccess
+from hub.api.auth import MemberOrReaderAccess, ReaderAccess
 from hub.api.deps import StoreDep
 from hub.api.errors import ApiError, documented
-from hub.api.params import MAX_LIST_LIMIT, NamePath, NamespacePath
+from hub.api.params import MAX_LIST_LIMIT, ClusterPath, NamePath, NamespacePath
 from shared.constants import API_PREFIX
-from shared.models import DNS1123_LABEL_RE, ListMeta, ServiceImport, ServiceImportList, to_wire
+from shared.models import (
+    DNS1123_LABEL_RE,
+    ClusterImportList,
+    ListMeta,
+    ServiceImport,
+    ServiceImportList,
+    to_wire,
+)
 
 router = APIRouter(prefix=API_PREFIX, tags=["serviceimports"])
 
@@ -63,3 +73,37 @@ async def get_import(
     namespace: NamespacePath, name: NamePath, _access: ReaderAccess, store: StoreDep
 ) -> Response:
     return JSONResponse(to_wire(await store.imports.get(namespace, name)))
+
+
+@router.get(
+    "/clusters/{cluster}/imports",
+    response_model=ClusterImportList,
+    summary="Everything a cluster must import: every ServiceImport and EndpointSliceExport",
+    responses=documented(401, 403, 422, 503),
+)
+async def list_cluster_imports(
+    cluster: ClusterPath,
+    _access: MemberOrReaderAccess,
+    store: StoreDep,
+    limit: Annotated[
+        int | None, Query(ge=1, le=MAX_LIST_LIMIT, description="page size (default: all)")
+    ] = None,
+    continue_: Annotated[
+        str | None,
+        Query(alias="continue", max_length=4096, description="token from the previous page"),
+    ] = None,
+) -> Response:
+    """Each slice carries only the ports its source cluster serves in the import; a slice
+    whose source serves none of them is left out. `metadata.resourceVersion` is the
+    revision to watch from (the first page's, when paging)."""
+    try:
+        page = await store.import_feed.list_imports(limit=limit, continue_token=continue_)
+    except ValueError as exc:
+        raise ApiError.invalid("continue", str(exc)) from None
+    answer = ClusterImportList(
+        metadata=ListMeta(resource_version=page.resource_version, continue_=page.continue_token),
+        items=page.items,
+    )
+    return Response(
+        answer.model_dump_json(by_alias=True, exclude_none=True), media_type="application/json"
+    )
