@@ -382,3 +382,156 @@ def test_watch_relists_when_the_hub_says_gone(short_history_hub: RunningHub) -> 
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+# --- issue 16: register/deregister, precedence, --watch on every list -------------------
+
+
+def admin_cli(hub: RunningHub, *args: str, token_file: Path | None = None,
+              extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {"MCSYNC_HUB_URL": hub.url, **(extra_env or {})}
+    if token_file is None:
+        env["MCSYNC_TOKEN"] = hub.admin_token
+    else:
+        env["MCSYNC_TOKEN_FILE"] = str(token_file)
+    return run_cli(*args, env=env)
+
+
+def test_register_and_deregister_a_cluster(hub: RunningHub, tmp_path: Path) -> None:
+    target = tmp_path / "south.token"
+    result = admin_cli(hub, "clusters", "register", "south", "--label", "region=south",
+                       "--token-file", str(target))
+    assert ok(result) == f"cluster/south registered; its token is in {target} (mode 0600)\n"
+    token = target.read_text().strip()
+    assert oct(target.stat().st_mode & 0o777) == "0o600"
+    # the written token is the member's: it may read its own cluster, and only that
+    assert hub.call("GET", "/api/v1/clusters/south", token=token).status_code == 200
+    assert hub.call("GET", "/api/v1/clusters/east", token=token).status_code == 403
+    assert token not in result.stdout + result.stderr
+
+    again = admin_cli(hub, "clusters", "register", "south", "--token-file", str(target),
+                      "--overwrite")
+    assert again.returncode == 1
+    assert again.stderr.startswith("error: cluster south is already registered")
+    assert target.read_text().strip() == token  # the working token is untouched
+
+    refused = admin_cli(hub, "clusters", "deregister", "south")  # no tty, no --yes
+    assert refused.returncode == 2 and "pass --yes" in refused.stderr
+    assert hub.call("GET", "/api/v1/clusters/south", token=hub.admin_token).status_code == 200
+    gone = admin_cli(hub, "clusters", "deregister", "south", "--yes")
+    assert ok(gone) == "cluster/south deregistered; 0 exports withdrawn\n"
+    assert hub.call("GET", "/api/v1/clusters/south", token=hub.admin_token).status_code == 404
+
+
+def test_register_needs_the_admin_token(hub: RunningHub, tmp_path: Path) -> None:
+    target = tmp_path / "reader.token"
+    result = run_cli("clusters", "register", "nope", "--token-file", str(target),
+                     env={"MCSYNC_HUB_URL": hub.url, "MCSYNC_TOKEN": hub.reader_token})
+    assert result.returncode == 1 and result.stderr.startswith("error: ")
+    assert not target.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_token_file_flag_beats_the_token_variable(
+    hub: RunningHub, fleet: dict[str, str], tmp_path: Path
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(hub.reader_token + "\n")
+    result = run_cli("--token-file", str(token_file), "clusters",
+                     env={"MCSYNC_HUB_URL": hub.url, "MCSYNC_TOKEN": "x"})
+    assert {r["NAME"] for r in table(ok(result))} >= {"east", "west"}
+
+
+def test_watch_variable_does_not_break_single_object_commands(
+    hub: RunningHub, fleet: dict[str, str]
+) -> None:
+    """MCSYNC_WATCH=true used to make every command but `exports` exit 2."""
+    result = run_cli("get", "import", "demo/web", "-o", "json",
+                     env={"MCSYNC_HUB_URL": hub.url, "MCSYNC_TOKEN": hub.reader_token,
+                          "MCSYNC_WATCH": "true"})
+    assert ServiceImport.model_validate_json(ok(result)).metadata.name == "web"
+
+
+def watch_json(hub: RunningHub, *args: str) -> tuple[subprocess.Popen[str], LineReader]:
+    """`mcsync ARGS --watch -o json` over an empty view, returned once it has listed: the
+    feed is followed from the list's revision, so every later change is reported."""
+    process = subprocess.Popen(
+        cli_command(*args, "--watch", "-o", "json"),
+        env=clean_env({"MCSYNC_HUB_URL": hub.url, "MCSYNC_TOKEN": hub.reader_token}),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    errors = LineReader(process.stderr)
+    assert errors.next(time.monotonic() + 60) == "No resources found. Watching for changes.\n"
+    return process, LineReader(process.stdout)
+
+
+def next_event(reader: LineReader, deadline: float) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads(reader.next(deadline))
+    return event
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            assert process.wait(timeout=30) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=10)
+
+
+def test_imports_and_conflicts_watch(hub: RunningHub, fleet: dict[str, str]) -> None:
+    imports, import_lines = watch_json(hub, "imports", "-n", "watched")
+    conflicts, conflict_lines = watch_json(hub, "conflicts", "-n", "watched")
+    try:
+        deadline = time.monotonic() + 60
+        put_export(hub, fleet["east"], "east", "watched", "shop", port=80, created=BASE)
+        event = next_event(import_lines, deadline)
+        assert event["type"] == "ADDED"
+        item = ServiceImport.model_validate(event["object"])
+        assert (item.metadata.namespace, item.metadata.name) == ("watched", "shop")
+        assert [c.cluster for c in item.status.clusters] == ["east"]
+        # a second exporter on another port: the import changes and now conflicts
+        put_export(hub, fleet["west"], "west", "watched", "shop", port=81,
+                   created=BASE + timedelta(hours=1))
+        event = next_event(import_lines, deadline)
+        assert event["type"] == "MODIFIED"
+        changed = ServiceImport.model_validate(event["object"])
+        assert sorted(c.cluster for c in changed.status.clusters) == ["east", "west"]
+        clash = next_event(conflict_lines, deadline)
+        assert clash["type"] == "ADDED"
+        assert ServiceImport.model_validate(clash["object"]).status.conflicts == ["PortConflict"]
+        # both exports withdrawn: the import is gone from both views
+        for cluster in ("east", "west"):
+            answer = hub.call("DELETE", f"/api/v1/clusters/{cluster}/serviceexports/watched/shop",
+                              token=fleet[cluster])
+            assert answer.status_code == 200, answer.text
+        types = []
+        while "DELETED" not in types:
+            types.append(next_event(import_lines, deadline)["type"])
+        assert next_event(conflict_lines, deadline)["type"] == "DELETED"
+    finally:
+        stop(imports)
+        stop(conflicts)
+
+
+def test_clusters_watch_sees_a_new_cluster_and_its_counts(hub: RunningHub) -> None:
+    process, lines = watch_json(hub, "clusters", "-l", "purpose=watch-test")
+    try:
+        deadline = time.monotonic() + 60
+        answer = hub.call("POST", "/api/v1/clusters", token=hub.admin_token,
+                          body={"metadata": {"name": "watched-one",
+                                             "labels": {"purpose": "watch-test"}}})
+        assert answer.status_code == 201, answer.text
+        put_export(hub, answer.json()["token"], "watched-one", "demo", "x", port=80,
+                   created=BASE)
+        seen: list[tuple[str, int]] = []
+        while not any(count == 1 for _, count in seen):
+            event = next_event(lines, deadline)
+            found = MemberClusterList(items=[event["object"]]).items[0]
+            assert found.metadata.name == "watched-one"
+            seen.append((event["type"], found.status.export_count))
+        assert seen[0][0] == "ADDED"
+    finally:
+        stop(process)
