@@ -240,6 +240,45 @@ async def list_slices(
         Query(alias="continue", max_length=4096, description="token from the previous page"),
     ] = None,
 ) -> Response:
+    return await _list_page(
+        store, cluster=cluster, namespace=namespace, name=name, limit=limit, continue_=continue_
+    )
+
+
+@router.get(
+    COLLECTION,
+    response_model=EndpointSliceExportList,
+    summary="One cluster's EndpointSliceExports (its agent's start-up and relist repair)",
+    responses=documented(401, 403, 422, 503),
+)
+async def list_cluster_slices(
+    cluster: ClusterPath,
+    _access: MemberOrReaderAccess,
+    store: StoreDep,
+    limit: Annotated[
+        int | None, Query(ge=1, le=MAX_LIST_LIMIT, description="page size (default: all)")
+    ] = None,
+    continue_: Annotated[
+        str | None,
+        Query(alias="continue", max_length=4096, description="token from the previous page"),
+    ] = None,
+) -> Response:
+    # The agent compares the hub's set of its slices with its cluster's (SPEC §2.4, §2.8);
+    # the fleet-wide list is the reader's, so a member reads its own here, as for exports.
+    return await _list_page(
+        store, cluster=cluster, namespace=None, name=None, limit=limit, continue_=continue_
+    )
+
+
+async def _list_page(
+    store: StoreDep,
+    *,
+    cluster: str | None,
+    namespace: str | None,
+    name: str | None,
+    limit: int | None,
+    continue_: str | None,
+) -> Response:
     try:
         page = await store.endpointslices.list(
             cluster_id=cluster,
