@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from hub.store import Store, migrate
 from hub.store.db import make_engine
@@ -90,3 +90,39 @@ async def test_replicas_migrating_at_once_take_turns(database_url: str) -> None:
 
     await asyncio.gather(*(migrate.upgrade_async(database_url) for _ in range(3)))
     assert await migrate.current_async(database_url) == migrate.head()
+
+
+async def test_0002_keeps_the_history_and_its_downgrade_drops_only_import_rows(
+    database_url: str,
+) -> None:
+    """Rows written before 0002 are export changes (the `kind` default); a downgrade keeps
+    the export feed's rows and drops the import feed's, which the old schema cannot tell
+    apart from exports."""
+    await migrate.upgrade_async(database_url, "0001")
+    engine = make_engine(database_url, pool_size=1)
+    insert = text(
+        "INSERT INTO changes (revision, cluster_id, namespace, name, type, object) "
+        "VALUES (:revision, 'alpha', 'demo', 'web', 'ADDED', '{}')"
+    )
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(insert, {"revision": 1})
+        await migrate.upgrade_async(database_url, "0002")
+        async with engine.begin() as conn:
+            kinds = (await conn.execute(text("SELECT kind FROM changes"))).scalars().all()
+            assert kinds == ["InternalServiceExport"]
+            await conn.execute(
+                text(
+                    "INSERT INTO changes (revision, cluster_id, namespace, name, type, object, "
+                    "kind) VALUES (2, 'alpha', 'demo', :name, 'ADDED', '{}', "
+                    "'EndpointSliceExport')"
+                ),
+                {"name": "web-" + "x" * 200},  # a slice name longer than a label
+            )
+        await migrate.downgrade_async(database_url, "0001")
+        async with engine.begin() as conn:
+            revisions = (await conn.execute(text("SELECT revision FROM changes"))).scalars().all()
+            assert revisions == [1]
+    finally:
+        await engine.dispose()
+    assert await table_names(database_url) == TABLES - {"endpoint_slices"}
