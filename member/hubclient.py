@@ -48,12 +48,14 @@ from shared.constants import API_PREFIX, WATCH_DEFAULT_TIMEOUT_SECONDS
 from shared.models import (
     AnnotationPatch,
     AnnotationPatchMeta,
+    ClusterImportList,
     EndpointSliceExport,
     EndpointSliceExportList,
     Heartbeat,
     HeartbeatResponse,
     InternalServiceExport,
     InternalServiceExportList,
+    ServiceImport,
     VersionInfo,
     WatchEvent,
     to_wire,
@@ -79,6 +81,7 @@ ROUTE_EXPORT = API_PREFIX + "/clusters/{cluster}/serviceexports/{namespace}/{nam
 ROUTE_EXPORTS = API_PREFIX + "/clusters/{cluster}/serviceexports"
 ROUTE_SLICE = API_PREFIX + "/clusters/{cluster}/endpointslices/{namespace}/{name}"
 ROUTE_SLICES = API_PREFIX + "/clusters/{cluster}/endpointslices"
+ROUTE_IMPORTS = API_PREFIX + "/clusters/{cluster}/imports"
 ROUTE_HEARTBEAT = API_PREFIX + "/clusters/{cluster}/heartbeat"
 ROUTE_VERSION = API_PREFIX + "/version"
 
@@ -270,7 +273,11 @@ class HubClient:
     def _pages(
         self,
         route: str,
-        model: type[InternalServiceExportList] | type[EndpointSliceExportList],
+        model: (
+            type[InternalServiceExportList]
+            | type[EndpointSliceExportList]
+            | type[ClusterImportList]
+        ),
         each: Callable[[Any], Any] | None,
     ) -> tuple[list[Any], str]:
         items: list[Any] = []
@@ -294,7 +301,29 @@ class HubClient:
         Raises `HubGone` when that revision is older than the hub's retained history, and
         `HubUnavailable` when the hub cannot be reached (no retries: the informer backs off).
         """
-        path = self._path(ROUTE_EXPORTS)
+        return self._watch(ROUTE_EXPORTS, resource_version, timeout_seconds)
+
+    # -- imports (SPEC §2.8, §4.3) -----------------------------------------------------------
+
+    def list_imports(
+        self, each: Callable[[ServiceImport | EndpointSliceExport], Any] | None = None
+    ) -> tuple[list[Any], str]:
+        """Everything this cluster must import (ServiceImports and EndpointSliceExports of
+        the fleet, following `continue`), and the list's revision; as `list_exports`."""
+        while True:
+            try:
+                return self._pages(ROUTE_IMPORTS, ClusterImportList, each)
+            except HubGone:
+                logger.info("hub import list continuation expired; listing again")
+
+    def watch_imports(
+        self, *, resource_version: str, timeout_seconds: int = WATCH_DEFAULT_TIMEOUT_SECONDS
+    ) -> HubWatchStream:
+        """The import feed after `resource_version`; raises as `watch_exports`."""
+        return self._watch(ROUTE_IMPORTS, resource_version, timeout_seconds)
+
+    def _watch(self, route: str, resource_version: str, timeout_seconds: int) -> HubWatchStream:
+        path = self._path(route)
         params = {
             "watch": "true",
             "resourceVersion": resource_version,
@@ -310,20 +339,20 @@ class HubClient:
         try:
             response = self._http.send(request, stream=True)
         except httpx.TransportError as exc:
-            self._observe("GET", ROUTE_EXPORTS, "connection", started, error=True)
+            self._observe("GET", route, "connection", started, error=True)
             raise HubUnavailable(f"hub watch at {self.config.base_url}: {_short(exc)}") from None
         if response.status_code != 200:
             try:
                 response.read()
             finally:
                 response.close()
-            self._observe("GET", ROUTE_EXPORTS, str(response.status_code), started, error=True)
+            self._observe("GET", route, str(response.status_code), started, error=True)
             if response.status_code >= 500 or response.status_code == 429:
                 raise HubUnavailable(
                     f"hub watch answered {response.status_code}: {_status_message(response)}"
                 )
-            raise self._rejection(response, ROUTE_EXPORTS)
-        self._observe("GET", ROUTE_EXPORTS, "200", started, error=False)
+            raise self._rejection(response, route)
+        self._observe("GET", route, "200", started, error=False)
         return HubWatchStream(response)
 
     # -- endpoint slices (SPEC §2.8) ---------------------------------------------------------

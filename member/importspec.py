@@ -1,0 +1,379 @@
+"""Pure: the hub's ServiceImport and slices → the exact Kubernetes objects of SPEC §2.8.
+
+Every cluster, the exporters included, holds three kinds of object per imported key; this
+module says what each must look like, and nothing else (no I/O, no clock), so every
+outcome is a plain data test:
+
+* `desired_service_import()` — the MCS `ServiceImport` `<ns>/<name>`: type, the union's
+  ports, session affinity, ipFamilies, the traffic policies the served API version has,
+  `spec.ips` (ClusterSetIP only: the derived Service's `clusterIPs`, one per family, in the
+  import's `ipFamilies` order), the winner's exported labels and annotations plus our
+  managed-by label, and `status.clusters`.
+* `desired_derived_service()` — the Service that gives the ClusterSetIP: `mcsync-` + the
+  first 10 hex characters of SHA-256 of the Service name (`derived_service_name()`), no
+  selector, the union's ports, `clusterIP: None` for Headless, `ipFamilyPolicy`
+  SingleStack / RequireDualStack from the families, owned by the ServiceImport.
+* `desired_slices()` — one EndpointSlice per source slice (this cluster's own included),
+  each named `<derived Service>-<10 hex of sha256(cluster/slice)>` (`mirrored_slice_name`:
+  deterministic, so a restarted agent finds what it wrote, and 28 characters at most),
+  carrying only the ports its source cluster serves in the import; a source serving none
+  of them contributes no slice. Owned by the derived Service.
+
+"Equal" is `matches(desired, existing)`: every field we state must be what the cluster
+holds; a field we state as None must be absent; a field we do not state is the API
+server's business (defaults such as `targetPort`, the allocated `clusterIP`, `uid`). So an
+object the server defaulted is not rewritten, and a field the import no longer has (a
+trafficDistribution dropped by the winner) is removed. `overlay()` gives the body of the
+update that makes an existing object match: the existing object with our fields laid on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from shared.constants import (
+    ENDPOINTSLICE_MANAGER,
+    LABEL_ENDPOINTSLICE_MANAGED_BY,
+    LABEL_MANAGED_BY,
+    LABEL_MCS_SERVICE_NAME,
+    LABEL_MCS_SOURCE_CLUSTER,
+    LABEL_SERVICE_NAME,
+    MANAGED_BY_MCSYNC,
+    MCS_GROUP,
+)
+from shared.models import EndpointSliceExport, ServiceImport, ServicePort
+
+__all__ = [
+    "DERIVED_PREFIX",
+    "ENDPOINTSLICE_API_VERSION",
+    "OPTIONAL_IMPORT_FIELDS",
+    "SERVICEIMPORT_KIND",
+    "create_body",
+    "derived_service_name",
+    "desired_derived_service",
+    "desired_service_import",
+    "desired_service_import_status",
+    "desired_slices",
+    "is_managed",
+    "matches",
+    "mirrored_slice_name",
+    "ordered_ips",
+    "overlay",
+]
+
+DERIVED_PREFIX = "mcsync-"
+SERVICEIMPORT_KIND = "ServiceImport"
+ENDPOINTSLICE_API_VERSION = "discovery.k8s.io/v1"
+# ServiceImport spec fields that not every release of the CRD has; the caller passes those
+# its served version has (the upstream v1alpha1 gained them late).
+OPTIONAL_IMPORT_FIELDS = frozenset({"internalTrafficPolicy", "trafficDistribution"})
+_HASH_CHARS = 10
+_HEADLESS = "Headless"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:_HASH_CHARS]
+
+
+def derived_service_name(service_name: str) -> str:
+    """`mcsync-` + the first 10 hex characters of SHA-256 of the Service name (SPEC §2.8)."""
+    return DERIVED_PREFIX + _digest(service_name)
+
+
+def mirrored_slice_name(service_name: str, cluster_id: str, slice_name: str) -> str:
+    """The mirrored slice of `cluster_id`'s slice `slice_name`: unique per source slice
+    (a slash cannot occur in a cluster id), ≤ 63 characters, a DNS-1123 label."""
+    return f"{derived_service_name(service_name)}-{_digest(f'{cluster_id}/{slice_name}')}"
+
+
+def is_managed(obj: Mapping[str, Any] | None) -> bool:
+    """True when `obj` carries our managed-by label (SPEC §2.1: only those are ours)."""
+    labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(LABEL_MANAGED_BY) == MANAGED_BY_MCSYNC)
+
+
+def _port(port: ServicePort) -> dict[str, Any]:
+    wire: dict[str, Any] = {"name": port.name, "protocol": port.protocol, "port": port.port}
+    # None: an appProtocol the import no longer has is removed.
+    wire["appProtocol"] = port.app_protocol
+    return wire
+
+
+def _owner(api_version: str, kind: str, owner: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = owner.get("metadata") or {}
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": metadata.get("name"),
+        "uid": metadata.get("uid"),
+        "controller": True,
+        "blockOwnerDeletion": False,
+    }
+
+
+def _is_headless(imported: ServiceImport) -> bool:
+    return imported.spec.type == _HEADLESS
+
+
+def ordered_ips(service: Mapping[str, Any] | None, families: Iterable[str]) -> list[str]:
+    """The Service's `clusterIPs`, one per family of `families`, in that order (SPEC §2.8).
+
+    Families the Service has no address of are skipped; with no families stated, the
+    Service's own order. Empty for a headless Service or none at all."""
+    spec = (service or {}).get("spec") or {}
+    ips = [ip for ip in spec.get("clusterIPs") or [spec.get("clusterIP")] if ip and ip != "None"]
+    by_family = {("IPv6" if ":" in ip else "IPv4"): ip for ip in ips}
+    wanted = list(families)
+    if not wanted:
+        return ips
+    return [by_family[family] for family in wanted if family in by_family]
+
+
+def desired_service_import(
+    imported: ServiceImport,
+    *,
+    api_version: str,
+    derived_service: Mapping[str, Any] | None,
+    optional_fields: frozenset[str] = OPTIONAL_IMPORT_FIELDS,
+) -> dict[str, Any]:
+    """The ServiceImport this cluster must hold for the hub's `imported` (without status).
+
+    `api_version`: the served `multicluster.x-k8s.io/<version>`; `derived_service`: this
+    cluster's derived Service as it is now (None before it exists: no `ips` yet);
+    `optional_fields`: which of `OPTIONAL_IMPORT_FIELDS` the served version has.
+    """
+    spec = imported.spec
+    labels = {**spec.labels, LABEL_MANAGED_BY: MANAGED_BY_MCSYNC}
+    body: dict[str, Any] = {
+        "type": spec.type,
+        "ports": [_port(p) for p in spec.ports],
+        "sessionAffinity": spec.session_affinity,
+        "sessionAffinityConfig": (
+            spec.session_affinity_config.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if spec.session_affinity_config is not None
+            else None
+        ),
+        "ipFamilies": list(spec.ip_families) or None,
+        "ips": None if _is_headless(imported) else (
+            ordered_ips(derived_service, spec.ip_families) or None
+        ),
+    }
+    if "internalTrafficPolicy" in optional_fields:
+        body["internalTrafficPolicy"] = spec.internal_traffic_policy
+    if "trafficDistribution" in optional_fields:
+        body["trafficDistribution"] = spec.traffic_distribution
+    return {
+        "apiVersion": api_version,
+        "kind": SERVICEIMPORT_KIND,
+        "metadata": {
+            "name": imported.metadata.name,
+            "namespace": imported.metadata.namespace,
+            "labels": labels,
+            "annotations": dict(spec.annotations),
+        },
+        "spec": body,
+    }
+
+
+def desired_service_import_status(imported: ServiceImport) -> dict[str, Any]:
+    """`status` of the ServiceImport: the exporting clusters, sorted (SPEC §2.8)."""
+    clusters = sorted({c.cluster for c in imported.status.clusters})
+    return {"clusters": [{"cluster": cluster} for cluster in clusters]}
+
+
+def desired_derived_service(
+    imported: ServiceImport, *, owner: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The derived Service of `imported`, owned by `owner` (this cluster's ServiceImport)."""
+    spec = imported.spec
+    name = imported.metadata.name
+    headless = _is_headless(imported)
+    families = list(spec.ip_families)
+    body: dict[str, Any] = {
+        "type": "ClusterIP",
+        "selector": None,
+        "ports": [_port(p) for p in spec.ports],
+        # Kubernetes ignores affinity on headless Services: only ClusterSetIP carries it.
+        "sessionAffinity": "None" if headless else spec.session_affinity,
+        "sessionAffinityConfig": (
+            None
+            if headless or spec.session_affinity_config is None
+            else spec.session_affinity_config.model_dump(
+                mode="json", by_alias=True, exclude_none=True
+            )
+        ),
+        "internalTrafficPolicy": spec.internal_traffic_policy or "Cluster",
+        "trafficDistribution": spec.traffic_distribution,
+    }
+    if headless:
+        body["clusterIP"] = "None"
+    if families:
+        body["ipFamilies"] = families
+        body["ipFamilyPolicy"] = "RequireDualStack" if len(families) > 1 else "SingleStack"
+    owner_version = str(owner.get("apiVersion") or f"{MCS_GROUP}/v1beta1")
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": derived_service_name(name),
+            "namespace": imported.metadata.namespace,
+            "labels": {LABEL_MCS_SERVICE_NAME: name, LABEL_MANAGED_BY: MANAGED_BY_MCSYNC},
+            "ownerReferences": [_owner(owner_version, SERVICEIMPORT_KIND, owner)],
+        },
+        "spec": body,
+    }
+
+
+def _served_ports(imported: ServiceImport) -> dict[str, set[str]]:
+    """cluster → names of the import ports it serves (the per-port cluster lists, §3)."""
+    served: dict[str, set[str]] = {}
+    for port in imported.status.ports:
+        for cluster in port.clusters:
+            served.setdefault(cluster, set()).add(port.name)
+    return served
+
+
+def _slice_ports(
+    imported: ServiceImport, source: EndpointSliceExport
+) -> list[dict[str, Any]] | None:
+    """The ports a mirrored slice carries; None when its source serves none of the import's."""
+    ports = source.spec.ports
+    if not imported.spec.ports:
+        kept = list(ports)  # an import without ports: nothing to cut
+    else:
+        served = _served_ports(imported).get(source.spec.cluster_id or "", set())
+        kept = [p for p in ports if p.name in served]
+        if not kept:
+            return None
+    return [
+        {"name": p.name, "protocol": p.protocol, "port": p.port, "appProtocol": p.app_protocol}
+        for p in kept
+    ]
+
+
+def desired_slices(
+    imported: ServiceImport,
+    sources: Iterable[EndpointSliceExport],
+    *,
+    owner: Mapping[str, Any],
+) -> dict[str, dict[str, Any]]:
+    """name → the EndpointSlice mirroring each source slice of `imported`'s key, owned by
+    `owner` (this cluster's derived Service). Sources of another key are ignored."""
+    name = imported.metadata.name
+    namespace = imported.metadata.namespace
+    derived = derived_service_name(name)
+    owner_ref = _owner("v1", "Service", owner)
+    slices: dict[str, dict[str, Any]] = {}
+    for source in sources:
+        if source.spec.service_name != name or source.metadata.namespace != namespace:
+            continue
+        cluster = source.spec.cluster_id or ""
+        ports = _slice_ports(imported, source)
+        if ports is None or not cluster:
+            continue
+        mirrored = mirrored_slice_name(name, cluster, source.metadata.name)
+        slices[mirrored] = {
+            "apiVersion": ENDPOINTSLICE_API_VERSION,
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": mirrored,
+                "namespace": namespace,
+                "labels": {
+                    LABEL_SERVICE_NAME: derived,
+                    LABEL_MCS_SERVICE_NAME: name,
+                    LABEL_MCS_SOURCE_CLUSTER: cluster,
+                    LABEL_ENDPOINTSLICE_MANAGED_BY: ENDPOINTSLICE_MANAGER,
+                    LABEL_MANAGED_BY: MANAGED_BY_MCSYNC,
+                },
+                "ownerReferences": [owner_ref],
+            },
+            "addressType": source.spec.address_type,
+            "ports": ports,
+            "endpoints": [
+                e.model_dump(mode="json", by_alias=True, exclude_none=True)
+                for e in source.spec.endpoints
+            ],
+        }
+    return slices
+
+
+# --- comparing and updating -------------------------------------------------------------------
+
+# Of metadata, what we state is compared; labels and annotations are ours entirely (a key
+# the winner no longer exports must go), so they are compared whole.
+_WHOLE_MAPS = frozenset({"labels", "annotations"})
+
+
+def matches(desired: Any, existing: Any, *, whole: bool = False) -> bool:
+    """True when `existing` holds every field `desired` states (None: must be absent).
+
+    Mappings compare key by key over `desired`'s keys (labels and annotations whole);
+    lists element by element, of equal length; scalars by equality.
+    """
+    if isinstance(desired, Mapping):
+        if not isinstance(existing, Mapping):
+            return False
+        if whole:
+            return dict(desired) == dict(existing)
+        for key, value in desired.items():
+            if value is None:
+                if existing.get(key) is not None:
+                    return False
+            elif not matches(value, existing.get(key), whole=key in _WHOLE_MAPS):
+                return False
+        return True
+    if isinstance(desired, list):
+        if not isinstance(existing, list) or len(desired) != len(existing):
+            return False
+        return all(matches(d, e) for d, e in zip(desired, existing, strict=True))
+    return bool(desired == existing)
+
+
+def overlay(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
+    """`existing` with `desired`'s fields laid on (None removes a field): an update body.
+
+    Lists are replaced whole, except that a mapping element is laid on the existing element
+    of the same `name` (so a Service port keeps its defaulted `targetPort`); labels and
+    annotations are replaced whole.
+    """
+    result: dict[str, Any] = dict(existing)
+    for key, value in desired.items():
+        if value is None:
+            result.pop(key, None)
+        elif key in _WHOLE_MAPS:
+            result[key] = dict(value)
+        elif isinstance(value, Mapping) and isinstance(existing.get(key), Mapping):
+            result[key] = overlay(existing[key], value)
+        elif isinstance(value, list):
+            old = existing.get(key)
+            by_name = {
+                e.get("name"): e
+                for e in (old if isinstance(old, list) else [])
+                if isinstance(e, Mapping) and "name" in e
+            }
+            result[key] = [
+                overlay(by_name[item["name"]], item)
+                if isinstance(item, Mapping) and item.get("name") in by_name
+                else _strip_none(item)
+                for item in value
+            ]
+        else:
+            result[key] = _strip_none(value)
+    return result
+
+
+def _strip_none(value: Any) -> Any:
+    """A create body: what we state, without the None markers of "must be absent"."""
+    if isinstance(value, Mapping):
+        return {k: _strip_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_strip_none(v) for v in value]
+    return value
+
+
+def create_body(desired: Mapping[str, Any]) -> dict[str, Any]:
+    """The body that creates `desired` (None markers dropped)."""
+    stripped: dict[str, Any] = _strip_none(desired)
+    return stripped
