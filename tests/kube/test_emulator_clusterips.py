@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from typing import Any
 
 import pytest
 from kubernetes.client.exceptions import ApiException
@@ -45,7 +46,7 @@ def test_require_dual_stack_gets_one_address_per_family_in_order(
     first: ipaddress.IPv4Network | ipaddress.IPv6Network,
     second: ipaddress.IPv4Network | ipaddress.IPv6Network,
 ) -> None:
-    extra = {"ipFamilies": families} if families else {}
+    extra: dict[str, Any] = {"ipFamilies": families} if families else {}
     spec = core_api(kube_cluster).create_namespaced_service(
         NS, service("web", ipFamilyPolicy="RequireDualStack", **extra)).spec
     assert spec.ip_family_policy == "RequireDualStack"

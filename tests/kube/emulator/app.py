@@ -188,6 +188,10 @@ class EmulatorApp:
     # -- verbs ---------------------------------------------------------------------------
 
     async def _body(self, request: Request, rr: ResourceRequest, *, typed: bool) -> Any:
+        content_type = request.headers.get("content-type", "")
+        if "protobuf" in content_type or "cbor" in content_type:
+            # JSON only: a 415 makes client-go (kubectl's typed clients) resend as JSON.
+            raise errors.unsupported_body(content_type)
         raw = await request.body()
         if not raw:
             raise errors.bad_request("the request body is empty")

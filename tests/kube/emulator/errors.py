@@ -129,5 +129,13 @@ def unsupported_media_type(content_type: str) -> KubeError:
     )
 
 
+def unsupported_body(content_type: str) -> KubeError:
+    return KubeError(
+        415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
+        f"accepted media types include: application/json, application/yaml (got "
+        f"{content_type!r})",
+    )
+
+
 def service_unavailable() -> KubeError:
     return KubeError(503, "ServiceUnavailable", "the apiserver is paused by the test emulator")
