@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from shared.models import (
+    EndpointSliceExportList,
     InternalServiceExport,
     InternalServiceExportList,
     InternalServiceExportSpec,
@@ -535,3 +536,41 @@ def test_clusters_watch_sees_a_new_cluster_and_its_counts(hub: RunningHub) -> No
         assert seen[0][0] == "ADDED"
     finally:
         stop(process)
+
+
+def put_slice(hub: RunningHub, token: str, cluster: str, name: str, addresses: list[str],
+              *, ready: list[bool]) -> None:
+    body = {
+        "apiVersion": "mcsync.io/v1alpha1", "kind": "EndpointSliceExport",
+        "metadata": {"name": name, "namespace": "demo"},
+        "spec": {
+            "serviceName": "api", "addressType": "IPv4",
+            "ports": [{"name": "http", "protocol": "TCP", "port": 9000}],
+            "endpoints": [{"addresses": [a], "conditions": {"ready": r}}
+                          for a, r in zip(addresses, ready, strict=True)],
+        },
+    }
+    answer = hub.call("PUT", f"/api/v1/clusters/{cluster}/endpointslices/demo/{name}",
+                      token=token, body=body)
+    assert answer.status_code in (200, 201), answer.text
+
+
+def test_endpoints_lists_the_slices_the_clusters_sent(
+    hub: RunningHub, fleet: dict[str, str]
+) -> None:
+    put_slice(hub, fleet["east"], "east", "api-e1", ["10.1.0.1", "10.1.0.2"], ready=[True, False])
+    put_slice(hub, fleet["west"], "west", "api-w1", ["10.2.0.1"], ready=[True])
+    rows = {r["CLUSTER"]: r for r in table(ok(mcsync(hub, "endpoints", "demo/api")))}
+    assert set(rows) == {"east", "west"}
+    assert (rows["east"]["SLICE"], rows["east"]["ENDPOINTS"], rows["east"]["PORTS"]) == (
+        "api-e1", "1/2", "9000/TCP"
+    )
+    assert rows["west"]["ENDPOINTS"] == "1/1" and rows["west"]["ADDRESSTYPE"] == "IPv4"
+    west = EndpointSliceExportList.model_validate_json(
+        ok(mcsync(hub, "endpoints", "api", "-n", "demo", "--cluster", "west", "-o", "json"))
+    )
+    assert [(s.spec.cluster_id, s.metadata.name) for s in west.items] == [("west", "api-w1")]
+    paged = ok(mcsync(hub, "endpoints", "-n", "demo", "--page-size", "1", "-o", "name"))
+    assert {"endpointslice/east/demo/api-e1", "endpointslice/west/demo/api-w1"} <= set(
+        paged.splitlines()
+    )
