@@ -32,7 +32,7 @@ from member.informer import Informer, ItemTransform, ResourceExpired
 from member.transform import transform_hub_record
 from shared.models import InternalServiceExport, WatchEvent, to_wire
 
-__all__ = ["HubExportListWatch", "HubView", "record_key"]
+__all__ = ["HubEventStream", "HubExportListWatch", "HubView", "record_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def record_key(obj: dict[str, Any]) -> str:
     return f"{namespace}/{name}"
 
 
-class _EventStream:
+class HubEventStream:
     """Adapts a `HubWatchStream` (models) to the informer's raw-event dialect (dicts)."""
 
     def __init__(self, stream: HubWatchStream) -> None:
@@ -81,14 +81,14 @@ class HubExportListWatch:
         # Converted page by page: the models of a 10,000-record list are never all alive.
         return self._hub.list_exports(each)
 
-    def watch(self, *, resource_version: str, timeout_seconds: int) -> _EventStream:
+    def watch(self, *, resource_version: str, timeout_seconds: int) -> HubEventStream:
         try:
             stream = self._hub.watch_exports(
                 resource_version=resource_version, timeout_seconds=timeout_seconds
             )
         except HubGone as exc:
             raise ResourceExpired(str(exc)) from None
-        return _EventStream(stream)
+        return HubEventStream(stream)
 
 
 def _revision(record: InternalServiceExport | None) -> int:

@@ -32,6 +32,7 @@ from shared.constants import MCS_GROUP, MCS_SERVICEEXPORT_PLURAL, MCS_VERSIONS
 __all__ = [
     "ApiException",
     "KubeConfigError",
+    "discover_mcs_version",
     "discover_serviceexport_version",
     "load_api_client",
     "read_json",
@@ -153,6 +154,12 @@ def discover_serviceexport_version(api: k8s.ApiClient) -> str:
     the `serviceexports` resource. Raises `KubeConfigError` when no version serves it (the
     CRD is not installed) or the API server cannot be reached.
     """
+    return discover_mcs_version(api, MCS_SERVICEEXPORT_PLURAL, "ServiceExport")
+
+
+def discover_mcs_version(api: k8s.ApiClient, plural: str, kind: str) -> str:
+    """The preferred MCS API version (`MCS_VERSIONS` order) serving `plural`; raises as
+    `discover_serviceexport_version`, naming `kind`."""
     host = api.configuration.host
     try:
         groups = request_json(api, "GET", "/apis")
@@ -185,11 +192,11 @@ def discover_serviceexport_version(api: k8s.ApiClient) -> str:
                 f"the Kubernetes API server at {host} is unreachable: {_short(exc)}"
             ) from None
         names = {r.get("name") for r in (resources or {}).get("resources") or []}
-        if MCS_SERVICEEXPORT_PLURAL in names:
+        if plural in names:
             return version
     raise KubeConfigError(
-        f"the cluster at {host} does not serve ServiceExports ({MCS_GROUP} "
-        f"{' or '.join(MCS_VERSIONS)}); install the ServiceExport CRD (the member chart ships it)"
+        f"the cluster at {host} does not serve {kind}s ({MCS_GROUP} "
+        f"{' or '.join(MCS_VERSIONS)}); install the {kind} CRD (the member chart ships it)"
     )
 
 
