@@ -1,4 +1,4 @@
-"""Table-driven tests of the emulator's pure pieces: selectors and patch formats."""
+"""Table-driven tests of the emulator's pure pieces: selectors, patch formats, printing."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from tests.kube.emulator.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from tests.kube.emulator.tables import human_duration, json_path, wants_table
 
 
 def _obj(labels: dict[str, str] | None = None, name: str = "x", ns: str = "a") -> dict[str, Any]:
@@ -101,3 +102,29 @@ def test_apply_patch_media_types() -> None:
     with pytest.raises(KubeError) as apply:
         apply_patch(doc, {}, "application/apply-patch+yaml", custom=False)
     assert apply.value.code == 415
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [
+    (-5, "<invalid>"), (0, "0s"), (59, "59s"), (119, "119s"), (125, "2m5s"), (600, "10m"),
+    (3 * 3600 + 60, "3h1m"), (9 * 3600, "9h"), (3 * 86400 + 3600, "3d1h"), (30 * 86400, "30d"),
+])
+def test_ages_print_as_kubectl_prints_them(seconds: float, shown: str) -> None:
+    assert human_duration(seconds) == shown
+
+
+@pytest.mark.parametrize(("accept", "version"), [
+    ("application/json;as=Table;v=v1;g=meta.k8s.io,application/json", "v1"),
+    ("application/json;as=Table;v=v1beta1;g=meta.k8s.io", "v1beta1"),
+    ("application/json", None),
+    ("application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io", None),
+])
+def test_table_negotiation(accept: str, version: str | None) -> None:
+    assert wants_table(accept) == version
+
+
+def test_printer_column_json_path() -> None:
+    obj = {"spec": {"ips": ["10.0.0.1"], "ports": [{"port": 80}]}}
+    assert json_path(obj, ".spec.ips") == ["10.0.0.1"]
+    assert json_path(obj, ".spec.ports[0].port") == 80
+    assert json_path(obj, ".spec.ports[3].port") is None
+    assert json_path(obj, ".status.clusters") is None

@@ -13,6 +13,7 @@ need an involvedObject; Leases need nothing. Failures are 422 Invalid with the f
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -320,13 +321,17 @@ NAMESPACE_FINALIZER = "kubernetes"
 
 
 def default_namespace(obj: Obj, old: Obj | None) -> None:
-    """The `kubernetes` finalizer, the immutable name label, and phase Active at creation."""
+    """The `kubernetes` finalizer, the immutable name label, and phase Active at creation.
+
+    `spec.finalizers` changes only through `/finalize` (not served): an update keeps them.
+    """
     meta = obj["metadata"]
     meta.setdefault("labels", {})[NAMESPACE_NAME_LABEL] = meta["name"]
-    spec = obj.setdefault("spec", {})
     if old is None:
-        spec.setdefault("finalizers", [NAMESPACE_FINALIZER])
+        obj.setdefault("spec", {}).setdefault("finalizers", [NAMESPACE_FINALIZER])
         obj["status"] = {"phase": "Active"}
+    else:
+        obj["spec"] = copy.deepcopy(old.get("spec") or {})
 
 
 def validate_event(rt: ResourceType, obj: Obj) -> None:
