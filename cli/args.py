@@ -603,11 +603,15 @@ def split_ref(
     return parts
 
 
-def _load_config(explicit: Mapping[str, object], environ: Mapping[str, str]) -> Config:
+def _load_config(
+    explicit: Mapping[str, object], environ: Mapping[str, str], *, may_be_new: bool
+) -> Config:
+    """The config file; one named explicitly must exist, unless the command is about to
+    write it (`config set-context`)."""
     given = explicit.get("config") or environ.get("MCSYNC_CONFIG")
     path = Path(str(given)).expanduser() if given else default_path(environ)
     try:
-        return load(path, explicit=bool(given))
+        return load(path, explicit=bool(given) and not may_be_new)
     except ConfigError as exc:
         raise _usage(f"argument --config: {exc}") from None
 
@@ -618,7 +622,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
     explicit = vars(build_parser().parse_args(_rewrite(list(argv))))
     command = cast(Command, explicit["command"])
     values = dict(explicit)
-    config = _load_config(explicit, env)
+    config = _load_config(explicit, env, may_be_new=command == "config")
     context_name = str(explicit.get("context") or env.get("MCSYNC_CONTEXT") or "") or None
     try:
         context = config.context(context_name) if command not in ("config", "completion") else {}
