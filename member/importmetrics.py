@@ -1,0 +1,69 @@
+"""The import side's metrics (SPEC §6, §2.8), on the agent's registry, every series at 0.
+
+* `mcsync_agent_import_writes_total{kind, operation}` — Kubernetes writes the import
+  reconcilers made: kind ServiceImport / Service / EndpointSlice, operation create / update /
+  status / delete. "One endpoint change costs at most one EndpointSlice write per importing
+  cluster" is read off this counter.
+* `mcsync_agent_serviceimports_imported`, `mcsync_agent_endpoints_imported` — what this
+  cluster holds now (managed ServiceImports; endpoints over managed EndpointSlices), read
+  from the informers' caches at scrape time.
+* `mcsync_agent_serviceimports_unmanaged` — keys left alone because a ServiceImport of that
+  name exists that mcsync does not manage (SPEC §2.1).
+
+Reconcile duration, outcomes and errors use the agent's common series, labelled by the
+controllers named in `IMPORT_CONTROLLERS`, created here at 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import Counter, Gauge
+
+from member.metrics import AgentMetrics
+
+__all__ = ["IMPORT_CONTROLLERS", "IMPORT_KINDS", "IMPORT_OPERATIONS", "ImportMetrics"]
+
+IMPORT_KINDS = ("ServiceImport", "Service", "EndpointSlice")
+IMPORT_OPERATIONS = ("create", "update", "status", "delete")
+IMPORT_CONTROLLERS = ("serviceimport", "derivedservice", "mirroredslices")
+
+
+class ImportMetrics:
+    def __init__(self, metrics: AgentMetrics) -> None:
+        registry = metrics.registry
+        self.writes = Counter(
+            "mcsync_agent_import_writes_total",
+            "Kubernetes writes of import objects, by kind and operation (SPEC §2.8).",
+            ["kind", "operation"],
+            registry=registry,
+        )
+        for kind in IMPORT_KINDS:
+            for operation in IMPORT_OPERATIONS:
+                self.writes.labels(kind, operation)
+        self.imported = Gauge(
+            "mcsync_agent_serviceimports_imported",
+            "ServiceImports mcsync manages in this cluster.",
+            registry=registry,
+        )
+        self.endpoints = Gauge(
+            "mcsync_agent_endpoints_imported",
+            "Endpoints over the EndpointSlices mcsync manages in this cluster.",
+            registry=registry,
+        )
+        self.unmanaged = Gauge(
+            "mcsync_agent_serviceimports_unmanaged",
+            "Imported keys left alone: a ServiceImport of that name exists that mcsync does "
+            "not manage (a Warning Event says so on it).",
+            registry=registry,
+        )
+        for controller in IMPORT_CONTROLLERS:
+            metrics.reconcile_errors.labels(controller)
+            metrics.reconcile_duration.labels(controller)
+
+    def count_with(
+        self, imported: Callable[[], float], endpoints: Callable[[], float]
+    ) -> None:
+        """Read the two holdings from the caches at scrape time."""
+        self.imported.set_function(imported)
+        self.endpoints.set_function(endpoints)

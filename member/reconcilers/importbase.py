@@ -1,0 +1,172 @@
+"""What the three import reconcilers share (SPEC §2.8): scope, the write gate, the span.
+
+The ServiceImport, derived-Service and mirrored-EndpointSlice reconcilers each read top to
+bottom on their own (`member.reconcilers.serviceimport`, `.derivedservice`,
+`.mirroredslices`). This module holds only what would otherwise be written three times:
+
+* `ImportScope` — may this cluster hold imports of a key at all? Its namespace exists here
+  (namespace sameness), is watched (`--namespace`) and is not denied (`--deny-namespace`).
+  Out of scope means "nothing of ours may exist for the key", so the reconcilers delete
+  what they made there (a namespace newly denied, say) rather than leave it behind.
+* `ImportReconciler` — the span, the reconciles / duration / errors metrics labelled by
+  controller, and `check_write()`: a replica that lost its Lease stops writing at once
+  (`NotLeading`, as for exports), and a write is counted by kind and operation.
+* `ManagedIndex` — managed objects of a kind by the Service key they belong to (their
+  `multicluster.kubernetes.io/service-name` label and namespace), kept by the informer's
+  handler, so a reconcile of one key never scans every slice of the cluster.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from opentelemetry import trace
+
+from member.importmetrics import ImportMetrics
+from member.metrics import AgentMetrics
+from member.reconcilers.export import NotLeading
+from shared.constants import LABEL_MCS_SERVICE_NAME
+
+__all__ = ["ImportReconciler", "ImportScope", "ManagedIndex", "NamespaceLister"]
+
+OUTCOME_ERROR = "error"
+OUTCOME_NOT_LEADING = "not_leading"
+
+
+class NamespaceLister(Protocol):
+    def get(self, key: str) -> dict[str, Any] | None: ...
+
+
+class ImportScope:
+    """Which keys this cluster imports: namespace exists, watched, not denied."""
+
+    def __init__(
+        self,
+        *,
+        namespaces: NamespaceLister,
+        watched: Iterable[str],
+        denied: Iterable[str],
+    ) -> None:
+        self._namespaces = namespaces
+        self._watched = frozenset(watched)
+        self._denied = frozenset(denied)
+
+    def allows(self, key: str) -> bool:
+        namespace = key.partition("/")[0]
+        if namespace in self._denied:
+            return False
+        if self._watched and namespace not in self._watched:
+            return False
+        return self._namespaces.get(namespace) is not None
+
+
+def service_key(obj: dict[str, Any]) -> str | None:
+    """"namespace/<Service name>" of a managed object, from its MCS service-name label."""
+    metadata = obj.get("metadata") or {}
+    name = (metadata.get("labels") or {}).get(LABEL_MCS_SERVICE_NAME)
+    namespace = metadata.get("namespace")
+    return f"{namespace}/{name}" if name and namespace else None
+
+
+class ManagedIndex:
+    """Service key → names of the managed objects of one kind; fed by `observe()`."""
+
+    def __init__(self, lister: NamespaceLister) -> None:
+        self._lister = lister
+        self._lock = threading.Lock()
+        self._names: dict[str, set[str]] = {}
+
+    def observe(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> set[str]:
+        """Update the index for one change; answers the Service keys it touches."""
+        touched: set[str] = set()
+        with self._lock:
+            for obj, present in ((old, False), (new, True)):
+                key = service_key(obj) if obj is not None else None
+                if obj is None or key is None:
+                    continue
+                touched.add(key)
+                name = str((obj.get("metadata") or {}).get("name"))
+                if present:
+                    self._names.setdefault(key, set()).add(name)
+                else:
+                    names = self._names.get(key)
+                    if names is not None:
+                        names.discard(name)
+                        if not names:
+                            del self._names[key]
+        return touched
+
+    def objects(self, key: str) -> dict[str, dict[str, Any]]:
+        """name → cached object, of the managed objects of `key`'s Service."""
+        namespace = key.partition("/")[0]
+        with self._lock:
+            names = sorted(self._names.get(key, ()))
+        found: dict[str, dict[str, Any]] = {}
+        for name in names:
+            obj = self._lister.get(f"{namespace}/{name}")
+            if obj is not None:
+                found[name] = obj
+        return found
+
+    def keys(self) -> set[str]:
+        with self._lock:
+            return set(self._names)
+
+
+class ImportReconciler:
+    """Base of the import reconcilers: `reconcile(key)` wraps the subclass's `_reconcile`."""
+
+    CONTROLLER = "import"
+    SPAN = "reconcile import"
+
+    def __init__(
+        self,
+        *,
+        metrics: AgentMetrics,
+        import_metrics: ImportMetrics,
+        may_write: Callable[[], bool],
+        tracer: trace.Tracer | None = None,
+    ) -> None:
+        self._metrics = metrics
+        self._import_metrics = import_metrics
+        self._may_write = may_write
+        self._tracer = tracer or trace.get_tracer("mcsync.agent")
+
+    def reconcile(self, key: str) -> None:
+        """Bring this kind's objects of `key` in line with the hub; raises to be retried."""
+        started = time.monotonic()
+        outcome = OUTCOME_ERROR
+        with self._tracer.start_as_current_span(
+            self.SPAN,
+            attributes={"mcsync.key": key},
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            try:
+                outcome = self._reconcile(key)
+            except NotLeading:
+                outcome = OUTCOME_NOT_LEADING
+                raise
+            except Exception as exc:
+                self._metrics.reconcile_errors.labels(self.CONTROLLER).inc()
+                span.record_exception(exc)
+                span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
+                raise
+            finally:
+                span.set_attribute("mcsync.outcome", outcome)
+                self._metrics.reconciles.labels(self.CONTROLLER, outcome).inc()
+                self._metrics.reconcile_duration.labels(self.CONTROLLER).observe(
+                    time.monotonic() - started
+                )
+
+    def _reconcile(self, key: str) -> str:
+        raise NotImplementedError
+
+    def check_write(self, kind: str, operation: str) -> None:
+        """Before each write: raise `NotLeading` when this replica may not write; count it."""
+        if not self._may_write():
+            raise NotLeading(f"not leading: no {operation} of a {kind}")
+        self._import_metrics.writes.labels(kind, operation).inc()

@@ -1,0 +1,178 @@
+"""ServiceImportReconciler: one key → this cluster's MCS ServiceImport (SPEC §2.8).
+
+`reconcile("namespace/name")` reads top to bottom:
+
+1. A ServiceImport of that name that mcsync does not manage → leave it alone, with one
+   Warning Event (`ServiceImportNotManaged`) when the key becomes foreign and the
+   `mcsync_agent_serviceimports_unmanaged` gauge; the other two reconcilers then write
+   nothing for the key either (SPEC §2.1). When it goes, the key is ours again.
+2. The hub has no import of the key, or the key is out of scope here (namespace absent,
+   not watched, denied) → delete our ServiceImport if there is one; explicitly, never
+   trusting the garbage collector alone.
+3. Create it, or update it when any field we state differs (`member.importspec.matches`);
+   an unchanged object is never rewritten. `spec.ips` comes from the derived Service's
+   `clusterIPs`, so a derived Service event queues this key again to fill them in.
+4. Write `status.clusters` through the status subresource, again only when it differs.
+
+Inputs are caches (the hub's imports, the cluster's ServiceImports and managed Services);
+no reconcile reads the API server.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry import trace
+
+from member.importfeed import ImportView
+from member.importmetrics import ImportMetrics
+from member.importspec import (
+    create_body,
+    derived_service_name,
+    desired_service_import,
+    desired_service_import_status,
+    is_managed,
+    matches,
+    overlay,
+)
+from member.kube.events import EventRecorder
+from member.kube.importobjects import ImportObjectClient
+from member.metrics import AgentMetrics
+from member.reconcilers.export import Lister
+from member.reconcilers.importbase import ImportReconciler, ImportScope
+from shared.constants import MCS_GROUP
+
+__all__ = ["ForeignImports", "ServiceImportReconciler"]
+
+logger = logging.getLogger(__name__)
+
+OUTCOME_FOREIGN = "unmanaged"
+OUTCOME_ABSENT = "absent"
+OUTCOME_DELETED = "deleted"
+OUTCOME_CREATED = "created"
+OUTCOME_UPDATED = "updated"
+OUTCOME_UP_TO_DATE = "up_to_date"
+REASON_NOT_MANAGED = "ServiceImportNotManaged"
+KIND = "ServiceImport"
+
+
+class ForeignImports:
+    """Keys whose ServiceImport someone else owns; read by all three reconcilers."""
+
+    def __init__(self, on_change: Callable[[int], None] = lambda _n: None) -> None:
+        self._lock = threading.Lock()
+        self._keys: set[str] = set()
+        self._on_change = on_change
+
+    def mark(self, key: str, foreign: bool) -> bool:
+        """Record whether `key` is foreign; answers True when that changed."""
+        with self._lock:
+            changed = (key in self._keys) != foreign
+            if foreign:
+                self._keys.add(key)
+            else:
+                self._keys.discard(key)
+            count = len(self._keys)
+        if changed:
+            self._on_change(count)
+        return changed
+
+
+class ServiceImportReconciler(ImportReconciler):
+    CONTROLLER = "serviceimport"
+    SPAN = "reconcile ServiceImport"
+
+    def __init__(
+        self,
+        *,
+        imports: ImportView,
+        service_imports: Lister,
+        services: Lister,
+        scope: ImportScope,
+        writer: ImportObjectClient,
+        events: EventRecorder,
+        foreign: ForeignImports,
+        metrics: AgentMetrics,
+        import_metrics: ImportMetrics,
+        may_write: Callable[[], bool] = lambda: True,
+        tracer: trace.Tracer | None = None,
+    ) -> None:
+        super().__init__(
+            metrics=metrics, import_metrics=import_metrics, may_write=may_write, tracer=tracer
+        )
+        self._imports = imports
+        self._service_imports = service_imports
+        self._services = services
+        self._scope = scope
+        self._writer = writer
+        self._events = events
+        self._foreign = foreign
+        self._api_version = f"{MCS_GROUP}/{writer.version}"
+
+    def _reconcile(self, key: str) -> str:
+        namespace, _, name = key.partition("/")
+        existing = self._service_imports.get(key)
+        imported = self._imports.get(key)
+
+        # 1. Someone else's ServiceImport: not ours to touch, nor anything of its key.
+        if existing is not None and not is_managed(existing):
+            if imported is None:
+                self._foreign.mark(key, False)
+                return OUTCOME_ABSENT  # nothing to import: no dispute with its owner
+            if self._foreign.mark(key, True):
+                self._events.record(
+                    existing,
+                    type="Warning",
+                    reason=REASON_NOT_MANAGED,
+                    message=(
+                        f"mcsync imports {key} from the fleet but this ServiceImport is not "
+                        "labelled app.kubernetes.io/managed-by=mcsync, so mcsync leaves it "
+                        "and the key alone; delete it to let mcsync import the Service"
+                    ),
+                )
+                logger.warning("%s: ServiceImport not managed by mcsync, left alone", key)
+            return OUTCOME_FOREIGN
+        self._foreign.mark(key, False)
+
+        # 2. Nothing to import here: ours goes, explicitly.
+        if imported is None or not self._scope.allows(key):
+            if existing is None:
+                return OUTCOME_ABSENT
+            self.check_write(KIND, "delete")
+            self._writer.delete(namespace, name, uid=existing["metadata"].get("uid"))
+            logger.info("%s: ServiceImport deleted (no longer imported here)", key)
+            return OUTCOME_DELETED
+
+        # 3. The object itself.
+        derived = self._services.get(f"{namespace}/{derived_service_name(name)}")
+        desired = desired_service_import(
+            imported,
+            api_version=self._api_version,
+            derived_service=derived if is_managed(derived) else None,
+        )
+        outcome = OUTCOME_UP_TO_DATE
+        current: dict[str, Any]
+        if existing is None:
+            self.check_write(KIND, "create")
+            current = self._writer.create(create_body(desired))
+            outcome = OUTCOME_CREATED
+            logger.info("%s: ServiceImport created", key)
+        elif not matches(desired, existing):
+            self.check_write(KIND, "update")
+            current = self._writer.replace(overlay(existing, desired))
+            outcome = OUTCOME_UPDATED
+            logger.info("%s: ServiceImport updated", key)
+        else:
+            current = existing
+
+        # 4. Its status.
+        status = desired_service_import_status(imported)
+        if not matches(status, current.get("status") or {}):
+            self.check_write(KIND, "status")
+            self._writer.replace_status({**current, "status": status})
+            if outcome == OUTCOME_UP_TO_DATE:
+                outcome = OUTCOME_UPDATED
+        return outcome
