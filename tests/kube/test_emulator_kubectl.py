@@ -7,6 +7,7 @@ kubeconfig the fixture writes) and check the columns a real cluster shows.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -208,3 +209,15 @@ def test_openapi_v3_advertises_server_side_field_validation(kube_cluster: KubeCl
         "group": MCS_GROUP, "version": "v1beta1", "kind": "ServiceImport"}
     assert "fieldValidation" in [p["name"] for p in item["patch"]["parameters"]]
     assert httpx.get(f"{kube_cluster.url}/openapi/v3/apis/nope/v1").status_code == 404
+
+
+def test_watch_as_table_sends_one_row_tables(kube_cluster: KubeCluster) -> None:
+    kube_cluster.state.create("services", NS, service("web"))
+    answer = httpx.get(f"{kube_cluster.url}/api/v1/namespaces/{NS}/services",
+                       params={"watch": "true", "timeoutSeconds": "1"},
+                       headers={"Accept": TABLE}, timeout=15)
+    (line,) = answer.text.splitlines()
+    event = json.loads(line)
+    assert event["type"] == "ADDED"
+    assert event["object"]["kind"] == "Table"
+    assert [r["cells"][0] for r in event["object"]["rows"]] == ["web"]
