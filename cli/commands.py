@@ -350,7 +350,7 @@ def _import_matches(opts: Options, *, conflicting_only: bool) -> Callable[[Servi
 
 def _follow_imports(
     ctx: Context, listing: ServiceImportList, shape: Shape[ServiceImport], *,
-    conflicting_only: bool,
+    conflicting_only: bool, changed: Callable[[Hashable], None] = lambda _: None,
 ) -> int:
     opts = ctx.options
     view: View[ServiceImport] = View(
@@ -365,6 +365,7 @@ def _follow_imports(
         ref = export.spec.service_reference
         if opts.namespace is not None and ref.namespace != opts.namespace:
             return
+        changed((ref.namespace, ref.name))
         try:
             item = ctx.client.get_import(ref.namespace, ref.name)
         except HubError as exc:
@@ -397,22 +398,44 @@ def imports(ctx: Context) -> int:
     )
 
 
-def _conflict_shape(ctx: Context) -> Shape[ServiceImport]:
-    """A conflicting import as a `conflicts` row; SINCE needs the key's conflicting
-    exports, read for that key alone."""
-    opts = ctx.options
+class _ConflictRows:
+    """`conflicts --watch` rows: SINCE needs each key's conflicting exports. They come
+    from one listing for the initial view, then are read again only for the key an
+    export event names (never one request per key of the list)."""
 
-    def row(item: ServiceImport) -> render.Cells:
-        exports_of_key = ctx.client.list_exports(
-            namespace=item.metadata.namespace, name=item.metadata.name, conflict=True,
-            page_size=opts.page_size,
-        ).items
-        views = render.conflict_views([item], exports_of_key)
-        table = render.conflicts_table(views, now=ctx.now(), wide=opts.wide)
-        return table.rows[0] if table.rows else ()
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.exports: dict[Hashable, list[InternalServiceExport]] = {}
 
-    wide_headers = render.CONFLICT_WIDE_HEADERS if opts.wide else ()
-    return Shape(render.CONFLICT_HEADERS + wide_headers, row)
+    def prime(self, exports: Sequence[InternalServiceExport]) -> None:
+        self.exports = {}
+        for export in exports:
+            ref = export.spec.service_reference
+            self.exports.setdefault((ref.namespace, ref.name), []).append(export)
+
+    def forget(self, key: Hashable) -> None:
+        self.exports.pop(key, None)
+
+    def row(self, item: ServiceImport) -> render.Cells:
+        opts = self.ctx.options
+        key = _import_key(item)
+        if key not in self.exports:
+            self.exports[key] = self.ctx.client.list_exports(
+                namespace=item.metadata.namespace, name=item.metadata.name, conflict=True,
+                page_size=opts.page_size,
+            ).items
+        views = render.conflict_views([item], self.exports[key])
+        table = render.conflicts_table(views, now=self.ctx.now(), wide=opts.wide)
+        if table.rows:
+            return table.rows[0]
+        # No longer conflicting (the row of its DELETED event): name it, nothing disputed.
+        size = len(self.shape().headers)
+        return (item.metadata.namespace or "", item.metadata.name,
+                render.or_none(item.status.winning_cluster), *([render.NONE] * (size - 3)))
+
+    def shape(self) -> Shape[ServiceImport]:
+        wide_headers = render.CONFLICT_WIDE_HEADERS if self.ctx.options.wide else ()
+        return Shape(render.CONFLICT_HEADERS + wide_headers, self.row)
 
 
 def conflicts(ctx: Context) -> int:
@@ -429,15 +452,18 @@ def conflicts(ctx: Context) -> int:
     listing = ServiceImportList(
         metadata=listing.metadata, items=[i for i in listing.items if i.status.conflicts]
     )
-    if opts.watch:
-        return _follow_imports(ctx, listing, _conflict_shape(ctx), conflicting_only=True)
-    if opts.output in ("json", "yaml", "jsonpath", "name"):
+    if opts.output in ("json", "yaml", "jsonpath", "name") and not opts.watch:
         return _print_list(ctx, listing, listing.items, lambda: render.Table((), ()))
     conflicting: list[InternalServiceExport] = []
     if listing.items:
         conflicting = ctx.client.list_exports(
             namespace=opts.namespace, conflict=True, page_size=opts.page_size
         ).items
+    if opts.watch:
+        rows = _ConflictRows(ctx)
+        rows.prime(conflicting)
+        return _follow_imports(ctx, listing, rows.shape(), conflicting_only=True,
+                               changed=rows.forget)
     views = render.conflict_views(listing.items, conflicting)
     return _print_list(
         ctx, listing, listing.items,

@@ -1,16 +1,17 @@
-"""`mcsync exports --watch`: follow the hub's change feed as a filtered, self-healing view.
+"""`--watch`: follow the hub's change feed as a filtered, self-healing view.
 
-The hub's feed can be narrowed by cluster only; namespace, name and conflict filters are
-applied here. That makes this a *view* in the Kubernetes field-selector sense: an export
-that stops matching the filters (say its conflict is resolved under `--conflict true`) is
-reported as DELETED from the view, and one that starts matching is ADDED, whatever the
-hub called the change. `ExportView` holds that state and is pure, so it is tested with
-plain models.
+The hub has one feed, that of the exports, which can be narrowed by cluster only; every
+list of the CLI is kept current from it (`cli.commands` says how each list uses it). A
+`View` is what a watcher is shown, by key: an object that stops matching the filters (say
+an export's conflict is resolved under `--conflict true`) is reported as DELETED from the
+view, and one that starts matching is ADDED, whatever the hub called the change; an
+object whose resourceVersion did not move is not reported again. Views are pure, so they
+are tested with plain models; `ExportView` is the view of `exports`.
 
 `follow` is the reflector loop: watch from the list's resourceVersion; remember the
 revision of every event, BOOKMARKs included, so that a stream the hub ends (its
-`timeoutSeconds`) is resumed without a gap; on `410 Gone` relist and report the
-difference between the view and the fresh list as events (nothing is missed, nothing is
+`timeoutSeconds`) is resumed without a gap; on `410 Gone` resync (relist and report the
+difference between the view and the fresh list as events: nothing is missed, nothing is
 reported twice); on a dropped connection or a 503 retry with backoff for a while before
 giving up, since an operator watching through a hub restart expects the watch to survive
 it.

@@ -68,3 +68,24 @@ def test_watch_table_keeps_its_columns_when_a_longer_event_type_follows() -> Non
     lines = out.getvalue().splitlines()
     namespace_column = {line.index("demo") for line in lines[1:]}
     assert namespace_column == {lines[0].index("NAMESPACE")}, out.getvalue()
+
+
+def test_conflict_watch_row_of_a_resolved_import() -> None:
+    """A conflict that clears is shown as DELETED with the import as it now is, which has
+    no conflicts left: its row must still be printable."""
+    from cli.commands import _ConflictRows
+    from tests.cli.samples import service_import
+
+    out, err = io.StringIO(), io.StringIO()
+    ctx = Context(options=Options(command="conflicts", watch=True), client=None,  # type: ignore[arg-type]
+                  out=out, err=err, now=lambda: NOW)
+    rows = _ConflictRows(ctx)
+    rows.prime([conflicting(cluster="east"), conflicting(cluster="west")])  # type: ignore[list-item]
+    printer = _WatchPrinter(ctx, rows.shape())
+    printer.batch([("ADDED", service_import(conflicts=["PortConflict"], winner="east"))])
+    printer.emit(("DELETED", service_import(conflicts=[], winner="east")))
+    lines = [line.split() for line in out.getvalue().splitlines()]
+    assert lines[0] == ["EVENT", "NAMESPACE", "NAME", "WINNER", "REASONS", "LOSING-CLUSTERS",
+                        "SINCE"]
+    assert lines[1][:6] == ["ADDED", "demo", "web", "east", "PortConflict", "west"]
+    assert lines[2] == ["DELETED", "demo", "web", "east", "<none>", "<none>", "<none>"]
