@@ -51,6 +51,7 @@ from member.duration import DurationRecorder
 from member.heartbeat import HeartbeatLoop, VersionGate
 from member.hubclient import HubClient, HubClientConfig
 from member.hubfeed import HubExportListWatch, HubView, record_key
+from member.importer import Importer
 from member.informer import Informer, namespaced_key
 from member.kube.client import discover_serviceexport_version, load_api_client
 from member.kube.events import EventRecorder
@@ -197,6 +198,23 @@ class Agent:
             on_recovered=self._repair_if_leading,
         )
         self._leading = threading.Event()
+        self.events = EventRecorder(api=self.api, host=settings.identity)
+        # Import (SPEC §2.8): its own informers, queues and reconcilers (`member.importer`).
+        self.importer: Importer | None = None
+        if not settings.no_import:
+            self.importer = Importer(
+                api=self.api,
+                hub=self.hub,
+                namespaces=namespaces,
+                deny_namespaces=settings.deny_namespace,
+                watch_timeout=timeout,
+                workers=settings.workers,
+                metrics=self.metrics,
+                queue_metrics=queue_metrics,
+                events=self.events,
+                may_write=self._leading.is_set,
+                tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
+            )
         self.reconciler = ExportReconciler(
             cluster_id=settings.cluster_id,
             service_exports=self.service_exports,
@@ -204,7 +222,7 @@ class Agent:
             hub_view=self.hub_view,
             hub=self.hub,
             writer=ServiceExportClient(self.api, version=self.mcs_version),
-            events=EventRecorder(api=self.api, host=settings.identity),
+            events=self.events,
             durations=DurationRecorder(
                 hub=self.hub,
                 histogram=self.metrics.export_duration,
@@ -302,6 +320,8 @@ class Agent:
             background.set()
             self.queue.shutdown()
             self.slice_queue.shutdown()
+            if self.importer is not None:
+                self.importer.shutdown()
             for thread in threads:
                 thread.join(timeout=5)
             self.health.stop()
@@ -334,7 +354,10 @@ class Agent:
             # A new term repairs everything: keys may have been abandoned (NotLeading) or
             # changed while another replica led.
             self._repair()
+            if self.importer is not None:
+                self.importer.repair()
             self._workers = [
+                *(self.importer.start_workers(self._worker_stop) if self.importer else []),
                 *run_workers(
                     self.queue,
                     process=self._process,
@@ -458,6 +481,7 @@ class Agent:
             *self.export_informers.values(),
             *self.slice_informers.values(),
             self.hub_informer,
+            *(self.importer.informers() if self.importer is not None else []),
         ]
 
     def _wait_for_sync(self, stop: threading.Event) -> bool:

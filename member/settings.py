@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import socket
 import ssl
 from pathlib import Path
@@ -37,6 +38,13 @@ SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceacc
 
 class SettingsError(Exception):
     """A bad setting; the message is the one line to print (it names the flag)."""
+
+
+def default_identity() -> str:
+    """The host name plus a random suffix per process, as client-go recommends: two
+    replicas on one host (hostNetwork pods, two agents started by hand) must not share an
+    identity, or both would believe they hold the Lease."""
+    return f"{socket.gethostname()}_{secrets.token_hex(4)}"
 
 
 def _split(value: Any) -> Any:
@@ -87,7 +95,12 @@ class AgentSettings(BaseSettings):
     lease_name: str = Field(default="mcsync-agent", min_length=1, max_length=253)
     lease_duration: float = Field(default=15.0, ge=3.0, le=3600.0)
     identity: str = Field(
-        default_factory=socket.gethostname, min_length=1, description="this replica's name"
+        default_factory=lambda: default_identity(),
+        min_length=1,
+        description="this replica's name in the Lease (default: host name + random suffix)",
+    )
+    no_import: bool = Field(
+        default=False, description="do not import the fleet's ServiceImports (SPEC §2.8)"
     )
     heartbeat_interval: float = Field(default=30.0, gt=0, le=3600.0)
     workers: int = Field(default=4, ge=1, le=256)
@@ -243,7 +256,11 @@ def _parser() -> argparse.ArgumentParser:
     add("--lease-namespace", help="namespace of the Lease (default: the pod's namespace)")
     add("--lease-name", help="name of the Lease (default mcsync-agent)")
     add("--lease-duration", help="seconds a Lease is held without renewal (default 15)")
-    add("--identity", help="this replica's name in the Lease (default: the host name)")
+    add(
+        "--identity",
+        help="this replica's name in the Lease (default: the host name and a random suffix)",
+    )
+    add("--no-import", action="store_true", help="export only: import nothing of the fleet")
     add("--heartbeat-interval", help="seconds between heartbeats to the hub (default 30)")
     add("--workers", help="reconcile workers (default 4)")
     add("--watch-timeout", help="seconds each watch request stays open (default 300)")

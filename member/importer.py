@@ -1,0 +1,320 @@
+"""The import side of the agent, wired (SPEC §2.8): informers → three queues → reconcilers.
+
+    hub import feed ─┐                    ┌► queue "serviceimport"  ─► ServiceImportReconciler
+    ServiceImports ──┤                    │
+    managed Services ┼─► handlers (key) ──┼► queue "derivedservice" ─► DerivedServiceReconciler
+    managed slices ──┤                    │
+    Namespaces ──────┘                    └► queue "mirroredslices" ─► MirroredSliceReconciler
+
+Each object kind has its reconciler and its own work queue (`member.workqueue`), keyed
+"namespace/name" of the imported Service, separate from the export queues: import work
+never starves exports, nor they it, and a slice waiting for its derived Service does not
+back off the Service's own reconcile. Which events queue which key where:
+
+* a hub ServiceImport change → all three (its spec shapes all three objects);
+* a hub EndpointSliceExport change → the slices only;
+* a ServiceImport in the cluster → the ServiceImport (repair a user's edit) and the
+  derived Service and slices (their owner appeared, or went foreign);
+* a managed derived Service → itself, the ServiceImport (`spec.ips` from its clusterIPs)
+  and the slices (their owner);
+* a managed EndpointSlice → the slices;
+* a Namespace → every key the hub imports in it (a namespace created later receives its
+  imports; one deleted takes them along).
+
+The ServiceImport informer watches every ServiceImport, not only ours: a same-named one
+someone else owns must be seen, to be left alone, and its deletion seen, to take over. The
+Service and EndpointSlice informers watch only `app.kubernetes.io/managed-by=mcsync`.
+
+Repair (SPEC §2.8 "on start and after a relist, delete managed import objects the hub no
+longer has"): after every list of the hub's import feed, and at the start of every
+leadership term, every key known on either side — the hub's, and those of every managed
+object — is queued in the three queues' bulk lanes, so live changes overtake it.
+
+Only the leader writes: the workers run while leading, and every write checks `may_write`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from kubernetes import client as k8s
+from opentelemetry import trace
+
+from member.hubclient import HubClient
+from member.importfeed import HubImportListWatch, ImportView, import_item_key
+from member.importmetrics import ImportMetrics
+from member.importspec import is_managed
+from member.informer import Informer, namespaced_key
+from member.kube.client import discover_mcs_version
+from member.kube.events import EventRecorder
+from member.kube.importobjects import (
+    MANAGED_SELECTOR,
+    SERVICEIMPORT_PLURAL,
+    ImportObjectClient,
+    namespaces_path,
+    serviceimports_path,
+    services_path,
+)
+from member.kube.listwatch import KubeListWatch
+from member.kube.resources import (
+    ENDPOINTSLICE_API_VERSION,
+    ENDPOINTSLICE_KIND,
+    endpointslices_path,
+)
+from member.metrics import AgentMetrics
+from member.reconcilers.derivedservice import DerivedServiceReconciler
+from member.reconcilers.export import NotLeading
+from member.reconcilers.importbase import ImportReconciler, ImportScope, ManagedIndex
+from member.reconcilers.mirroredslices import MirroredSliceReconciler
+from member.reconcilers.serviceimport import ForeignImports, ServiceImportReconciler
+from member.workqueue import WorkQueue, WorkQueueMetrics, run_workers
+from shared.constants import MCS_GROUP
+
+__all__ = ["Importer"]
+
+logger = logging.getLogger(__name__)
+
+
+class _Lister:
+    """`get("ns/name")` over one informer per namespace (or one for all)."""
+
+    def __init__(self, informers: dict[str | None, Informer]) -> None:
+        self._informers = informers
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        namespace = key.partition("/")[0]
+        informer = self._informers.get(namespace) or self._informers.get(None)
+        return informer.get(key) if informer is not None else None
+
+    def cached(self) -> list[dict[str, Any]]:
+        return [obj for i in self._informers.values() for obj in i.list_cached()]
+
+
+class _NamespaceLister:
+    def __init__(self, informers: Iterable[Informer]) -> None:
+        self._informers = list(informers)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        for informer in self._informers:
+            found = informer.get(key)
+            if found is not None:
+                return found
+        return None
+
+
+class Importer:
+    """Builds and runs the import side; the agent starts its workers while leading."""
+
+    def __init__(
+        self,
+        *,
+        api: k8s.ApiClient,
+        hub: HubClient,
+        namespaces: list[str | None],
+        deny_namespaces: Iterable[str],
+        watch_timeout: int,
+        workers: int,
+        metrics: AgentMetrics,
+        queue_metrics: WorkQueueMetrics,
+        events: EventRecorder,
+        may_write: Callable[[], bool],
+        tracer: trace.Tracer | None = None,
+    ) -> None:
+        self.version = discover_mcs_version(api, SERVICEIMPORT_PLURAL, "ServiceImport")
+        self._workers = workers
+        self._scope = {ns for ns in namespaces if ns is not None}
+        self.metrics = ImportMetrics(metrics)
+        self.queues = {
+            name: WorkQueue(name=name, metrics=queue_metrics)
+            for name in ("serviceimport", "derivedservice", "mirroredslices")
+        }
+        self.hub_informer = Informer(
+            name="hub-imports",
+            list_watch=HubImportListWatch(hub),
+            handler=self._on_hub_event,
+            watch_timeout_seconds=watch_timeout,
+            key_func=import_item_key,
+            on_list=self.repair,
+        )
+        self.view = ImportView(self.hub_informer)
+
+        def informers(
+            kind: str, path: Callable[[str | None], str], api_version: str, selector: str | None
+        ) -> dict[str | None, Informer]:
+            return {
+                ns: Informer(
+                    name=f"{kind}[{ns or '*'}]",
+                    list_watch=KubeListWatch(
+                        api, path=path(ns), api_version=api_version, kind=kind,
+                        label_selector=selector,
+                    ),
+                    handler=self._handler(kind),
+                    watch_timeout_seconds=watch_timeout,
+                )
+                for ns in namespaces
+            }
+
+        self.import_informers = informers(
+            "ServiceImport",
+            lambda ns: serviceimports_path(self.version, ns),
+            f"{MCS_GROUP}/{self.version}",
+            None,
+        )
+        self.service_informers = informers("Service", services_path, "v1", MANAGED_SELECTOR)
+        self.slice_informers = informers(
+            ENDPOINTSLICE_KIND, endpointslices_path, ENDPOINTSLICE_API_VERSION, MANAGED_SELECTOR
+        )
+        self.namespace_informers = [
+            Informer(
+                name=f"Namespace[{ns or '*'}]",
+                list_watch=KubeListWatch(
+                    api, path=namespaces_path(), api_version="v1", kind="Namespace",
+                    field_selector=f"metadata.name={ns}" if ns else None,
+                ),
+                handler=self._on_namespace_event,
+                watch_timeout_seconds=watch_timeout,
+            )
+            for ns in namespaces
+        ]
+        service_imports = _Lister(self.import_informers)
+        services = _Lister(self.service_informers)
+        slices = _Lister(self.slice_informers)
+        self.slice_index = ManagedIndex(slices)
+        self.service_index = ManagedIndex(services)
+        scope = ImportScope(
+            namespaces=_NamespaceLister(self.namespace_informers),
+            watched=self._scope,
+            denied=deny_namespaces,
+        )
+        self.metrics.count_with(
+            imported=lambda: sum(1 for o in service_imports.cached() if is_managed(o)),
+            endpoints=lambda: sum(len(o.get("endpoints") or []) for o in slices.cached()),
+        )
+        foreign = ForeignImports(on_change=self.metrics.unmanaged.set)
+        common: dict[str, Any] = {
+            "imports": self.view,
+            "service_imports": service_imports,
+            "services": services,
+            "scope": scope,
+            "metrics": metrics,
+            "import_metrics": self.metrics,
+            "may_write": may_write,
+            "tracer": tracer,
+        }
+        self.reconcilers: dict[str, ImportReconciler] = {
+            "serviceimport": ServiceImportReconciler(
+                writer=ImportObjectClient(api, kind="ServiceImport", version=self.version),
+                events=events,
+                foreign=foreign,
+                **common,
+            ),
+            "derivedservice": DerivedServiceReconciler(
+                writer=ImportObjectClient(api, kind="Service"), **common
+            ),
+            "mirroredslices": MirroredSliceReconciler(
+                writer=ImportObjectClient(api, kind="EndpointSlice"),
+                slices=self.slice_index,
+                **common,
+            ),
+        }
+
+    # -- running ----------------------------------------------------------------------------
+
+    def informers(self) -> list[Informer]:
+        return [
+            self.hub_informer,
+            *self.import_informers.values(),
+            *self.service_informers.values(),
+            *self.slice_informers.values(),
+            *self.namespace_informers,
+        ]
+
+    def start_workers(self, stop: threading.Event) -> list[threading.Thread]:
+        """Workers of the three queues, until `stop` (the end of a leadership term)."""
+        threads: list[threading.Thread] = []
+        for name, queue in self.queues.items():
+            reconciler = self.reconcilers[name]
+            threads += run_workers(
+                queue, process=self._processor(reconciler), workers=self._workers, stop=stop
+            )
+        return threads
+
+    def shutdown(self) -> None:
+        for queue in self.queues.values():
+            queue.shutdown()
+
+    def repair(self) -> None:
+        """Queue every key either side knows, in the bulk lanes (see the module doc)."""
+        keys = self.view.keys() | self.slice_index.keys() | self.service_index.keys()
+        keys |= {namespaced_key(o) for i in self.import_informers.values() for o in i.list_cached()}
+        keys = {k for k in keys if self._watched(k)}
+        for key in keys:
+            self._queue(key, bulk=True)
+        logger.info("import repair: %d keys queued", len(keys))
+
+    # -- events → queues ----------------------------------------------------------------------
+
+    @staticmethod
+    def _processor(reconciler: ImportReconciler) -> Callable[[str], None]:
+        def process(key: str) -> None:
+            try:
+                reconciler.reconcile(key)
+            except NotLeading:
+                logger.debug("%s: abandoned, this replica stopped leading", key)
+
+        return process
+
+    def _queue(self, key: str, *, bulk: bool, which: Iterable[str] | None = None) -> None:
+        if not self._watched(key):
+            return
+        for name in which if which is not None else self.queues:
+            self.queues[name].add(key, bulk=bulk)
+
+    def _watched(self, key: str) -> bool:
+        return not self._scope or key.partition("/")[0] in self._scope
+
+    def _on_hub_event(
+        self, event_type: str, old: dict[str, Any] | None, new: dict[str, Any] | None,
+        from_relist: bool,
+    ) -> None:
+        obj = new if new is not None else old
+        for key in self.view.observe(old, new):
+            if obj is not None and obj.get("kind") == "EndpointSliceExport":
+                self._queue(key, bulk=from_relist, which=("mirroredslices",))
+            else:
+                self._queue(key, bulk=from_relist)
+
+    def _handler(
+        self, kind: str
+    ) -> Callable[[str, dict[str, Any] | None, dict[str, Any] | None, bool], None]:
+        def handle(
+            event_type: str, old: dict[str, Any] | None, new: dict[str, Any] | None,
+            from_relist: bool,
+        ) -> None:
+            if kind == "ServiceImport":
+                obj = new if new is not None else old
+                if obj is not None:
+                    self._queue(namespaced_key(obj), bulk=from_relist)
+            elif kind == "Service":
+                for key in self.service_index.observe(old, new):
+                    self._queue(key, bulk=from_relist)
+            else:
+                for key in self.slice_index.observe(old, new):
+                    self._queue(key, bulk=from_relist, which=("mirroredslices",))
+
+        return handle
+
+    def _on_namespace_event(
+        self, event_type: str, old: dict[str, Any] | None, new: dict[str, Any] | None,
+        from_relist: bool,
+    ) -> None:
+        obj = new if new is not None else old
+        if obj is None:
+            return
+        namespace = (obj.get("metadata") or {}).get("name")
+        keys = {k for k in self.view.keys() if k.partition("/")[0] == namespace}
+        for key in keys:
+            self._queue(key, bulk=from_relist)
