@@ -64,6 +64,7 @@ class Options:
     token: str | None = None
     output: Output = "table"
     watch: bool = False
+    watch_from_env: bool = False  # MCSYNC_WATCH, not --watch, asked for it
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
     page_size: int = DEFAULT_PAGE_SIZE
     namespace: str | None = None
@@ -685,6 +686,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         output=cast(Output, output),
         jsonpath=template if output == "jsonpath" else None,
         watch=watch,
+        watch_from_env=watch and not explicit.get("watch"),
         request_timeout=cast(float, values.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT),
         page_size=cast(int, values.get("page_size") or DEFAULT_PAGE_SIZE),
         namespace=namespace,

@@ -120,6 +120,9 @@ def test_endpoints_empty_and_watch_unsupported(fleet_slices: FakeHub) -> None:
     assert "web-abc12" in watched.out  # the list is printed first
     assert watched.err.startswith("error: endpoints --watch is not supported yet")
     assert watched.err.count("\n") == 1
+    from_env = mcsync(fleet_slices, "endpoints", "-n", "shop", env={"MCSYNC_WATCH": "true"})
+    assert from_env.code == 0 and "web-abc12" in from_env.out
+    assert from_env.err.startswith("warning: MCSYNC_WATCH ignored: endpoints cannot watch yet")
 
 
 # --- clusters register / deregister ---------------------------------------------------
