@@ -210,12 +210,18 @@ class SentSlices:
     gives a key to one worker at a time). `forget_service()`, `reset()` and `clear()` never
     mutate a record, they replace it: a worker still writing into the old one then loses
     its update, which costs one write more on the key's next reconcile, never one less.
+
+    A repair's list and live reconciles run at once (that is the point: live work is not
+    held up). `begin_repair()` therefore notes every key changed while the list is read,
+    and `reset()` keeps those keys' current records instead of the list's older view: a
+    slice PUT during the list is not sent a second time.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._services: dict[str, dict[str, Sent]] = {}
         self._primed = False
+        self._touched: set[str] | None = None  # keys changed since begin_repair()
 
     @property
     def primed(self) -> bool:
@@ -231,15 +237,17 @@ class SentSlices:
         with self._lock:
             return self._services.setdefault(key, {})
 
-    def record(self, record: dict[str, Sent], name: str, sent: Sent) -> None:
+    def record(self, key: str, record: dict[str, Sent], name: str, sent: Sent) -> None:
         with self._lock:
             record[name] = sent
+            self._touch(key)
 
     def drop(self, key: str, record: dict[str, Sent], name: str) -> None:
         with self._lock:
             record.pop(name, None)
             if not record and self._services.get(key) is record:
                 del self._services[key]
+            self._touch(key)
 
     def prune(self, key: str, record: dict[str, Sent]) -> None:
         """Drop `key`'s record if it is empty (a Service without slices costs nothing)."""
@@ -251,18 +259,42 @@ class SentSlices:
         """The hub withdrew `key`'s slices along with its export."""
         with self._lock:
             self._services.pop(key, None)
+            self._touch(key)
+
+    def begin_repair(self) -> None:
+        """A list of the hub's set starts now: note the keys changed until `reset()`."""
+        with self._lock:
+            self._touched = set()
+
+    def end_repair(self) -> None:
+        """The list failed: stop noting keys (the memory stays as it was)."""
+        with self._lock:
+            self._touched = None
 
     def reset(self, services: dict[str, dict[str, Sent]]) -> None:
-        """The hub's set, just listed, becomes the memory."""
+        """The hub's set, listed since `begin_repair()`, becomes the memory, except for the
+        keys changed meanwhile, whose records are newer than the list."""
         with self._lock:
+            for key in self._touched or ():
+                current = self._services.get(key)
+                if current is None:
+                    services.pop(key, None)
+                else:
+                    services[key] = current
             self._services = services
+            self._touched = None
             self._primed = True
 
     def clear(self) -> None:
         """Forget everything (leadership lost: another replica writes meanwhile)."""
         with self._lock:
             self._services = {}
+            self._touched = None
             self._primed = False
+
+    def _touch(self, key: str) -> None:
+        if self._touched is not None:
+            self._touched.add(key)
 
     def on_hub(self) -> int:
         """How many slices the hub holds from us (the exported-slices gauge)."""
@@ -353,13 +385,18 @@ class SliceExportReconciler:
             REPAIR_SPAN, attributes={"mcsync.cluster": self._cluster_id}
         ):
             services: dict[str, dict[str, Sent]] = {}
+            self._sent.begin_repair()
 
             def each(item: EndpointSliceExport) -> None:
                 key = f"{item.metadata.namespace}/{item.spec.service_name}"
                 resource_version = item.spec.source_resource_version or ""
                 services.setdefault(key, {})[item.metadata.name] = Sent(resource_version, True)
 
-            _, revision = self._hub.list_endpointslices(each)
+            try:
+                _, revision = self._hub.list_endpointslices(each)
+            except BaseException:
+                self._sent.end_repair()
+                raise
             count = sum(len(record) for record in services.values())
             self._sent.reset(services)
             keys = set(services) | self._slices.keys()
@@ -452,7 +489,7 @@ class SliceExportReconciler:
                 _first_error(exc),
                 extra=self._fields(key),
             )
-            self._sent.record(record, name, Sent(resource_version, was_on_hub))
+            self._sent.record(key, record, name, Sent(resource_version, was_on_hub))
             return
         self._check_leading()
         try:
@@ -479,12 +516,12 @@ class SliceExportReconciler:
                 exc.message,
                 extra=self._fields(key),
             )
-            self._sent.record(record, name, Sent(resource_version, was_on_hub))
+            self._sent.record(key, record, name, Sent(resource_version, was_on_hub))
             return
         except HubUnavailable:
             self._metrics.slice_export_errors.labels("unavailable").inc()
             raise
-        self._sent.record(record, name, Sent(resource_version, True))
+        self._sent.record(key, record, name, Sent(resource_version, True))
         self._metrics.slice_writes.labels("put").inc()
         logger.info(
             "%s: EndpointSlice %s sent to the hub (resourceVersion %s, %d endpoints)",

@@ -473,6 +473,41 @@ def test_repair_compares_the_hubs_set_with_the_clusters_both_ways() -> None:
     assert world.metric("mcsync_agent_endpointslices_exported") == 3
 
 
+def test_a_slice_sent_while_the_repair_lists_is_not_sent_again() -> None:
+    world = World()
+    world.export()
+    world.put_slice(endpointslice("web-abc"))
+    listing = world.hub.list_endpointslices
+
+    def slow_list(
+        each: Callable[[EndpointSliceExport], Any] | None = None,
+    ) -> tuple[list[Any], str]:
+        answer = listing(each)  # the hub's set, read before the live change lands
+        world.reconciler.reconcile(KEY)  # a live change handled while the list is read
+        return answer
+
+    world.hub.list_endpointslices = slow_list  # type: ignore[method-assign]
+    world.reconciler.repair()
+    world.hub.list_endpointslices = listing  # type: ignore[method-assign]
+
+    world.reconciler.reconcile(KEY)  # the repair queued the key: nothing left to send
+    assert world.hub.calls == [("PUT", "shop/web-abc", "1")]
+
+
+def test_a_failed_repair_leaves_the_memory_as_it_was() -> None:
+    world = World()
+    _sent_one(world)
+    world.hub.unavailable = True
+    world.hub.list_endpointslices = _raise_unavailable  # type: ignore[method-assign]
+    with pytest.raises(HubUnavailable):
+        world.reconciler.repair()
+    assert world.sent.peek(KEY) == {"web-abc": ("1", True)}
+
+
+def _raise_unavailable(each: object = None) -> tuple[list[Any], str]:
+    raise HubUnavailable("the hub is down")
+
+
 def test_an_export_the_hub_withdrew_has_its_slices_sent_again_when_it_returns() -> None:
     world = World()
     _sent_one(world)
