@@ -46,7 +46,7 @@ Command = Literal[
     "clusters", "clusters register", "clusters deregister", "exports", "imports",
     "endpoints", "conflicts", "get", "version", "config", "completion",
 ]
-Kind = Literal["export", "import"]
+Kind = Literal["export", "import", "cluster"]
 ConfigAction = Literal["get-contexts", "current-context", "use-context", "set-context"]
 Shell = Literal["bash", "zsh", "fish"]
 SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish")
@@ -382,8 +382,11 @@ def build_parser() -> argparse.ArgumentParser:
     version.add_argument("--client", dest="client_only", action="store_true",
                          help="only the client's version; no request")
 
-    get = commands.add_parser("get", help="show one export or import in detail",
-                              description="show one export or import in detail")
+    get = commands.add_parser(
+        "get", help="show one export, import or cluster in detail (`get exports` and the "
+        "other plurals list, as the list commands do; `describe` is the same as `get`)",
+        description="show one export, import or cluster in detail",
+    )
     kinds = get.add_subparsers(dest="kind", metavar="KIND", parser_class=_Parser)
     kinds.required = True
     export = kinds.add_parser(
@@ -401,6 +404,11 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("ref", metavar="NAMESPACE/NAME")
     _add(imp, NAMESPACE_FLAG, suppress=False)
     _add_globals(imp, suppress=True)
+    one_cluster = kinds.add_parser(
+        "cluster", help="NAME", description="show one member cluster in detail",
+    )
+    one_cluster.add_argument("ref", metavar="NAME", type=_argtype(parse_cluster))
+    _add_globals(one_cluster, suppress=True)
     _add_globals(get, suppress=True)
 
     _config_parser(commands)
@@ -451,10 +459,19 @@ def _config_parser(commands: Any) -> None:
     _add_globals(set_context, suppress=True, exclude=exclude)
 
 
+# kubectl's habits: `get <plural>` lists, `describe <kind> <ref>` shows the detail page.
+PLURALS = {
+    "clusters": "clusters", "exports": "exports", "serviceexports": "exports",
+    "imports": "imports", "serviceimports": "imports", "endpoints": "endpoints",
+    "endpointslices": "endpoints", "conflicts": "conflicts",
+}
+
+
 def _rewrite(argv: list[str]) -> list[str]:
-    """`clusters register …` and `clusters deregister …` become one command word, so that
-    `clusters [NAME]` keeps its optional positional. The command is the first word that is
-    neither an option nor an option's value."""
+    """Command words argparse cannot express, made into ones it can. `clusters register …`
+    and `clusters deregister …` become one command word, so that `clusters [NAME]` keeps
+    its optional positional; `get <plural>` becomes the list command; `describe` is `get`.
+    The command is the first word that is neither an option nor an option's value."""
     index = 0
     while index < len(argv):
         word = argv[index]
@@ -463,8 +480,13 @@ def _rewrite(argv: list[str]) -> list[str]:
         if word.startswith("-"):
             index += 2 if word in _VALUE_FLAGS else 1
             continue
-        if word == "clusters" and argv[index + 1:index + 2] in (["register"], ["deregister"]):
+        following = argv[index + 1:index + 2]
+        if word == "clusters" and following in (["register"], ["deregister"]):
             return [*argv[:index], f"clusters {argv[index + 1]}", *argv[index + 2:]]
+        if word == "get" and following and following[0] in PLURALS:
+            return [*argv[:index], PLURALS[following[0]], *argv[index + 2:]]
+        if word == "describe":
+            return [*argv[:index], "get", *argv[index + 1:]]
         return argv
     return argv
 
@@ -655,6 +677,8 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
                 fallback=(cluster, namespace),
                 checks=(parse_cluster, parse_namespace, parse_service_name),
             )
+        elif kind == "cluster":
+            name = str(values["ref"])
         else:
             namespace, name = split_ref(
                 str(values["ref"]), what="NAMESPACE/NAME", flag_names=("-n/--namespace",),

@@ -503,9 +503,22 @@ def endpoints(ctx: Context) -> int:
 
 
 def get(ctx: Context) -> int:
+    """One object's detail page (`describe` is the same command), or with -o its object."""
     opts = ctx.options
-    assert opts.namespace is not None and opts.name is not None  # args.parse_args sees to it
+    if opts.kind == "cluster":
+        assert opts.name is not None
+        one = ctx.client.get_cluster(opts.name)
+        if print_object(ctx, one):
+            return 0
+        if opts.output == "wide":
+            shape = _shape_of(ctx, "clusters")
+            table = render.Table(shape.headers, (shape.row(one),))
+            ctx.out.write(render.format_table(table, headers=not opts.no_headers))
+        else:
+            ctx.out.write(render.describe_cluster(one, now=ctx.now()))
+        return 0
     obj: InternalServiceExport | ServiceImport
+    assert opts.namespace is not None and opts.name is not None  # args.parse_args sees to it
     if opts.kind == "export":
         assert opts.cluster is not None
         obj = ctx.client.get_export(opts.cluster, opts.namespace, opts.name)

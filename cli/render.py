@@ -493,6 +493,27 @@ def describe_export(export: InternalServiceExport, *, now: datetime) -> str:
     return "\n".join(lines) + "\n"
 
 
+def describe_cluster(cluster: MemberCluster, *, now: datetime) -> str:
+    """A `kubectl describe`-like page of one member cluster."""
+    status = cluster.status
+    lines = _fields(
+        [
+            ("Name", cluster.metadata.name),
+            ("State", status.state),
+            ("Last heartbeat", timestamp(status.last_heartbeat_time)
+             + (f" ({age(status.last_heartbeat_time, now=now)} ago)"
+                if status.last_heartbeat_time else "")),
+            ("Agent version", or_none(status.agent_version)),
+            ("Exports", str(status.export_count)),
+            ("Conflicts", str(status.conflict_count)),
+            ("Labels", labels(cluster.metadata.labels)),
+            ("Registered", timestamp(cluster.metadata.creation_timestamp)),
+            ("Age", age(cluster.metadata.creation_timestamp, now=now)),
+        ]
+    )
+    return "\n".join(lines) + "\n"
+
+
 def describe_import(item: ServiceImport, *, now: datetime) -> str:
     """A `kubectl describe`-like page of one ServiceImport: who exports it, which ports."""
     spec, status = item.spec, item.status

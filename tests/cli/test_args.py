@@ -334,3 +334,19 @@ def test_endpoints_refs() -> None:
         parse_args(["endpoints", "demo/web", "-n", "shop"], environ={})
     with pytest.raises(UsageError, match="not a Service name"):
         parse_args(["endpoints", "demo/Web"], environ={})
+
+
+def test_get_plurals_list_and_describe_is_get() -> None:
+    """kubectl's habits: `get <plural>` lists, `describe <kind> <ref>` shows detail."""
+    assert parse_args(["get", "exports", "-n", "demo"], environ={}) == parse_args(
+        ["exports", "-n", "demo"], environ={})
+    assert parse_args(["-o", "json", "get", "serviceimports"], environ={}).command == "imports"
+    options = parse_args(["get", "endpointslices", "demo/web", "-w"], environ={})
+    assert (options.command, options.namespace, options.name, options.watch) == (
+        "endpoints", "demo", "web", True)
+    assert parse_args(["describe", "export", "east/demo/web"], environ={}) == parse_args(
+        ["get", "export", "east/demo/web"], environ={})
+    options = parse_args(["describe", "cluster", "east"], environ={})
+    assert (options.command, options.kind, options.name) == ("get", "cluster", "east")
+    with pytest.raises(UsageError, match="not a cluster name"):
+        parse_args(["get", "cluster", "East"], environ={})

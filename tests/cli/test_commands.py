@@ -243,3 +243,18 @@ def test_verbose_traces_requests_without_the_token(fleet_slices: FakeHub) -> Non
     assert traces[0].startswith(f"GET {HUB}/api/v1/endpointslices?limit=2 200 OK in ")
     assert traces[0].endswith(" ms")
     assert "admin-secret" not in result.err
+
+
+def test_describe_cluster() -> None:
+    hub = FakeHub(clusters={"east": cluster("east", exports=2, labels={"env": "prod"})})
+    page = mcsync(hub, "describe", "cluster", "east")
+    assert page.code == 0, page.err
+    fields = dict(line.split(":", 1) for line in page.out.splitlines())
+    assert fields["Name"].strip() == "east" and fields["Exports"].strip() == "2"
+    assert fields["Labels"].strip() == "env=prod" and fields["Age"].strip() != "<none>"
+    as_json = mcsync(hub, "get", "cluster", "east", "-o", "json")
+    assert MemberCluster.model_validate_json(as_json.out).metadata.name == "east"
+    listed = mcsync(hub, "get", "clusters", "-o", "name")
+    assert listed.out == "cluster/east\n"
+    missing = mcsync(hub, "describe", "cluster", "nope")
+    assert missing.code == 1 and missing.err == "error: cluster 'nope' is not registered\n"
