@@ -1,0 +1,312 @@
+"""The three import reconcilers against fakes: one table row per decision (SPEC §2.8).
+
+The fake cluster applies each write at once and the listers read it back, as informers
+that have caught up would: so a second reconcile shows what the first left behind, and
+"never rewrite an unchanged object" is a count of writes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from member.importfeed import ImportView, import_item_key
+from member.importmetrics import ImportMetrics
+from member.importspec import derived_service_name, mirrored_slice_name
+from member.kube.resources import NotFoundError
+from member.metrics import AgentMetrics
+from member.reconcilers.derivedservice import DerivedServiceReconciler
+from member.reconcilers.export import NotLeading
+from member.reconcilers.importbase import ImportScope, ManagedIndex
+from member.reconcilers.mirroredslices import MirroredSliceReconciler
+from member.reconcilers.serviceimport import ForeignImports, ServiceImportReconciler
+from shared.models import EndpointSliceExport, ServiceImport, to_wire
+
+KEY = "demo/hello"
+DERIVED = derived_service_name("hello")
+MANAGED = {"app.kubernetes.io/managed-by": "mcsync"}
+
+
+class Cache:
+    """An informer's cache: get / keys / list_cached."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, Any]] = {}
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.items.get(key)
+
+    def keys(self) -> list[str]:
+        return list(self.items)
+
+    def has_synced(self) -> bool:
+        return True
+
+
+class Writer:
+    """A kind's writes, applied to `cache` at once; every call logged in `calls`."""
+
+    _rv = itertools.count(100)
+
+    def __init__(self, cache: Cache, calls: list[tuple[str, str]], kind: str,
+                 index: ManagedIndex | None = None) -> None:
+        self.cache, self.calls, self.kind, self.index = cache, calls, kind, index
+        self.version = "v1beta1"
+
+    def _store(self, body: dict[str, Any], uid: str | None = None) -> dict[str, Any]:
+        meta = body["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        old = self.cache.items.get(key)
+        stored = {**body, "metadata": {**meta, "uid": uid or f"uid-{meta['name']}",
+                                       "resourceVersion": str(next(self._rv))}}
+        if self.kind == "Service" and "clusterIP" not in stored["spec"]:
+            stored["spec"] = {**stored["spec"], "clusterIP": "10.96.0.7",
+                              "clusterIPs": ["10.96.0.7"]}
+        self.cache.items[key] = stored
+        if self.index is not None:
+            self.index.observe(old, stored)
+        return stored
+
+    def create(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((self.kind, "create"))
+        return self._store(body)
+
+    def replace(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((self.kind, "update"))
+        return self._store(body, body["metadata"]["uid"])
+
+    def replace_status(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append((self.kind, "status"))
+        return self._store(body, body["metadata"]["uid"])
+
+    def delete(self, namespace: str, name: str, *, uid: str | None) -> None:
+        self.calls.append((self.kind, "delete"))
+        old = self.cache.items.pop(f"{namespace}/{name}", None)
+        if old is None:
+            raise NotFoundError(name)
+        if self.index is not None:
+            self.index.observe(old, None)
+
+
+class Events:
+    def __init__(self) -> None:
+        self.recorded: list[tuple[str, str]] = []
+
+    def record(self, obj: dict[str, Any], *, type: str, reason: str, message: str) -> None:
+        self.recorded.append((type, reason))
+
+
+def hub_import(**spec: Any) -> dict[str, Any]:
+    return to_wire(ServiceImport.model_validate({
+        "metadata": {"name": "hello", "namespace": "demo", "resourceVersion": "5"},
+        "spec": {"type": "ClusterSetIP", "ports": [{"name": "http", "port": 80}], **spec},
+        "status": {"clusters": [{"cluster": "a"}],
+                   "ports": [{"name": "http", "port": 80, "clusters": ["a"]}]},
+    }))
+
+
+def hub_slice(name: str, address: str, cluster: str = "a") -> dict[str, Any]:
+    return to_wire(EndpointSliceExport.model_validate({
+        "metadata": {"name": name, "namespace": "demo", "resourceVersion": "6"},
+        "spec": {"serviceName": "hello", "clusterId": cluster, "addressType": "IPv4",
+                 "ports": [{"name": "http", "port": 8080}],
+                 "endpoints": [{"addresses": [address], "conditions": {"ready": True}}]},
+    }))
+
+
+class World:
+    """One cluster's caches, the hub's feed, the three reconcilers over them."""
+
+    def __init__(self) -> None:
+        self.hub = Cache()
+        self.view = ImportView(self.hub)  # type: ignore[arg-type]
+        self.imports, self.services, self.slices = Cache(), Cache(), Cache()
+        self.namespaces = Cache()
+        self.namespaces.items["demo"] = {"metadata": {"name": "demo"}}
+        self.calls: list[tuple[str, str]] = []
+        self.events = Events()
+        self.leading = True
+        self.metrics = AgentMetrics(registry=CollectorRegistry())
+        self.import_metrics = ImportMetrics(self.metrics)
+        self.foreign = ForeignImports(on_change=self.import_metrics.unmanaged.set)
+        self.index = ManagedIndex(self.slices)
+        scope = ImportScope(namespaces=self.namespaces, watched=(), denied=("kube-system",))
+        common: dict[str, Any] = {
+            "imports": self.view, "service_imports": self.imports, "services": self.services,
+            "scope": scope, "metrics": self.metrics, "import_metrics": self.import_metrics,
+            "may_write": lambda: self.leading,
+        }
+        self.si = ServiceImportReconciler(
+            writer=Writer(self.imports, self.calls, "ServiceImport"),  # type: ignore[arg-type]
+            events=self.events, foreign=self.foreign, **common,  # type: ignore[arg-type]
+        )
+        self.svc = DerivedServiceReconciler(
+            writer=Writer(self.services, self.calls, "Service"), **common  # type: ignore[arg-type]
+        )
+        self.eps = MirroredSliceReconciler(
+            writer=Writer(self.slices, self.calls, "EndpointSlice", self.index),  # type: ignore[arg-type]
+            slices=self.index, **common,
+        )
+
+    def feed(self, obj: dict[str, Any] | None, *, delete: str | None = None) -> None:
+        if obj is not None:
+            key = import_item_key(obj)
+            old = self.hub.items.get(key)
+            self.hub.items[key] = obj
+            self.view.observe(old, obj)
+        if delete is not None:
+            old = self.hub.items.pop(delete)
+            self.view.observe(old, None)
+
+    def converge(self) -> list[tuple[str, str]]:
+        """Run the three reconcilers in turn until nothing is written; answers the writes."""
+        start = len(self.calls)
+        for _ in range(5):
+            before = len(self.calls)
+            for reconciler in (self.si, self.svc, self.si, self.eps):
+                reconciler.reconcile(KEY)
+            if len(self.calls) == before:
+                break
+        return self.calls[start:]
+
+    def writes_of(self, reconcile: Any) -> list[tuple[str, str]]:
+        start = len(self.calls)
+        reconcile(KEY)
+        return self.calls[start:]
+
+
+@pytest.fixture
+def world() -> World:
+    return World()
+
+
+def test_an_import_yields_the_three_objects_then_nothing_more(world: World) -> None:
+    world.feed(hub_import(ipFamilies=["IPv4"]))
+    world.feed(hub_slice("hello-1", "10.0.0.1"))
+    writes = world.converge()
+    assert sorted(writes) == sorted([
+        ("ServiceImport", "create"), ("ServiceImport", "status"), ("Service", "create"),
+        ("ServiceImport", "update"),  # spec.ips once the Service has its clusterIP
+        ("EndpointSlice", "create"),
+    ])
+    si = world.imports.get(KEY)
+    assert si is not None
+    assert si["spec"]["ips"] == ["10.96.0.7"]
+    assert si["status"] == {"clusters": [{"cluster": "a"}]}
+    svc = world.services.get(f"demo/{DERIVED}")
+    assert svc is not None
+    assert svc["metadata"]["ownerReferences"][0]["uid"] == si["metadata"]["uid"]
+    assert world.converge() == []  # nothing changed: nothing rewritten
+
+
+def test_one_endpoint_change_costs_one_slice_write(world: World) -> None:
+    world.feed(hub_import())
+    world.feed(hub_slice("hello-1", "10.0.0.1"))
+    world.feed(hub_slice("hello-2", "10.0.0.2", cluster="b"))
+    world.converge()
+    world.feed(hub_slice("hello-1", "10.0.0.9"))
+    assert world.writes_of(world.eps.reconcile) == [("EndpointSlice", "update")]
+    mirrored = world.slices.get(f"demo/{mirrored_slice_name('hello', 'a', 'hello-1')}")
+    assert mirrored is not None and mirrored["endpoints"][0]["addresses"] == ["10.0.0.9"]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        pytest.param("slice", [("EndpointSlice", "delete")], id="a source slice goes"),
+        pytest.param("import", [("EndpointSlice", "delete")] * 2 + [("Service", "delete"),
+                                                                   ("ServiceImport", "delete")],
+                     id="the last export goes: all three, explicitly"),
+    ],
+)
+def test_withdrawals_delete_explicitly(
+    world: World, change: str, expected: list[tuple[str, str]]
+) -> None:
+    world.feed(hub_import())
+    world.feed(hub_slice("hello-1", "10.0.0.1"))
+    world.feed(hub_slice("hello-2", "10.0.0.2"))
+    world.converge()
+    if change == "slice":
+        world.feed(None, delete=import_item_key(hub_slice("hello-2", "10.0.0.2")))
+    else:
+        for name in ("hello-1", "hello-2"):
+            world.feed(None, delete=import_item_key(hub_slice(name, "10.0.0.1")))
+        world.feed(None, delete=KEY)
+    writes = world.writes_of(world.eps.reconcile)
+    writes += world.writes_of(world.svc.reconcile) + world.writes_of(world.si.reconcile)
+    assert sorted(writes) == sorted(expected)
+
+
+def test_a_foreign_service_import_is_left_alone_with_a_warning(world: World) -> None:
+    world.imports.items[KEY] = {
+        "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+        "metadata": {"name": "hello", "namespace": "demo", "uid": "theirs"},
+        "spec": {"type": "Headless"},
+    }
+    world.feed(hub_import())
+    world.feed(hub_slice("hello-1", "10.0.0.1"))
+    assert world.converge() == []
+    assert world.events.recorded == [("Warning", "ServiceImportNotManaged")]
+    assert world.import_metrics.unmanaged._value.get() == 1
+    world.converge()
+    assert len(world.events.recorded) == 1  # one Event, not one per reconcile
+    del world.imports.items[KEY]  # its owner deletes it: the key is ours again
+    assert ("ServiceImport", "create") in world.converge()
+    assert world.import_metrics.unmanaged._value.get() == 0
+
+
+@pytest.mark.parametrize(
+    "namespace_state", ["missing", "denied"], ids=["namespace missing", "namespace denied"]
+)
+def test_nothing_is_written_out_of_scope(world: World, namespace_state: str) -> None:
+    if namespace_state == "missing":
+        del world.namespaces.items["demo"]
+    else:
+        world.si._scope = world.svc._scope = world.eps._scope = ImportScope(
+            namespaces=world.namespaces, watched=(), denied=("demo",)
+        )
+    world.feed(hub_import())
+    assert world.converge() == []
+
+
+def test_a_namespace_created_later_receives_its_imports(world: World) -> None:
+    del world.namespaces.items["demo"]
+    world.feed(hub_import())
+    assert world.converge() == []
+    world.namespaces.items["demo"] = {"metadata": {"name": "demo"}}
+    assert ("ServiceImport", "create") in world.converge()
+
+
+def test_a_users_edit_is_repaired(world: World) -> None:
+    world.feed(hub_import(sessionAffinity="ClientIP"))
+    world.converge()
+    svc = world.services.items[f"demo/{DERIVED}"]
+    svc["spec"]["sessionAffinity"] = "None"
+    assert world.writes_of(world.svc.reconcile) == [("Service", "update")]
+    assert world.services.items[f"demo/{DERIVED}"]["spec"]["sessionAffinity"] == "ClientIP"
+    assert world.services.items[f"demo/{DERIVED}"]["spec"]["clusterIP"] == "10.96.0.7"
+
+
+def test_headless_to_clusterset_ip_recreates_the_service(world: World) -> None:
+    world.feed(hub_import(type="Headless"))
+    world.converge()
+    world.feed(hub_import())
+    assert world.writes_of(world.svc.reconcile) == [("Service", "delete"), ("Service", "create")]
+
+
+def test_a_standby_writes_nothing(world: World) -> None:
+    world.leading = False
+    world.feed(hub_import())
+    with pytest.raises(NotLeading):
+        world.si.reconcile(KEY)
+    assert world.calls == []
+
+
+def test_derived_service_and_slices_wait_for_their_owner(world: World) -> None:
+    world.feed(hub_import())
+    world.feed(hub_slice("hello-1", "10.0.0.1"))
+    assert world.writes_of(world.svc.reconcile) == []
+    assert world.writes_of(world.eps.reconcile) == []
