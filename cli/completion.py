@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import argparse
 
-from cli.args import OUTPUTS, SHELLS, Shell, build_parser
+from cli.args import OUTPUTS, PLURALS, SHELLS, Shell, build_parser
 
 
 def _commands() -> dict[str, list[str]]:
-    """Command words (`clusters register` as two) → the flags it takes."""
+    """Command words (`clusters register` as two) → the flags it takes (and, for `get`
+    and `describe`, the words that may follow)."""
     parser = build_parser()
     found: dict[str, list[str]] = {"": _flags(parser)}
     for action in parser._actions:
@@ -26,6 +27,10 @@ def _commands() -> dict[str, list[str]]:
                     if isinstance(inner, argparse._SubParsersAction):
                         for word, leaf in inner.choices.items():
                             found[f"{name} {word}"] = _flags(leaf)
+    found["get"] = sorted({*found.get("get", []), *PLURALS})
+    found["describe"] = []
+    for kind in ("export", "import", "cluster"):
+        found[f"describe {kind}"] = found[f"get {kind}"]
     return found
 
 
@@ -66,7 +71,8 @@ _mcsync() {{
         word="${{COMP_WORDS[i]}}"
         [[ "$word" == -* ]] && continue
         if [[ -z "$cmd" ]]; then cmd="$word"
-        elif [[ "$cmd" == "clusters" || "$cmd" == "get" || "$cmd" == "config" ]] \\
+        elif [[ "$cmd" == "clusters" || "$cmd" == "get" || "$cmd" == "config" \\
+                || "$cmd" == "describe" ]] \\
              && [[ "$cmd" != *" "* ]]; then cmd="$cmd $word"; break
         fi
     done
