@@ -457,3 +457,39 @@ async def test_import_list_pages_through_imports_and_slices(store: Store) -> Non
         assert items == full.items
     with pytest.raises(ValueError, match="continue"):
         await store.import_feed.list_imports(continue_token="garbage")
+
+
+async def test_slice_writes_racing_the_export_withdrawal_leave_no_orphan(
+    database_url: str,
+) -> None:
+    """Two stores (two hub replicas) over one database: slice PUTs race the withdrawal of
+    their export. Each PUT either lands before the withdrawal (and goes with it) or is
+    refused with Conflict; no slice outlives its export, nothing answers another error."""
+    import asyncio
+
+    first = await open_store(database_url)
+    second = await Store.open(database_url)
+    try:
+        await register(first, "alpha")
+        for round_ in range(3):
+            await first.exports.put("alpha", make_export("alpha"))
+
+            async def put(i: int, round_: int = round_) -> str:
+                store = first if i % 2 else second
+                try:
+                    await store.endpointslices.put("alpha", make_slice(f"web-{round_}-{i}"))
+                except Conflict:
+                    return "refused"
+                return "stored"
+
+            async def withdraw() -> str:
+                await asyncio.sleep(0.005)
+                await second.exports.delete("alpha", "demo", "web")
+                return "withdrawn"
+
+            outcomes = await asyncio.gather(*(put(i) for i in range(12)), withdraw())
+            assert set(outcomes) <= {"stored", "refused", "withdrawn"}
+            assert await count(first, endpoint_slices) == 0
+    finally:
+        await second.close()
+        await first.close()
