@@ -25,6 +25,7 @@ every listed object is either an export or moved by one, so each watch follows t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -65,6 +66,7 @@ class Context:
     err: TextIO
     now: Callable[[], datetime] = utcnow
     stdin: TextIO | None = None
+    monotonic: Callable[[], float] = time.monotonic
 
 
 @dataclass(frozen=True)
@@ -266,6 +268,9 @@ def clusters(ctx: Context) -> int:
     )
 
 
+CLUSTERS_RELIST_SECONDS = 1.0
+
+
 def _watch_clusters(
     ctx: Context, items: Sequence[MemberCluster], position: str | None
 ) -> int:
@@ -274,11 +279,21 @@ def _watch_clusters(
         same=_same_cluster,
     )
 
+    last_listed = float("-inf")  # the first export change lists at once
+
     def on_event(event: WatchEvent, printer: _WatchPrinter[MemberCluster]) -> None:
         # An export's change moves its cluster's counts; a BOOKMARK is the moment to see
-        # heartbeats and Ready/Stale, which have no feed.
-        if event.type == "BOOKMARK" or _changed_export(event) is not None:
-            printer.batch(view.replace(ctx.client.list_clusters().items))
+        # heartbeats and Ready/Stale, which have no feed. A burst of export changes costs
+        # one listing per CLUSTERS_RELIST_SECONDS; the rest wait for the next event or
+        # BOOKMARK (the hub sends one within seconds once the burst ends).
+        nonlocal last_listed
+        if event.type != "BOOKMARK":
+            if _changed_export(event) is None:
+                return
+            if ctx.monotonic() - last_listed < CLUSTERS_RELIST_SECONDS:
+                return
+        last_listed = ctx.monotonic()
+        printer.batch(view.replace(ctx.client.list_clusters().items))
 
     def relist() -> tuple[Sequence[MemberCluster], str | None]:
         revision = ctx.client.feed_position()

@@ -33,6 +33,10 @@ class FakeHub:
     requests: list[httpx.Request] = field(default_factory=list)
     issued_tokens: list[str] = field(default_factory=list)
     revision: int = 42
+    # Lines of the export feed's first watch; the next watch request ends the test's
+    # command as Ctrl-C would.
+    watch_lines: list[dict[str, Any]] = field(default_factory=list)
+    watches: int = 0
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
@@ -45,6 +49,8 @@ class FakeHub:
         if parts == ["version"]:
             return httpx.Response(200, json={"hubVersion": "9.8.7", "apiVersion":
                                              "mcsync.io/v1alpha1", "minAgentVersion": "0.1.0"})
+        if parts == ["serviceexports"] and method == "GET":
+            return self._exports(request)
         if parts == ["endpointslices"] and method == "GET":
             return self._slices(request)
         if parts == ["clusters"] and method == "POST":
@@ -60,6 +66,18 @@ class FakeHub:
                 del self.clusters[parts[1]]
             return httpx.Response(200, json=to_wire(found))
         return status(404, "NotFound", f"no route {method} {path}")
+
+    def _exports(self, request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("watch") != "true":
+            return httpx.Response(200, json={
+                "kind": "InternalServiceExportList",
+                "metadata": {"resourceVersion": str(self.revision)}, "items": []})
+        self.watches += 1
+        if self.watches > 1:
+            raise KeyboardInterrupt
+        body = "".join(json.dumps(line) + "\n" for line in self.watch_lines)
+        return httpx.Response(200, content=body.encode(),
+                              headers={"Content-Type": "application/x-ndjson"})
 
     def _slices(self, request: httpx.Request) -> httpx.Response:
         query = request.url.params

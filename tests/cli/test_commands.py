@@ -9,11 +9,12 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
 from cli.__main__ import main
-from shared.models import EndpointSliceExportList, MemberCluster
+from shared.models import EndpointSliceExportList, MemberCluster, to_wire
 from tests.cli.fakehub import FakeHub
 from tests.cli.samples import cluster, endpoint_slice
 
@@ -258,3 +259,41 @@ def test_describe_cluster() -> None:
     assert listed.out == "cluster/east\n"
     missing = mcsync(hub, "describe", "cluster", "nope")
     assert missing.code == 1 and missing.err == "error: cluster 'nope' is not registered\n"
+
+
+def test_clusters_watch_lists_once_per_burst_and_at_bookmarks() -> None:
+    """Clusters have no feed: the watch re-lists them when exports change (a burst costs
+    one listing) and at each BOOKMARK (heartbeats, Ready/Stale); only real changes print."""
+    from tests.cli.samples import export
+
+    hub = FakeHub(clusters={"east": cluster("east", exports=1)})
+    events: list[dict[str, object]] = [
+        {"type": "ADDED", "object": to_wire(export(cluster="east", name=f"s{i}",
+                                                   resource_version=str(50 + i)))}
+        for i in range(5)
+    ]
+    events.append({"type": "BOOKMARK", "object": {"kind": "Bookmark", "apiVersion":
+                   "mcsync.io/v1alpha1", "metadata": {"resourceVersion": "60"}}})
+    hub.watch_lines = events
+
+    original = hub.handle
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        # the counts move once the burst has landed
+        if request.url.path == "/api/v1/clusters" and any(
+            r.url.path == "/api/v1/clusters" for r in hub.requests
+        ):
+            hub.clusters["east"] = cluster("east", exports=6)
+        return original(request)
+
+    hub.handle = handle  # type: ignore[method-assign]
+    result = mcsync(hub, "clusters", "--watch", "-o", "json")
+    assert result.code == 0, result.err
+    listings = [r for r in hub.requests if r.url.path == "/api/v1/clusters"]
+    assert len(listings) == 3  # the list, the burst's first event, the BOOKMARK
+    lines = [json.loads(line) for line in result.out.splitlines()]
+    assert [(e["type"], e["object"]["status"]["exportCount"]) for e in lines] == [
+        ("ADDED", 1), ("MODIFIED", 6),
+    ]
+    watch = next(r for r in hub.requests if r.url.params.get("watch") == "true")
+    assert watch.url.params["resourceVersion"] == "42"  # from where the list was taken
