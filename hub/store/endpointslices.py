@@ -48,8 +48,8 @@ from hub.store.importfeed import (
     Key,
     SliceChange,
     importer_view,
+    rows_in,
     served_ports,
-    text_array,
 )
 from hub.store.results import Page
 from hub.store.tables import clusters, endpoint_slices, exports, service_imports
@@ -139,16 +139,7 @@ def _not_exported(cluster_id: str, missing: Sequence[Key]) -> Conflict:
 
 
 def _pairs(columns: tuple[Any, Any], pairs: Sequence[tuple[str, str]], *, postgres: bool) -> Any:
-    if len(pairs) == 1:
-        ((a, b),) = pairs
-        return and_(columns[0] == a, columns[1] == b)
-    if not postgres:
-        return tuple_(*columns).in_(list(pairs))
-    rows = select(
-        func.unnest(text_array([a for a, _ in pairs])),
-        func.unnest(text_array([b for _, b in pairs])),
-    )
-    return tuple_(*columns).in_(rows)
+    return rows_in(columns, pairs, postgres=postgres)
 
 
 async def _read_rows(

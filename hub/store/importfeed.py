@@ -302,26 +302,32 @@ def text_array(values: Sequence[str]) -> Any:
     return bindparam(None, list(values), type_=ARRAY(String()))
 
 
+def rows_in(columns: Sequence[Any], rows: Sequence[tuple[str, ...]], *, postgres: bool) -> Any:
+    """`(columns…) IN rows`, for lookups by an index over `columns`.
+
+    One row: plain equalities. PostgreSQL: a semi-join on one unnested array parameter per
+    column, which plans as a nested loop over the index and compiles to one cached
+    statement whatever the batch size (a row-value IN list of hundreds of rows plans as
+    hundreds of OR branches; `writer._pairs_in` does the same for pairs).
+    """
+    if len(rows) == 1:
+        return and_(*(column == value for column, value in zip(columns, rows[0], strict=True)))
+    if not postgres:
+        return tuple_(*columns).in_(list(rows))
+    arrays = select(
+        *(func.unnest(text_array([row[i] for row in rows])) for i in range(len(columns)))
+    )
+    return tuple_(*columns).in_(arrays)
+
+
 def triples_filter(triples: Sequence[Triple], *, postgres: bool) -> Any:
-    """The slices of the exports `triples` name: (cluster_id, namespace, service_name) IN …,
-    served by `ix_endpoint_slices_service`. PostgreSQL: one semi-join on three array
-    parameters (one cached statement whatever the batch size, as `writer._pairs_in`)."""
+    """The slices of the exports `triples` name (`ix_endpoint_slices_service`)."""
     columns = (
         endpoint_slices.c.cluster_id,
         endpoint_slices.c.namespace,
         endpoint_slices.c.service_name,
     )
-    if len(triples) == 1:
-        ((cluster, namespace, service),) = triples
-        return and_(columns[0] == cluster, columns[1] == namespace, columns[2] == service)
-    if not postgres:
-        return tuple_(*columns).in_(list(triples))
-    rows = select(
-        func.unnest(text_array([t[0] for t in triples])),
-        func.unnest(text_array([t[1] for t in triples])),
-        func.unnest(text_array([t[2] for t in triples])),
-    )
-    return tuple_(*columns).in_(rows)
+    return rows_in(columns, triples, postgres=postgres)
 
 
 async def follow_exports(
