@@ -1,8 +1,21 @@
 """Fixtures of the member agent's tests. Append new fixtures below; keep imports minimal."""
 
-from tests.kube.fixtures import kube_cluster, kube_cluster_factory  # noqa: F401
+import pytest
+
+from tests.kube.fixtures import (  # noqa: F401
+    FIXTURE_NAMESPACES,
+    kube_cluster,
+    kube_cluster_factory,
+)
 
 # Agent end-to-end support: a real hub process (`python -m hub serve`, SQLite in tmp_path)
 # and agents as real `python -m member` processes; helpers in tests/member/agent_support.py.
 from tests.member.agent_support import agent_factory, hub_process  # noqa: F401
 from tests.member.informer_support import stop  # noqa: F401
+
+
+@pytest.fixture
+def kube_namespaces() -> tuple[str, ...]:
+    """Namespaces the emulated clusters of these tests start with; `mcsync` holds the
+    Lease of the leader-election tests (content namespaces are created by seeding)."""
+    return (*FIXTURE_NAMESPACES, "mcsync")
