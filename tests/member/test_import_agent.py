@@ -1,0 +1,158 @@
+"""End to end: a ServiceExport in cluster east is imported in west and east (SPEC §2.8).
+
+Real hub process, real agent processes, two emulated clusters; the test plays
+kube-controller-manager's EndpointSlice controller in east. West has the namespace, so it
+receives the ServiceImport, the derived Service (with a ClusterIP the emulator allocated,
+copied into `ServiceImport.spec.ips`) and the mirrored EndpointSlice; a namespace west
+creates later receives its imports then; unexporting takes all three away everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from member.importspec import derived_service_name, mirrored_slice_name
+from tests.kube.fixtures import KubeCluster
+from tests.member.agent_support import (
+    AgentFactory,
+    AgentProcess,
+    HubProcess,
+    service_body,
+    service_export_body,
+    wait_for,
+)
+
+pytestmark = pytest.mark.e2e
+
+# The hub's import watch (`GET …/imports?watch=true`) is being built; until it is served,
+# a change after an agent's first list never reaches it. Remove once it lands.
+needs_import_watch = pytest.mark.xfail(
+    reason="the hub does not serve the import watch yet", strict=False
+)
+
+NS = "shop"
+DERIVED = derived_service_name("web")
+MIRRORED = mirrored_slice_name("web", "east", "web-abc")
+
+
+def source_slice(ip: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": "web-abc",
+            "namespace": NS,
+            "labels": {
+                "kubernetes.io/service-name": "web",
+                "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
+            },
+        },
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
+    }
+
+
+def imported(kube: KubeCluster) -> dict[str, Any] | None:
+    """{ServiceImport, derived Service, mirrored slice} of `kube`, once all three exist."""
+    state = kube.state
+    si = state.get("serviceimports", NS, "web")
+    svc = state.get("services", NS, DERIVED)
+    eps = state.get("endpointslices", NS, MIRRORED)
+    if si is None or svc is None or eps is None or not si["spec"].get("ips"):
+        return None
+    return {"si": si, "svc": svc, "eps": eps}
+
+
+def gone(kube: KubeCluster) -> bool:
+    state = kube.state
+    return (
+        state.get("serviceimports", NS, "web") is None
+        and state.get("services", NS, DERIVED) is None
+        and state.get("endpointslices", NS, MIRRORED) is None
+    )
+
+
+def agent(name: str, kube: KubeCluster, hub: HubProcess, agents: AgentFactory) -> AgentProcess:
+    token = hub.register(name)
+    return agents(name, kubeconfig=kube.kubeconfig, hub=hub, cluster_id=name, token=token)
+
+
+@needs_import_watch
+def test_an_export_is_imported_everywhere_and_unexported_everywhere(
+    kube_cluster_factory: Any, hub_process: HubProcess, agent_factory: AgentFactory
+) -> None:
+    east, west = kube_cluster_factory("east"), kube_cluster_factory("west")
+    west.state.create_namespace(NS)
+    east.state.create("services", NS, service_body("web", NS, ipFamilies=["IPv4"]))
+    east.state.create("endpointslices", NS, source_slice("10.0.0.1"))
+    agent("east", east, hub_process, agent_factory)
+    agent("west", west, hub_process, agent_factory)
+    east.state.create("serviceexports", NS, service_export_body("web", NS))
+
+    for kube in (west, east):
+        found = wait_for(lambda k=kube: imported(k), what=f"the import in {kube.name}")
+        si, svc, eps = found["si"], found["svc"], found["eps"]
+        assert si["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "mcsync"
+        assert si["spec"]["type"] == "ClusterSetIP"
+        assert [(p["name"], p["port"]) for p in si["spec"]["ports"]] == [("http", 80)]
+        assert si["spec"]["ips"] == svc["spec"]["clusterIPs"]
+        assert si["status"]["clusters"] == [{"cluster": "east"}]
+        assert "selector" not in svc["spec"]
+        assert svc["metadata"]["ownerReferences"][0]["uid"] == si["metadata"]["uid"]
+        assert eps["metadata"]["labels"]["multicluster.kubernetes.io/source-cluster"] == "east"
+        assert eps["metadata"]["labels"]["kubernetes.io/service-name"] == DERIVED
+        assert eps["endpoints"][0]["addresses"] == ["10.0.0.1"]
+
+    # One endpoint change in east: the mirrored slice follows in west.
+    changed = dict(east.state.get("endpointslices", NS, "web-abc") or {})
+    changed["endpoints"] = [{"addresses": ["10.0.0.2"], "conditions": {"ready": True}}]
+    east.state.update("endpointslices", NS, changed)
+    wait_for(
+        lambda: (west.state.get("endpointslices", NS, MIRRORED) or {}).get("endpoints", [{}])[0]
+        .get("addresses") == ["10.0.0.2"],
+        what="the endpoint change mirrored in west",
+    )
+
+    # Unexport: all three go in both clusters.
+    east.state.delete("serviceexports", NS, "web")
+    for kube in (west, east):
+        wait_for(lambda k=kube: gone(k), what=f"the import gone from {kube.name}")
+
+
+@needs_import_watch
+def test_a_namespace_created_later_receives_its_imports(
+    kube_cluster_factory: Any, hub_process: HubProcess, agent_factory: AgentFactory
+) -> None:
+    east, west = kube_cluster_factory("east"), kube_cluster_factory("west")
+    east.state.create("services", NS, service_body("web", NS))
+    east.state.create("endpointslices", NS, source_slice("10.0.0.1"))
+    east.state.create("serviceexports", NS, service_export_body("web", NS))
+    agent("east", east, hub_process, agent_factory)
+    west_agent = agent("west", west, hub_process, agent_factory)
+    wait_for(lambda: imported(east), what="the import in east")
+    assert west.state.get("serviceimports", NS, "web") is None  # no namespace, no import
+    assert west_agent.metric("mcsync_agent_serviceimports_imported") == 0
+    west.state.create_namespace(NS)
+    wait_for(lambda: imported(west), what="the import in west once its namespace exists")
+
+
+def test_an_agent_started_later_imports_what_the_hub_lists(
+    kube_cluster_factory: Any, hub_process: HubProcess, agent_factory: AgentFactory
+) -> None:
+    east, west = kube_cluster_factory("east"), kube_cluster_factory("west")
+    west.state.create_namespace(NS)
+    east.state.create("services", NS, service_body("web", NS))
+    east.state.create("endpointslices", NS, source_slice("10.0.0.1"))
+    east.state.create("serviceexports", NS, service_export_body("web", NS))
+    agent("east", east, hub_process, agent_factory)
+    wait_for(
+        lambda: hub_process.request("GET", "/api/v1/endpointslices").json()["items"],
+        what="east's slice on the hub",
+    )
+    agent("west", west, hub_process, agent_factory)
+    found = wait_for(lambda: imported(west), what="the import in west")
+    assert found["si"]["spec"]["ips"] == found["svc"]["spec"]["clusterIPs"]
+    assert found["eps"]["endpoints"][0]["addresses"] == ["10.0.0.1"]
