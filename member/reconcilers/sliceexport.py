@@ -16,8 +16,9 @@ decision:
 4. DELETE each slice the hub holds from us that the cluster no longer has.
 
 "What the hub holds from us" is `SentSlices`: per Service key, slice name → the
-sourceResourceVersion sent. It is the agent's memory, not a cache of a feed (the hub has no
-feed of one cluster's slices), so it is made true again by `repair()`: a list of the hub's
+sourceResourceVersion sent. It is the agent's memory, not a cache of a feed (the hub's
+import feed carries every cluster's slices cut to the import's ports, not what this cluster
+sent), so it is made true again by `repair()`: a list of the hub's
 EndpointSliceExports of this cluster, at start, at each leadership term and after every hub
 relist or outage (SPEC §2.4's "repair both ways"); between repairs our own writes' answers
 keep it current. The hub withdraws a Service's slices with its export (SPEC §4.2), so when
