@@ -24,6 +24,7 @@ from hub.api.gcpause import GcPausedJsonRoute
 from hub.api.jsonbody import StrictJsonRoute
 from hub.api.params import MAX_LIST_LIMIT, ClusterPath, NamespacePath
 from hub.logs import fields
+from hub.store import Store
 from shared.constants import API_PREFIX
 from shared.models import (
     DNS1035_LABEL_RE,
@@ -211,67 +212,25 @@ router.add_api_route(
 )
 
 
-@router.get(
-    "/endpointslices",
-    response_model=EndpointSliceExportList,
-    summary="Every EndpointSliceExport of the fleet, as the source clusters sent them",
-    responses=documented(401, 403, 422, 503),
-)
-async def list_slices(
-    _access: ReaderAccess,
-    store: StoreDep,
-    namespace: Annotated[
-        str | None,
-        Query(max_length=63, pattern=DNS1123_LABEL_RE.pattern, description="only this namespace"),
-    ] = None,
-    name: Annotated[
-        str | None,
-        Query(max_length=63, pattern=DNS1035_LABEL_RE.pattern, description="only this Service"),
-    ] = None,
-    cluster: Annotated[
-        str | None,
-        Query(max_length=63, pattern=DNS1123_LABEL_RE.pattern, description="only this cluster"),
-    ] = None,
-    limit: Annotated[
-        int | None, Query(ge=1, le=MAX_LIST_LIMIT, description="page size (default: all)")
-    ] = None,
-    continue_: Annotated[
-        str | None,
-        Query(alias="continue", max_length=4096, description="token from the previous page"),
-    ] = None,
-) -> Response:
-    return await _list_page(
-        store, cluster=cluster, namespace=namespace, name=name, limit=limit, continue_=continue_
-    )
+NamespaceQuery = Annotated[
+    str | None,
+    Query(max_length=63, pattern=DNS1123_LABEL_RE.pattern, description="only this namespace"),
+]
+ServiceQuery = Annotated[
+    str | None,
+    Query(max_length=63, pattern=DNS1035_LABEL_RE.pattern, description="only this Service"),
+]
+LimitQuery = Annotated[
+    int | None, Query(ge=1, le=MAX_LIST_LIMIT, description="page size (default: all)")
+]
+ContinueQuery = Annotated[
+    str | None,
+    Query(alias="continue", max_length=4096, description="token from the previous page"),
+]
 
 
-@router.get(
-    COLLECTION,
-    response_model=EndpointSliceExportList,
-    summary="One cluster's EndpointSliceExports (its agent's start-up and relist repair)",
-    responses=documented(401, 403, 422, 503),
-)
-async def list_cluster_slices(
-    cluster: ClusterPath,
-    _access: MemberOrReaderAccess,
-    store: StoreDep,
-    limit: Annotated[
-        int | None, Query(ge=1, le=MAX_LIST_LIMIT, description="page size (default: all)")
-    ] = None,
-    continue_: Annotated[
-        str | None,
-        Query(alias="continue", max_length=4096, description="token from the previous page"),
-    ] = None,
-) -> Response:
-    # The agent compares the hub's set of its slices with its cluster's (SPEC §2.4, §2.8);
-    # the fleet-wide list is the reader's, so a member reads its own here, as for exports.
-    return await _list_page(
-        store, cluster=cluster, namespace=None, name=None, limit=limit, continue_=continue_
-    )
-
-
-async def _list_page(
-    store: StoreDep,
+async def _list(
+    store: Store,
     *,
     cluster: str | None,
     namespace: str | None,
@@ -296,4 +255,47 @@ async def _list_page(
             ),
             items=page.items,
         )
+    )
+
+
+@router.get(
+    COLLECTION,
+    response_model=EndpointSliceExportList,
+    summary="List one cluster's EndpointSliceExports (its agent's relist)",
+    responses=documented(401, 403, 422, 503),
+)
+async def list_cluster_slices(
+    cluster: ClusterPath,
+    _access: MemberOrReaderAccess,
+    store: StoreDep,
+    namespace: NamespaceQuery = None,
+    name: ServiceQuery = None,
+    limit: LimitQuery = None,
+    continue_: ContinueQuery = None,
+) -> Response:
+    return await _list(
+        store, cluster=cluster, namespace=namespace, name=name, limit=limit, continue_=continue_
+    )
+
+
+@router.get(
+    "/endpointslices",
+    response_model=EndpointSliceExportList,
+    summary="Every EndpointSliceExport of the fleet, as the source clusters sent them",
+    responses=documented(401, 403, 422, 503),
+)
+async def list_slices(
+    _access: ReaderAccess,
+    store: StoreDep,
+    namespace: NamespaceQuery = None,
+    name: ServiceQuery = None,
+    cluster: Annotated[
+        str | None,
+        Query(max_length=63, pattern=DNS1123_LABEL_RE.pattern, description="only this cluster"),
+    ] = None,
+    limit: LimitQuery = None,
+    continue_: ContinueQuery = None,
+) -> Response:
+    return await _list(
+        store, cluster=cluster, namespace=namespace, name=name, limit=limit, continue_=continue_
     )

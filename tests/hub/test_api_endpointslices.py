@@ -382,3 +382,32 @@ async def test_stored_slices_are_a_metric_from_zero(
     answer = await hub.client.put(slice_path("east"), json=slice_body(), headers=members["east"])
     assert answer.status_code == 201
     assert value((await hub.client.get("/metrics")).text) == 1
+
+
+async def test_a_member_lists_its_own_slices_a_page_at_a_time(
+    hub: Hub, members: dict[str, dict[str, str]]
+) -> None:
+    for cluster in ("east", "west"):
+        answer = await hub.client.put(
+            f"/api/v1/clusters/{cluster}/endpointslices",
+            json={"items": [slice_body(f"web-{cluster}-{i}") for i in range(3)]},
+            headers=members[cluster],
+        )
+        assert answer.status_code == 200, answer.text
+    east = members["east"]
+    path = "/api/v1/clusters/east/endpointslices"
+    names, token = [], None
+    while True:
+        params = {"limit": "2", **({"continue": token} if token else {})}
+        answer = await hub.client.get(path, params=params, headers=east)
+        assert answer.status_code == 200, answer.text
+        page = answer.json()
+        assert page["kind"] == "EndpointSliceExportList"
+        names += [item["metadata"]["name"] for item in page["items"]]
+        token = page["metadata"].get("continue")
+        if not token:
+            break
+    assert names == ["web-east-0", "web-east-1", "web-east-2"]
+    assert (await hub.client.get(path, headers=READER)).status_code == 200
+    other = await hub.client.get("/api/v1/clusters/west/endpointslices", headers=east)
+    assert other.status_code == 403
