@@ -30,6 +30,7 @@ from typing import Any, NoReturn
 import uvicorn
 from pydantic import ValidationError
 
+from hub import ratelimitlog
 from hub.api.credentials import (
     Credentials,
     CredentialsError,
@@ -37,6 +38,7 @@ from hub.api.credentials import (
     load_credentials,
 )
 from hub.app import begin_shutdown, create_app, open_store
+from hub.connections import guard_for
 from hub.logs import configure_logging, fields
 from hub.settings import ENV_PREFIX, HubSettings, redact_url
 from hub.store import DatabaseUnavailable, migrate
@@ -65,6 +67,14 @@ SERVE_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--pool-size", "pool_size", "database connections per hub process"),
     ("--watch-bookmark-seconds", "watch_bookmark_seconds", "BOOKMARK interval of idle watches"),
     ("--retry-after-seconds", "retry_after_seconds", "Retry-After of 503 answers"),
+    ("--header-timeout-seconds", "header_timeout_seconds", "time a client has to send a head"),
+    (
+        "--keep-alive-timeout-seconds",
+        "keep_alive_timeout_seconds",
+        "idle time before a kept-alive connection closes",
+    ),
+    ("--max-connections", "max_connections", "most client connections held open"),
+    ("--backlog", "backlog", "connections the kernel queues before the hub accepts them"),
     (
         "--shutdown-grace-seconds",
         "shutdown_grace_seconds",
@@ -209,6 +219,7 @@ async def _serve(settings: HubSettings, tracer_provider: Any) -> None:
         app = create_app(
             settings, store=store, credentials=credentials, tracer_provider=tracer_provider
         )
+        ratelimitlog.install()
         config = uvicorn.Config(
             app,
             host=settings.host,
@@ -218,6 +229,10 @@ async def _serve(settings: HubSettings, tracer_provider: Any) -> None:
             lifespan="on",
             timeout_graceful_shutdown=settings.shutdown_grace_seconds,
             server_header=False,
+            # Slow, idle and surplus clients (issue 13): see hub.connections.
+            http=guard_for(settings).protocol_class(),
+            timeout_keep_alive=settings.keep_alive_timeout_seconds,
+            backlog=settings.backlog,
         )
         server = HubServer(config, app=app)
         # uvicorn re-raises the signal that stopped it once it has shut down; with these

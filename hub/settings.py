@@ -87,6 +87,24 @@ class HubSettings(BaseSettings):
     watch_buffer_events: int = Field(default=1000, ge=1, le=1_000_000)
     watch_buffer_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024, le=1024**3)
     retry_after_seconds: int = Field(default=5, ge=1, le=3600)
+    # Slow and idle clients (issue 13; `hub.connections`). A request head must arrive within
+    # header_timeout_seconds of the connection opening (or of its first byte, on a reused
+    # connection): 10 s, Go's usual ReadHeaderTimeout, is ample on any network a member
+    # agent uses. keep_alive_timeout_seconds closes idle connections; above the 5 s after
+    # which httpx clients (the agent's, the CLI's) drop an idle connection themselves, so
+    # the client closes first (the hub closing first races a request sent on it).
+    header_timeout_seconds: float = Field(
+        default=10.0, gt=0, le=3600, description="time a client has to send a request head"
+    )
+    keep_alive_timeout_seconds: int = Field(
+        default=15, ge=1, le=3600, description="idle time before a kept-alive connection closes"
+    )
+    # At most this many client connections; lowered at start to what the file-descriptor
+    # limit allows after the hub's own reserve (`hub.connections.fd_ceiling`).
+    max_connections: int = Field(default=4096, ge=1, le=1_000_000)
+    backlog: int = Field(
+        default=2048, ge=1, le=65535, description="connections the kernel queues before accept"
+    )
     shutdown_grace_seconds: int = Field(
         default=20, ge=0, le=3600, description="time in-flight requests get after SIGTERM"
     )
