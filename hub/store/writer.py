@@ -21,7 +21,10 @@ withdrawal — goes through `write_exports`, inside the caller's transaction:
 4. Collect the records whose Conflict condition (status, reason, message) changed,
    besides the ones written; upsert or delete each key's ServiceImport.
 5. LAST: allocate one revision per changed record, stamp `resource_version` and the
-   verdicts, insert the change rows, notify (see `feed` for why last).
+   verdicts, insert the change rows, notify (see `feed` for why last). The import feed's
+   changes of the write — each ServiceImport written or deleted, the slices of withdrawn
+   exports (deleted here), slices re-sent for changed per-port lists — take revisions in
+   the same allocation, before the records' (`importfeed.follow_exports`).
 
 Cost is proportional to the number of keys written and the exports of those keys; no
 statement scans the table.
