@@ -75,6 +75,22 @@ def gone(kube: KubeCluster) -> bool:
     )
 
 
+def import_settled(agent: AgentProcess) -> bool:
+    queues = ("serviceimport", "derivedservice", "mirroredslices")
+    return all(agent.metric("workqueue_depth", {"name": q}) == 0 for q in queues)
+
+
+def import_writes(agent: AgentProcess) -> float:
+    total = 0.0
+    for kind in ("ServiceImport", "Service", "EndpointSlice"):
+        for operation in ("create", "update", "status", "delete"):
+            value = agent.metric(
+                "mcsync_agent_import_writes_total", {"kind": kind, "operation": operation}
+            )
+            total += value or 0.0
+    return total
+
+
 def agent(name: str, kube: KubeCluster, hub: HubProcess, agents: AgentFactory) -> AgentProcess:
     token = hub.register(name)
     return agents(name, kubeconfig=kube.kubeconfig, hub=hub, cluster_id=name, token=token)
@@ -152,7 +168,29 @@ def test_an_agent_started_later_imports_what_the_hub_lists(
         lambda: hub_process.request("GET", "/api/v1/endpointslices").json()["items"],
         what="east's slice on the hub",
     )
-    agent("west", west, hub_process, agent_factory)
+    west_agent = agent("west", west, hub_process, agent_factory)
+    for kind in ("ServiceImport", "Service", "EndpointSlice"):
+        for operation in ("create", "update", "status", "delete"):
+            assert west_agent.metric(
+                "mcsync_agent_import_writes_total", {"kind": kind, "operation": operation}
+            ) is not None, (kind, operation)  # every series exists from start
     found = wait_for(lambda: imported(west), what="the import in west")
     assert found["si"]["spec"]["ips"] == found["svc"]["spec"]["clusterIPs"]
     assert found["eps"]["endpoints"][0]["addresses"] == ["10.0.0.1"]
+    wait_for(lambda: import_settled(west_agent), what="west's import queues drained")
+    written = import_writes(west_agent)
+    assert west_agent.metric("mcsync_agent_serviceimports_imported") == 1
+    assert west_agent.metric("mcsync_agent_endpoints_imported") == 1
+
+    # A restarted agent's startup repair finds everything as it should be and rewrites
+    # nothing, although the API server defaulted fields the agent never set.
+    assert west_agent.stop() == 0
+    west_agent.start()
+    wait_for(
+        lambda: (west_agent.metric(
+            "mcsync_agent_reconcile_duration_seconds_count", {"controller": "mirroredslices"}
+        ) or 0) >= 1 and import_settled(west_agent),
+        what="west's restarted agent reconciled the key",
+    )
+    assert import_writes(west_agent) == 0
+    assert written > 0
