@@ -80,9 +80,11 @@ def writes(agent: AgentProcess, operation: str) -> float:
 
 
 def slices_settled(agent: AgentProcess) -> bool:
-    return agent.metric("workqueue_depth", {"name": "endpointslice"}) == 0 and (
-        agent.metric("mcsync_agent_reconciles_total",
-                     {"controller": "endpointslice", "outcome": "error"}) == 0
+    """Nothing waiting in the slice queue and no key in a worker's hands."""
+    queue = {"name": "endpointslice"}
+    return (
+        agent.metric("workqueue_depth", queue) == 0
+        and agent.metric("workqueue_unfinished_work_seconds", queue) == 0
     )
 
 
@@ -173,3 +175,65 @@ def test_a_restarted_agent_repairs_the_hubs_slices_both_ways(
     assert writes(agent, "put") == 2
     assert writes(agent, "delete") == 1
     assert agent.metric("mcsync_agent_endpointslices_exported") == 3
+
+
+def test_slices_converge_after_a_hub_outage(
+    kube_cluster: KubeCluster, hub_process: HubProcess, agent_factory: AgentFactory
+) -> None:
+    state = kube_cluster.state
+    export_web(kube_cluster)
+    state.create("endpointslices", "shop", endpointslice("web-a"))
+    state.create("endpointslices", "shop", endpointslice("web-b", ips=("10.0.0.2",)))
+    agent = start_agent(kube_cluster, hub_process, agent_factory)
+    wait_hub(hub_process, {"web-a": ["10.0.0.1"], "web-b": ["10.0.0.2"]})
+
+    hub_process.stop()
+    wait_for(lambda: agent.metric("mcsync_agent_hub_reachable") == 0, what="the hub seen down")
+    changed = copy.deepcopy(state.get("endpointslices", "shop", "web-a"))
+    assert changed is not None
+    changed["endpoints"][0]["addresses"] = ["10.0.1.1"]
+    state.update("endpointslices", "shop", changed)
+    state.delete("endpointslices", "shop", "web-b")
+    wait_for(
+        lambda: (agent.metric("mcsync_agent_endpointslice_export_errors_total",
+                              {"reason": "unavailable"}) or 0) > 0,
+        what="a slice write failing while the hub is down",
+    )
+
+    hub_process.start()
+    wait_hub(hub_process, {"web-a": ["10.0.1.1"]})
+    wait_for(lambda: slices_settled(agent), what="the slice queue drained")
+    assert writes(agent, "put") == 3  # web-a, web-b, then web-a once more: nothing doubled
+    assert writes(agent, "delete") == 1
+    assert agent.stop() == 0
+
+
+def test_a_new_leader_repairs_and_sends_nothing_twice(
+    kube_cluster: KubeCluster, hub_process: HubProcess, agent_factory: AgentFactory
+) -> None:
+    state = kube_cluster.state
+    export_web(kube_cluster)
+    state.create("endpointslices", "shop", endpointslice("web-a"))
+    token = hub_process.register(CLUSTER)
+    election = ["--leader-elect", "--lease-namespace", "mcsync", "--lease-duration", "4"]
+    one, two = (
+        agent_factory(name, kubeconfig=kube_cluster.kubeconfig, hub=hub_process,
+                      cluster_id=CLUSTER, token=token, extra=election)
+        for name in ("one", "two")
+    )
+    leader: AgentProcess = wait_for(
+        lambda: next((a for a in (one, two) if a.metric("mcsync_agent_leader") == 1), None),
+        what="a leader",
+    )
+    standby = two if leader is one else one
+    wait_hub(hub_process, {"web-a": ["10.0.0.1"]})
+    assert writes(standby, "put") == 0  # a standby never writes
+
+    leader.kill()  # no release: the standby takes over when the Lease expires
+    wait_for(lambda: standby.metric("mcsync_agent_leader") == 1, what="the standby leading")
+    state.create("endpointslices", "shop", endpointslice("web-b", ips=("10.0.0.2",)))
+    wait_hub(hub_process, {"web-a": ["10.0.0.1"], "web-b": ["10.0.0.2"]})
+    wait_for(lambda: slices_settled(standby), what="the new leader's slice queue drained")
+    assert writes(standby, "put") == 1  # web-a, already on the hub, was not sent again
+    assert standby.metric("mcsync_agent_endpointslices_exported") == 2
+    assert standby.stop() == 0
