@@ -91,9 +91,14 @@ def import_writes(agent: AgentProcess) -> float:
     return total
 
 
-def agent(name: str, kube: KubeCluster, hub: HubProcess, agents: AgentFactory) -> AgentProcess:
+def agent(
+    name: str, kube: KubeCluster, hub: HubProcess, agents: AgentFactory,
+    extra: list[str] | None = None,
+) -> AgentProcess:
     token = hub.register(name)
-    return agents(name, kubeconfig=kube.kubeconfig, hub=hub, cluster_id=name, token=token)
+    return agents(
+        name, kubeconfig=kube.kubeconfig, hub=hub, cluster_id=name, token=token, extra=extra
+    )
 
 
 @needs_import_watch
@@ -155,8 +160,12 @@ def test_a_namespace_created_later_receives_its_imports(
     wait_for(lambda: imported(west), what="the import in west once its namespace exists")
 
 
+@pytest.mark.parametrize(
+    "scope", [[], ["--namespace", NS]], ids=["all namespaces", "--namespace"]
+)
 def test_an_agent_started_later_imports_what_the_hub_lists(
-    kube_cluster_factory: Any, hub_process: HubProcess, agent_factory: AgentFactory
+    kube_cluster_factory: Any, hub_process: HubProcess, agent_factory: AgentFactory,
+    scope: list[str],
 ) -> None:
     east, west = kube_cluster_factory("east"), kube_cluster_factory("west")
     west.state.create_namespace(NS)
@@ -168,7 +177,7 @@ def test_an_agent_started_later_imports_what_the_hub_lists(
         lambda: hub_process.request("GET", "/api/v1/endpointslices").json()["items"],
         what="east's slice on the hub",
     )
-    west_agent = agent("west", west, hub_process, agent_factory)
+    west_agent = agent("west", west, hub_process, agent_factory, extra=scope)
     for kind in ("ServiceImport", "Service", "EndpointSlice"):
         for operation in ("create", "update", "status", "delete"):
             assert west_agent.metric(
