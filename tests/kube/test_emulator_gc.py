@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 from kubernetes import client
 
 from shared.constants import LABEL_SERVICE_NAME, MCS_GROUP
@@ -113,3 +114,12 @@ def test_a_dependent_with_a_finalizer_is_only_marked(kube_cluster: KubeCluster) 
     assert marked
     core.patch_namespaced_service("held", NS, {"metadata": {"finalizers": None}})
     wait_for(lambda: _gone(kube_cluster, "services", "held"), what="the dependent to go")
+
+
+def test_http_control_waits_for_the_collector(kube_cluster: KubeCluster) -> None:
+    custom, _core, _slices = _chain(kube_cluster)
+    custom.delete_namespaced_custom_object(MCS_GROUP, "v1beta1", NS, "serviceimports", "web")
+    answer = httpx.post(f"{kube_cluster.url}/emulator/wait-collected", timeout=30)
+    assert answer.json() == {"idle": True}
+    assert _gone(kube_cluster, "services", "web")
+    assert _gone(kube_cluster, "endpointslices", "web-1")
