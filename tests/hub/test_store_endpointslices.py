@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 
 from hub.store import Conflict, Gone, NotFound, Store
 from hub.store.feed import event_line
-from hub.store.importfeed import ImportRow
+from hub.store.importfeed import ImportRow, importer_view, served_ports
 from hub.store.tables import changes, endpoint_slices, service_imports
 from shared.models import EndpointSliceExport, ServiceImport
 from tests.hub.test_store_support import at, make_export, open_store, port, register
@@ -493,3 +493,49 @@ async def test_slice_writes_racing_the_export_withdrawal_leave_no_orphan(
     finally:
         await second.close()
         await first.close()
+
+
+@pytest.mark.parametrize(
+    ("ports", "served", "imported", "kept"),
+    [
+        # a slice without ports (a Service without ports) has nothing to cut
+        ([], None, True, []),
+        # the Service's one unnamed port: the name "" matches
+        ([{"port": 8080}], frozenset({""}), True, [""]),
+        ([{"name": "http", "port": 8080}], frozenset({"http"}), True, ["http"]),
+        # cut to the names served; matched by name, not by number (slices carry target ports)
+        (
+            [{"name": "http", "port": 8080}, {"name": "metrics", "port": 9100}],
+            frozenset({"metrics"}),
+            True,
+            ["metrics"],
+        ),
+        # the source serves none of its ports: not imported at all
+        ([{"name": "http", "port": 8080}], frozenset({"grpc"}), False, []),
+        ([{"name": "http", "port": 8080}], None, False, []),
+    ],
+)
+def test_importer_view_cuts_ports_by_name(
+    ports: list[dict[str, Any]], served: frozenset[str] | None, imported: bool, kept: list[str]
+) -> None:
+    spec = {"serviceName": "web", "addressType": "IPv4", "ports": ports, "endpoints": []}
+    got, view = importer_view(spec, served)
+    assert got is imported
+    assert [p.get("name", "") for p in view["ports"]] == kept
+    assert {k: v for k, v in view.items() if k != "ports"} == {
+        k: v for k, v in spec.items() if k != "ports"
+    }
+
+
+def test_served_ports_reads_the_per_port_cluster_lists() -> None:
+    status = {
+        "ports": [
+            {"name": "http", "port": 80, "protocol": "TCP", "clusters": ["alpha", "beta"]},
+            {"name": "metrics", "port": 9090, "protocol": "TCP", "clusters": ["alpha"]},
+        ]
+    }
+    assert served_ports(json.dumps(status)) == {
+        "alpha": frozenset({"http", "metrics"}),
+        "beta": frozenset({"http"}),
+    }
+    assert served_ports(None) == {}
