@@ -65,6 +65,7 @@ from member.kube.resources import (
     endpointslices_path,
 )
 from member.metrics import AgentMetrics
+from member.ownwrites import OwnWrites, RememberingWriter
 from member.reconcilers.derivedservice import DerivedServiceReconciler
 from member.reconcilers.export import NotLeading
 from member.reconcilers.importbase import ImportReconciler, ImportScope, ManagedIndex
@@ -179,9 +180,12 @@ class Importer:
             )
             for ns in namespaces
         ]
-        service_imports = _Lister(self.import_informers)
-        services = _Lister(self.service_informers)
-        slices = _Lister(self.slice_informers)
+        cached_imports = _Lister(self.import_informers)
+        cached_slices = _Lister(self.slice_informers)
+        # The caches, corrected by our own writes until their events arrive.
+        service_imports = OwnWrites(cached_imports)
+        services = OwnWrites(_Lister(self.service_informers))
+        slices = OwnWrites(cached_slices)
         self.slice_index = ManagedIndex(slices)
         self.service_index = ManagedIndex(services)
         scope = ImportScope(
@@ -190,8 +194,8 @@ class Importer:
             denied=deny_namespaces,
         )
         self.metrics.count_with(
-            imported=lambda: sum(1 for o in service_imports.cached() if is_managed(o)),
-            endpoints=lambda: sum(len(o.get("endpoints") or []) for o in slices.cached()),
+            imported=lambda: sum(1 for o in cached_imports.cached() if is_managed(o)),
+            endpoints=lambda: sum(len(o.get("endpoints") or []) for o in cached_slices.cached()),
         )
         foreign = ForeignImports(on_change=self.metrics.unmanaged.set)
         common: dict[str, Any] = {
@@ -206,16 +210,24 @@ class Importer:
         }
         self.reconcilers: dict[str, ImportReconciler] = {
             "serviceimport": ServiceImportReconciler(
-                writer=ImportObjectClient(api, kind="ServiceImport", version=self.version),
+                writer=RememberingWriter(
+                    ImportObjectClient(api, kind="ServiceImport", version=self.version),
+                    service_imports,
+                ),
                 events=events,
                 foreign=foreign,
                 **common,
             ),
             "derivedservice": DerivedServiceReconciler(
-                writer=ImportObjectClient(api, kind="Service"), **common
+                writer=RememberingWriter(
+                    ImportObjectClient(api, kind="Service"), services, self.service_index
+                ),
+                **common,
             ),
             "mirroredslices": MirroredSliceReconciler(
-                writer=ImportObjectClient(api, kind="EndpointSlice"),
+                writer=RememberingWriter(
+                    ImportObjectClient(api, kind="EndpointSlice"), slices, self.slice_index
+                ),
                 slices=self.slice_index,
                 **common,
             ),

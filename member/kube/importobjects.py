@@ -21,7 +21,7 @@ informers name each resource once.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client as k8s
 
@@ -34,6 +34,7 @@ __all__ = [
     "SERVICEIMPORT_PLURAL",
     "AlreadyExists",
     "ImportObjectClient",
+    "ObjectWriter",
     "namespaces_path",
     "serviceimports_path",
     "services_path",
@@ -46,6 +47,20 @@ MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY_MCSYNC}"
 
 class AlreadyExists(Exception):
     """409 on create: an object of that name exists."""
+
+
+class ObjectWriter(Protocol):
+    """What the import reconcilers write through (`ImportObjectClient`, or a wrapper)."""
+
+    version: str
+
+    def create(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def replace(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def replace_status(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def delete(self, namespace: str, name: str, *, uid: str | None) -> None: ...
 
 
 def serviceimports_path(version: str, namespace: str | None) -> str:

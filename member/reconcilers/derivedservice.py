@@ -32,7 +32,7 @@ from member.importspec import (
     matches,
     overlay,
 )
-from member.kube.importobjects import ImportObjectClient
+from member.kube.importobjects import ObjectWriter
 from member.metrics import AgentMetrics
 from member.reconcilers.export import Lister
 from member.reconcilers.importbase import ImportReconciler, ImportScope
@@ -64,7 +64,7 @@ class DerivedServiceReconciler(ImportReconciler):
         service_imports: Lister,
         services: Lister,
         scope: ImportScope,
-        writer: ImportObjectClient,
+        writer: ObjectWriter,
         metrics: AgentMetrics,
         import_metrics: ImportMetrics,
         may_write: Callable[[], bool] = lambda: True,

@@ -32,7 +32,7 @@ from member.importspec import (
     matches,
     overlay,
 )
-from member.kube.importobjects import ImportObjectClient
+from member.kube.importobjects import ObjectWriter
 from member.metrics import AgentMetrics
 from member.reconcilers.export import Lister
 from member.reconcilers.importbase import ImportReconciler, ImportScope, ManagedIndex
@@ -56,7 +56,7 @@ class MirroredSliceReconciler(ImportReconciler):
         services: Lister,
         slices: ManagedIndex,
         scope: ImportScope,
-        writer: ImportObjectClient,
+        writer: ObjectWriter,
         metrics: AgentMetrics,
         import_metrics: ImportMetrics,
         may_write: Callable[[], bool] = lambda: True,

@@ -39,7 +39,7 @@ from member.importspec import (
     overlay,
 )
 from member.kube.events import EventRecorder
-from member.kube.importobjects import ImportObjectClient
+from member.kube.importobjects import ObjectWriter
 from member.metrics import AgentMetrics
 from member.reconcilers.export import Lister
 from member.reconcilers.importbase import ImportReconciler, ImportScope
@@ -92,7 +92,7 @@ class ServiceImportReconciler(ImportReconciler):
         service_imports: Lister,
         services: Lister,
         scope: ImportScope,
-        writer: ImportObjectClient,
+        writer: ObjectWriter,
         events: EventRecorder,
         foreign: ForeignImports,
         metrics: AgentMetrics,
