@@ -110,7 +110,7 @@ def test_an_export_is_imported_everywhere_and_unexported_everywhere(
     east.state.create("services", NS, service_body("web", NS, ipFamilies=["IPv4"]))
     east.state.create("endpointslices", NS, source_slice("10.0.0.1"))
     agent("east", east, hub_process, agent_factory)
-    agent("west", west, hub_process, agent_factory)
+    west_agent = agent("west", west, hub_process, agent_factory)
     east.state.create("serviceexports", NS, service_export_body("web", NS))
 
     for kube in (west, east):
@@ -127,7 +127,9 @@ def test_an_export_is_imported_everywhere_and_unexported_everywhere(
         assert eps["metadata"]["labels"]["kubernetes.io/service-name"] == DERIVED
         assert eps["endpoints"][0]["addresses"] == ["10.0.0.1"]
 
-    # One endpoint change in east: the mirrored slice follows in west.
+    # One endpoint change in east: the mirrored slice follows in west, one write.
+    wait_for(lambda: import_settled(west_agent), what="west's import queues drained")
+    written = import_writes(west_agent)
     changed = dict(east.state.get("endpointslices", NS, "web-abc") or {})
     changed["endpoints"] = [{"addresses": ["10.0.0.2"], "conditions": {"ready": True}}]
     east.state.update("endpointslices", NS, changed)
@@ -136,6 +138,8 @@ def test_an_export_is_imported_everywhere_and_unexported_everywhere(
         .get("addresses") == ["10.0.0.2"],
         what="the endpoint change mirrored in west",
     )
+    wait_for(lambda: import_settled(west_agent), what="west's import queues drained")
+    assert import_writes(west_agent) == written + 1
 
     # Unexport: all three go in both clusters.
     east.state.delete("serviceexports", NS, "web")
