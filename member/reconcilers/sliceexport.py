@@ -25,6 +25,12 @@ keep it current. The hub withdraws a Service's slices with its export (SPEC §4.
 the hub's feed says the export went, `forget_service()` drops that Service's memory: the
 slices of a later re-export are sent again.
 
+Why the repair lists and then writes slice by slice rather than sending the hub's full-state
+sync (`PUT …/endpointslices`): the sync's one body would hold every slice of the cluster
+(past the hub's 1 MiB body limit at about a thousand slices), it would re-send every
+unchanged slice, and a sync body built before a live change but landing after its PUT would
+put the older slice back. The list costs one read; the writes are only the differences.
+
 Why a queue of its own ("endpointslice"), not the export queue's. Both are export work
 (SPEC §2.8 separates import from export queues; this is neither new kind), and both are
 keyed by the Service, so the same informer events feed them. But they must not share a
