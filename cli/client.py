@@ -28,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from shared.constants import API_PREFIX, WATCH_DEFAULT_TIMEOUT_SECONDS
 from shared.models import (
+    EndpointSliceExport,
     EndpointSliceExportList,
     InternalServiceExport,
     InternalServiceExportList,
@@ -73,6 +74,10 @@ class Unreachable(HubError):
 
 class Gone(HubError):
     """410: the watched revision is older than the hub's retained history; relist."""
+
+
+class NoWatch(HubError):
+    """The hub answered a watch request with a plain list: it has no such feed."""
 
 
 def _quote(part: str) -> str:
@@ -268,7 +273,7 @@ class HubClient:
         cluster: str | None = None,
         timeout_seconds: int = WATCH_DEFAULT_TIMEOUT_SECONDS,
     ) -> Iterator[WatchEvent]:
-        """The hub's change feed after `resource_version`, until the hub ends the stream.
+        """The hub's export feed after `resource_version`, until the hub ends the stream.
 
         Raises `Gone` when the revision is too old (relist), `Unreachable` when the
         connection cannot be made or breaks, `HubError` for any other refusal.
@@ -276,6 +281,24 @@ class HubClient:
         path = (
             f"/clusters/{_quote(cluster)}/serviceexports" if cluster else "/serviceexports"
         )
+        return self._watch(path, resource_version, timeout_seconds)
+
+    def watch_imports(
+        self,
+        cluster: str,
+        *,
+        resource_version: str | None,
+        timeout_seconds: int = WATCH_DEFAULT_TIMEOUT_SECONDS,
+    ) -> Iterator[WatchEvent]:
+        """The import feed (SPEC §4.3): ServiceImport and EndpointSliceExport events of the
+        whole fleet, as `cluster` must import them. `NoWatch` when the hub answers the
+        request with a plain list, as a hub without that feed does."""
+        return self._watch(f"/clusters/{_quote(cluster)}/imports", resource_version,
+                           timeout_seconds)
+
+    def _watch(
+        self, path: str, resource_version: str | None, timeout_seconds: int
+    ) -> Iterator[WatchEvent]:
         params = {"watch": "true", "timeoutSeconds": str(timeout_seconds)}
         if resource_version:
             params["resourceVersion"] = resource_version
@@ -287,6 +310,10 @@ class HubClient:
             ) as response:
                 if response.status_code != 200:
                     raise _error_from_answer(response, response.read())
+                media_type = response.headers.get("content-type", "").split(";")[0].strip()
+                if media_type == "application/json":
+                    raise NoWatch(f"the hub at {self.base_url} does not offer a watch of "
+                                  f"{API_PREFIX}{path}: it answered a list", code=200)
                 for line in response.iter_lines():
                     if line.strip():
                         yield self._event(line)
@@ -323,6 +350,12 @@ class HubClient:
 
     def get_import(self, namespace: str, name: str) -> ServiceImport:
         return self._get(f"/serviceimports/{_quote(namespace)}/{_quote(name)}", ServiceImport)
+
+    def get_endpoint_slice(self, cluster: str, namespace: str, name: str) -> EndpointSliceExport:
+        """One EndpointSliceExport as its source cluster sent it."""
+        path = (f"/clusters/{_quote(cluster)}/endpointslices/{_quote(namespace)}/"
+                f"{_quote(name)}")
+        return self._get(path, EndpointSliceExport)
 
     # --- endpoint slices ----------------------------------------------------------------
 

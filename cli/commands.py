@@ -18,15 +18,17 @@ every listed object is either an export or moved by one, so each watch follows t
   names — one request per change, whatever the size of the fleet;
 * `clusters` re-lists the clusters (a handful of objects) when an export changes and at
   each BOOKMARK, since heartbeats and the Ready/Stale state have no feed of their own;
-* `endpoints` needs the hub's import feed, which carries EndpointSliceExports; until the
-  hub offers it, `--watch` there says so and exits 1 after the list (with a warning and
-  0 when the ask came from `MCSYNC_WATCH`, which is meant for every list at once).
+* `endpoints` follows the hub's import feed instead, which carries EndpointSliceExports,
+  and re-reads the one slice an event names; a hub without that feed is told apart (it
+  answers the watch with a plain list), and `--watch` then says so and exits 1 after the
+  list (a warning and 0 when the ask came from `MCSYNC_WATCH`, which is meant for every
+  list at once).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TextIO, TypeVar, get_args
@@ -35,9 +37,11 @@ from pydantic import BaseModel
 
 from cli import render
 from cli.args import Options
-from cli.client import HubClient, HubError
+from cli.client import HubClient, HubError, NoWatch
 from cli.watch import ExportFilter, ExportView, View, ViewEventType, follow, same_version
 from shared.models import (
+    EndpointSliceExport,
+    EndpointSliceExportList,
     InternalServiceExport,
     InternalServiceExportList,
     MemberCluster,
@@ -188,9 +192,10 @@ def _watch(
     resource_version: str | None,
     on_event: Callable[[WatchEvent, _WatchPrinter[T]], None],
     relist: Callable[[], tuple[Sequence[T], str | None]],
-    cluster: str | None = None,
+    stream: Callable[[str | None], Iterable[WatchEvent]] | None = None,
 ) -> int:
-    """Print the list, then follow the export feed until Ctrl-C (see the module doc)."""
+    """Print the list, then follow a feed (the export feed unless `stream` says another)
+    until Ctrl-C (see the module doc)."""
     printer: _WatchPrinter[T] = _WatchPrinter(ctx, shape)
     initial = view.replace(listing)
     if initial:
@@ -209,11 +214,10 @@ def _watch(
         ctx.err.flush()
 
     follow(
-        ctx.client,
+        stream or (lambda revision: ctx.client.watch_exports(resource_version=revision)),
         resource_version=resource_version,
         on_event=lambda event: on_event(event, printer),
         resync=resync,
-        cluster=cluster,
         warn=warn,
     )
     return 0
@@ -339,7 +343,9 @@ def exports(ctx: Context) -> int:
 
         return _watch(ctx, view=view, listing=listing.items, shape=shape,
                       resource_version=listing.metadata.resource_version,
-                      on_event=on_event, relist=relist, cluster=ctx.options.cluster)
+                      on_event=on_event, relist=relist,
+                      stream=lambda revision: ctx.client.watch_exports(
+                          resource_version=revision, cluster=ctx.options.cluster))
     return _print_list(
         ctx, listing, listing.items,
         lambda: render.Table(shape.headers, tuple(shape.row(e) for e in listing.items)),
@@ -490,6 +496,10 @@ def conflicts(ctx: Context) -> int:
 # --- endpoints --------------------------------------------------------------------------
 
 
+def _slice_key(item: EndpointSliceExport) -> Hashable:
+    return item.spec.cluster_id or "", item.metadata.namespace or "", item.metadata.name
+
+
 def endpoints(ctx: Context) -> int:
     opts = ctx.options
     listing = ctx.client.list_endpoint_slices(
@@ -497,21 +507,91 @@ def endpoints(ctx: Context) -> int:
         page_size=opts.page_size,
     )
     shape = _shape_of(ctx, "endpoints")
-    _print_list(
+    if opts.watch:
+        return _watch_endpoints(ctx, listing, shape)
+    return _print_list(
         ctx, listing, listing.items,
         lambda: render.Table(shape.headers, tuple(shape.row(s) for s in listing.items)),
     )
-    if opts.watch:
-        why = ("EndpointSlice changes reach clients only through the hub's import feed "
-               "(GET /api/v1/clusters/{cluster}/imports?watch=true), which this version of "
-               "mcsync does not follow")
-        if opts.watch_from_env:
-            # A session-wide MCSYNC_WATCH must not turn a listing into a failure.
-            ctx.err.write(f"warning: MCSYNC_WATCH ignored: endpoints cannot watch yet: {why}\n")
-            return 0
-        ctx.out.flush()
-        raise CommandError(f"endpoints --watch is not supported yet: {why}")
-    return 0
+
+
+def _watch_endpoints(
+    ctx: Context, listing: EndpointSliceExportList, shape: Shape[EndpointSliceExport]
+) -> int:
+    """Follow the import feed, which carries every cluster's slices (any cluster's feed
+    will do: `--cluster`'s, else the first registered cluster's). A feed event's slice has
+    its ports cut to what the import serves, so the slice is read again as its source sent
+    it — one request per change — and shown as `mcsync endpoints` lists it. The feed
+    leaves out the slices of a cluster that serves none of the import's ports (a losing
+    cluster in a PortConflict, SPEC §2.8): their changes show only after a relist."""
+    opts = ctx.options
+
+    def matches(item: EndpointSliceExport) -> bool:
+        return (
+            (opts.namespace is None or item.metadata.namespace == opts.namespace)
+            and (opts.name is None or item.spec.service_name == opts.name)
+            and (opts.cluster is None or item.spec.cluster_id == opts.cluster)
+        )
+
+    view: View[EndpointSliceExport] = View(_slice_key, matches=matches, same=same_version)
+
+    def on_event(event: WatchEvent, printer: _WatchPrinter[EndpointSliceExport]) -> None:
+        item = event.object
+        if event.type == "BOOKMARK" or not isinstance(item, EndpointSliceExport):
+            return
+        if not matches(item):
+            return
+        key = _slice_key(item)
+        if event.type == "DELETED" or item.spec.cluster_id is None:
+            printer.emit(view.remove(key))
+            return
+        try:
+            fresh = ctx.client.get_endpoint_slice(
+                item.spec.cluster_id, item.metadata.namespace or "", item.metadata.name
+            )
+        except HubError as exc:
+            if exc.code != 404:
+                raise
+            printer.emit(view.remove(key))  # withdrawn since the event
+            return
+        printer.emit(view.apply("MODIFIED", fresh))
+
+    def relist() -> tuple[Sequence[EndpointSliceExport], str | None]:
+        fresh = ctx.client.list_endpoint_slices(
+            namespace=opts.namespace, service=opts.name, cluster=opts.cluster,
+            page_size=opts.page_size,
+        )
+        return fresh.items, fresh.metadata.resource_version
+
+    feed = opts.cluster or next(
+        (c.metadata.name for c in ctx.client.list_clusters().items), None
+    )
+    if feed is None:
+        _print_list(
+            ctx, listing, listing.items,
+            lambda: render.Table(shape.headers, tuple(shape.row(s) for s in listing.items)),
+        )
+        return _cannot_watch(ctx, "no cluster is registered, so there is no import feed")
+    try:
+        return _watch(
+            ctx, view=view, listing=listing.items, shape=shape,
+            resource_version=listing.metadata.resource_version, on_event=on_event,
+            relist=relist,
+            stream=lambda revision: ctx.client.watch_imports(feed, resource_version=revision),
+        )
+    except NoWatch as exc:
+        return _cannot_watch(ctx, exc.message)
+
+
+def _cannot_watch(ctx: Context, reason: str) -> int:
+    """The list is printed; say why no changes will follow. An explicit --watch fails
+    (exit 1); a session-wide MCSYNC_WATCH must not turn a listing into a failure."""
+    why = f"EndpointSlice changes reach clients only through the import feed, and {reason}"
+    if ctx.options.watch_from_env:
+        ctx.err.write(f"warning: MCSYNC_WATCH ignored: endpoints cannot watch: {why}\n")
+        return 0
+    ctx.out.flush()
+    raise CommandError(f"endpoints --watch is not supported: {why}")
 
 
 # --- get and version --------------------------------------------------------------------

@@ -24,7 +24,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeVar
 
-from cli.client import Gone, HubClient, HubError
+from cli.client import Gone, HubError
 from shared.conditions import CONFLICT, TRUE
 from shared.models import InternalServiceExport, ObjectMeta, WatchEvent
 
@@ -135,17 +135,17 @@ class ExportView(View[InternalServiceExport]):
 
 
 def follow(
-    client: HubClient,
+    stream: Callable[[str | None], Iterable[WatchEvent]],
     *,
     resource_version: str | None,
     on_event: Callable[[WatchEvent], None],
     resync: Callable[[], str | None],
-    cluster: str | None = None,
     warn: Callable[[str], None],
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
-    """Feed every event of the hub's export feed to `on_event` (BOOKMARKs included) until
-    interrupted; HubError when it cannot go on.
+    """Feed every event of a hub feed to `on_event` (BOOKMARKs included) until interrupted;
+    HubError when it cannot go on. `stream(revision)` opens the feed after `revision`
+    (`HubClient.watch_exports` or `watch_imports`).
 
     `resync` is called after a 410: it relists, reports the difference, and answers the
     revision to watch from.
@@ -157,7 +157,7 @@ def follow(
         try:
             if stale:
                 revision, stale = resync(), False
-            for event in client.watch_exports(resource_version=revision, cluster=cluster):
+            for event in stream(revision):
                 failures = 0
                 revision = event.resource_version or revision
                 on_event(event)

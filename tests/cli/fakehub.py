@@ -37,6 +37,10 @@ class FakeHub:
     # command as Ctrl-C would.
     watch_lines: list[dict[str, Any]] = field(default_factory=list)
     watches: int = 0
+    # The import feed's first watch (None: a hub without that feed, which answers a list);
+    # the next watch request ends the command as Ctrl-C would.
+    import_lines: list[dict[str, Any]] | None = None
+    import_watches: int = 0
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
@@ -58,6 +62,10 @@ class FakeHub:
         if parts == ["clusters"] and method == "GET":
             return httpx.Response(200, json={"kind": "MemberClusterList", "items": [
                 to_wire(c) for c in self.clusters.values()]})
+        if len(parts) == 3 and parts[0] == "clusters" and parts[2] == "imports":
+            return self._imports(request)
+        if len(parts) == 5 and parts[0] == "clusters" and parts[2] == "endpointslices":
+            return self._one_slice(*parts[1:2], *parts[3:])
         if len(parts) == 2 and parts[0] == "clusters":
             found = self.clusters.get(parts[1])
             if found is None:
@@ -78,6 +86,25 @@ class FakeHub:
         body = "".join(json.dumps(line) + "\n" for line in self.watch_lines)
         return httpx.Response(200, content=body.encode(),
                               headers={"Content-Type": "application/x-ndjson"})
+
+    def _imports(self, request: httpx.Request) -> httpx.Response:
+        if self.import_lines is None or request.url.params.get("watch") != "true":
+            return httpx.Response(200, json={"kind": "ClusterImportList", "items": [],
+                                             "metadata": {"resourceVersion": "1"}})
+        self.import_watches += 1
+        if self.import_watches > 1:
+            raise KeyboardInterrupt
+        body = "".join(json.dumps(line) + "\n" for line in self.import_lines)
+        return httpx.Response(200, content=body.encode(),
+                              headers={"Content-Type": "application/x-ndjson"})
+
+    def _one_slice(self, cluster_id: str, namespace: str, name: str) -> httpx.Response:
+        for item in self.slices:
+            if (item.spec.cluster_id, item.metadata.namespace, item.metadata.name) == (
+                cluster_id, namespace, name
+            ):
+                return httpx.Response(200, json=to_wire(item))
+        return status(404, "NotFound", f"EndpointSliceExport {namespace}/{name} not found")
 
     def _slices(self, request: httpx.Request) -> httpx.Response:
         query = request.url.params

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
+import httpx
 import pytest
 import yaml
 
@@ -539,12 +540,12 @@ def test_clusters_watch_sees_a_new_cluster_and_its_counts(hub: RunningHub) -> No
 
 
 def put_slice(hub: RunningHub, token: str, cluster: str, name: str, addresses: list[str],
-              *, ready: list[bool]) -> None:
+              *, ready: list[bool], service: str = "api") -> None:
     body = {
         "apiVersion": "mcsync.io/v1alpha1", "kind": "EndpointSliceExport",
         "metadata": {"name": name, "namespace": "demo"},
         "spec": {
-            "serviceName": "api", "addressType": "IPv4",
+            "serviceName": service, "addressType": "IPv4",
             "ports": [{"name": "http", "protocol": "TCP", "port": 9000}],
             "endpoints": [{"addresses": [a], "conditions": {"ready": r}}
                           for a, r in zip(addresses, ready, strict=True)],
@@ -574,3 +575,34 @@ def test_endpoints_lists_the_slices_the_clusters_sent(
     assert {"endpointslice/east/demo/api-e1", "endpointslice/west/demo/api-w1"} <= set(
         paged.splitlines()
     )
+
+
+def test_endpoints_watch_reports_a_slice_change(hub: RunningHub, fleet: dict[str, str]) -> None:
+    """Runs once the hub serves the import feed (issue 14 item 3); until then the hub
+    answers the watch with a plain list and the CLI says it cannot watch."""
+    with httpx.stream("GET", f"{hub.url}/api/v1/clusters/east/imports",
+                      params={"watch": "true", "timeoutSeconds": "1"},
+                      headers={"Authorization": f"Bearer {hub.reader_token}"},
+                      timeout=30) as probe:
+        has_feed = probe.headers.get("content-type", "").startswith("application/x-ndjson")
+    if not has_feed:
+        result = mcsync(hub, "endpoints", "demo/web", "--watch")
+        assert result.returncode == 1
+        assert "does not offer a watch of /api/v1/clusters/" in result.stderr
+        pytest.skip("the hub has no import feed yet: the CLI says so (asserted above)")
+    # a Service of its own, exported by west alone, with no slices yet
+    put_export(hub, fleet["west"], "west", "demo", "feed", port=9000,
+               created=BASE + timedelta(hours=6))
+    process, lines = watch_json(hub, "endpoints", "demo/feed", "--cluster", "west")
+    try:
+        deadline = time.monotonic() + 60
+        put_slice(hub, fleet["west"], "west", "feed-w2", ["10.2.0.7"], ready=[False],
+                  service="feed")
+        while True:
+            event = next_event(lines, deadline)
+            if event["object"]["metadata"]["name"] == "feed-w2":
+                break
+        assert event["type"] == "ADDED"
+        assert event["object"]["spec"]["endpoints"][0]["conditions"]["ready"] is False
+    finally:
+        stop(process)

@@ -113,17 +113,69 @@ def test_endpoints_name_and_jsonpath_and_no_headers(fleet_slices: FakeHub) -> No
     assert missing.code == 1 and "'nope' is not found" in missing.err
 
 
-def test_endpoints_empty_and_watch_unsupported(fleet_slices: FakeHub) -> None:
+def test_endpoints_empty_and_watch_without_an_import_feed(fleet_slices: FakeHub) -> None:
     empty = mcsync(fleet_slices, "endpoints", "-n", "nowhere")
     assert (empty.code, empty.out, empty.err) == (0, "", "No resources found.\n")
+    # no cluster registered: no import feed to follow
     watched = mcsync(fleet_slices, "endpoints", "-n", "shop", "--watch")
     assert watched.code == 1
     assert "web-abc12" in watched.out  # the list is printed first
-    assert watched.err.startswith("error: endpoints --watch is not supported yet")
-    assert watched.err.count("\n") == 1
+    assert watched.err.startswith("error: endpoints --watch is not supported: ")
+    assert "no cluster is registered" in watched.err and watched.err.count("\n") == 1
+    # a hub whose import route answers a plain list has no such feed
+    fleet_slices.clusters["east"] = cluster("east")
+    old_hub = mcsync(fleet_slices, "endpoints", "-n", "shop", "--watch", "-o", "json")
+    assert old_hub.code == 1
+    assert json.loads(old_hub.out.splitlines()[0])["type"] == "ADDED"
+    assert "does not offer a watch of /api/v1/clusters/east/imports" in old_hub.err
     from_env = mcsync(fleet_slices, "endpoints", "-n", "shop", env={"MCSYNC_WATCH": "true"})
     assert from_env.code == 0 and "web-abc12" in from_env.out
-    assert from_env.err.startswith("warning: MCSYNC_WATCH ignored: endpoints cannot watch yet")
+    assert from_env.err.startswith("warning: MCSYNC_WATCH ignored: endpoints cannot watch")
+
+
+def test_endpoints_watch_follows_the_import_feed() -> None:
+    """A feed event names a slice; the watch shows it as its source sent it (re-read, not
+    the feed's copy with its ports cut), and leaves out what the filters exclude and the
+    ServiceImport events."""
+    kept = endpoint_slice(cluster="east", name="web-abc12", addresses=["10.0.0.1"])
+    hub = FakeHub(clusters={"east": cluster("east")}, slices=[kept])
+    grown = endpoint_slice(cluster="east", name="web-abc12",
+                           addresses=["10.0.0.1", "10.0.0.2"])
+    grown.metadata.resource_version = "12"
+    added = endpoint_slice(cluster="west", name="web-new01", addresses=["10.9.0.1"])
+    other = endpoint_slice(cluster="west", service="api", name="api-zzz99")
+    cut = to_wire(grown)
+    cut["spec"]["ports"] = []  # the feed's copy: ports cut to the import's
+    hub.import_lines = [
+        {"type": "MODIFIED", "object": cut},
+        {"type": "ADDED", "object": to_wire(added)},
+        {"type": "ADDED", "object": to_wire(other)},  # another Service: not shown
+        {"type": "ADDED", "object": {"kind": "ServiceImport", "apiVersion":
+         "mcsync.io/v1alpha1", "metadata": {"name": "web", "namespace": "demo"},
+         "spec": {"ports": []}}},
+        {"type": "DELETED", "object": to_wire(kept)},
+    ]
+    original = hub.handle
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("watch") == "true":
+            hub.slices = [grown, added, other]  # what the hub stores once the changes are in
+        return original(request)
+
+    hub.handle = handle  # type: ignore[method-assign]
+    result = mcsync(hub, "endpoints", "demo/web", "--watch")
+    assert result.code == 0, result.err
+    lines = [line.split() for line in result.out.splitlines()]
+    assert lines[0][:4] == ["EVENT", "NAMESPACE", "SERVICE", "CLUSTER"]
+    assert [(row[0], row[3], row[4], row[6], row[7]) for row in lines[1:]] == [
+        ("ADDED", "east", "web-abc12", "1/1", "8080/TCP"),
+        ("MODIFIED", "east", "web-abc12", "2/2", "8080/TCP"),  # as stored, ports kept
+        ("ADDED", "west", "web-new01", "1/1", "8080/TCP"),
+        ("DELETED", "east", "web-abc12", "2/2", "8080/TCP"),
+    ]
+    watch = next(r for r in hub.requests if r.url.params.get("watch") == "true")
+    assert watch.url.path == "/api/v1/clusters/east/imports"
+    assert watch.url.params["resourceVersion"] == "42"
 
 
 # --- clusters register / deregister ---------------------------------------------------
