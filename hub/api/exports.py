@@ -33,7 +33,7 @@ from hub.api.params import (
     WatchOptionsDep,
     parse_revision,
 )
-from hub.api.watch import WATCH_MEDIA_TYPE, open_watch
+from hub.api.watch import WATCH_RESPONSE, ExportFeedSource, open_watch
 from hub.logs import fields
 from hub.store import Store
 from shared.conditions import CONFLICT
@@ -54,12 +54,6 @@ router = APIRouter(prefix=API_PREFIX, tags=["serviceexports"], route_class=Stric
 ONE = "/clusters/{cluster}/serviceexports/{namespace}/{name}"
 COLLECTION = "/clusters/{cluster}/serviceexports"
 PATCH_CONTENT_TYPES = ("application/merge-patch+json", "application/json")
-
-_WATCH_RESPONSE = {
-    "description": "a list, or with `watch=true` a stream of newline-delimited WatchEvents",
-    "content": {WATCH_MEDIA_TYPE: {"schema": {"type": "string"}}},
-}
-
 
 def wire(
     model: InternalServiceExport | InternalServiceExportList | SyncResult, *, status_code: int = 200
@@ -266,7 +260,7 @@ async def patch_export(
     COLLECTION,
     response_model=InternalServiceExportList,
     summary="List one cluster's exports, or watch them (watch=true)",
-    responses={200: _WATCH_RESPONSE, **documented(401, 403, 410, 422, 429, 503, 504)},
+    responses={200: WATCH_RESPONSE, **documented(401, 403, 410, 422, 429, 503, 504)},
 )
 async def list_cluster_exports(
     cluster: ClusterPath,
@@ -278,7 +272,10 @@ async def list_cluster_exports(
 ) -> Response:
     if watch.watch:
         return await open_watch(
-            store=store, ctx=ctx, cluster_id=cluster, options=watch, principal=access
+            source=ExportFeedSource(store.feed, cluster),
+            ctx=ctx,
+            options=watch,
+            principal=access,
         )
     return await _list(store, cluster_id=cluster, options=options)
 
@@ -341,7 +338,7 @@ router.add_api_route(
     "/serviceexports",
     response_model=InternalServiceExportList,
     summary="List every export of the fleet, or watch them all (watch=true)",
-    responses={200: _WATCH_RESPONSE, **documented(401, 403, 410, 422, 429, 503, 504)},
+    responses={200: WATCH_RESPONSE, **documented(401, 403, 410, 422, 429, 503, 504)},
 )
 async def list_all_exports(
     access: ReaderAccess,
@@ -356,6 +353,9 @@ async def list_all_exports(
 ) -> Response:
     if watch.watch:
         return await open_watch(
-            store=store, ctx=ctx, cluster_id=cluster, options=watch, principal=access
+            source=ExportFeedSource(store.feed, cluster),
+            ctx=ctx,
+            options=watch,
+            principal=access,
         )
     return await _list(store, cluster_id=cluster, options=options)

@@ -15,9 +15,10 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, Response
 
 from hub.api.auth import MemberOrReaderAccess, ReaderAccess
-from hub.api.deps import StoreDep
+from hub.api.deps import ContextDep, StoreDep
 from hub.api.errors import ApiError, documented
-from hub.api.params import MAX_LIST_LIMIT, ClusterPath, NamePath, NamespacePath
+from hub.api.params import MAX_LIST_LIMIT, ClusterPath, NamePath, NamespacePath, WatchOptionsDep
+from hub.api.watch import WATCH_RESPONSE, ImportFeedSource, open_watch
 from shared.constants import API_PREFIX
 from shared.models import (
     DNS1123_LABEL_RE,
@@ -78,13 +79,16 @@ async def get_import(
 @router.get(
     "/clusters/{cluster}/imports",
     response_model=ClusterImportList,
-    summary="Everything a cluster must import: every ServiceImport and EndpointSliceExport",
-    responses=documented(401, 403, 422, 503),
+    summary="Everything a cluster must import (every ServiceImport and EndpointSliceExport), "
+    "or watch it (watch=true)",
+    responses={200: WATCH_RESPONSE, **documented(401, 403, 410, 422, 429, 503, 504)},
 )
 async def list_cluster_imports(
     cluster: ClusterPath,
-    _access: MemberOrReaderAccess,
+    access: MemberOrReaderAccess,
+    watch: WatchOptionsDep,
     store: StoreDep,
+    ctx: ContextDep,
     limit: Annotated[
         int | None, Query(ge=1, le=MAX_LIST_LIMIT, description="page size (default: all)")
     ] = None,
@@ -95,7 +99,14 @@ async def list_cluster_imports(
 ) -> Response:
     """Each slice carries only the ports its source cluster serves in the import; a slice
     whose source serves none of them is left out. `metadata.resourceVersion` is the
-    revision to watch from (the first page's, when paging)."""
+    revision to watch from (the first page's, when paging). With `watch=true`: every
+    ServiceImport and EndpointSliceExport change of the fleet after `resourceVersion`, in
+    revision order, pushed as it commits on any replica (`hub.api.watch`); an object's
+    `kind` says which it is."""
+    if watch.watch:
+        return await open_watch(
+            source=ImportFeedSource(store.import_feed), ctx=ctx, options=watch, principal=access
+        )
     try:
         page = await store.import_feed.list_imports(limit=limit, continue_token=continue_)
     except ValueError as exc:

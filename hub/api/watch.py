@@ -1,4 +1,11 @@
-"""The change feed over HTTP (SPEC §4.3): `…/serviceexports?watch=true&resourceVersion=N`.
+"""The change feeds over HTTP (SPEC §4.3): `…/serviceexports?watch=true&resourceVersion=N`
+and the import feed `…/clusters/{c}/imports?watch=true&resourceVersion=N`.
+
+Both are one `WatchStream` over a `WatchSource`: a cluster's exports (or every cluster's),
+or the fleet's ServiceImports and EndpointSliceExports. A source names its history replay
+and its live subscription to the replica's shared reader; everything below — positions,
+BOOKMARKs, bounds, ends — is the same for both, so the import feed every agent holds
+open meets the same bar as the export feed.
 
 The answer is a stream of newline-delimited JSON `WatchEvent`s: first every retained
 change after N, read from the store's history a page at a time with this watch's own
@@ -64,7 +71,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 import anyio
 from fastapi.responses import StreamingResponse
@@ -75,7 +84,7 @@ from hub.api.deps import HubContext
 from hub.api.errors import ApiError, make_status
 from hub.api.params import WatchOptions
 from hub.logs import fields
-from hub.store import DatabaseUnavailable, Gone, Store
+from hub.store import DatabaseUnavailable, Feed, Gone, ImportFeed
 from hub.store.fanout import BufferLimits, Subscription
 from hub.store.feed import event_line
 from shared.constants import WATCH_DEFAULT_TIMEOUT_SECONDS
@@ -84,6 +93,11 @@ from shared.models import BookmarkMeta, BookmarkObject, Status, WatchEvent
 log = logging.getLogger("mcsync.hub.watch")
 
 WATCH_MEDIA_TYPE = "application/x-ndjson"
+# For OpenAPI: what a list-or-watch route answers with 200.
+WATCH_RESPONSE = {
+    "description": "a list, or with `watch=true` a stream of newline-delimited WatchEvents",
+    "content": {WATCH_MEDIA_TYPE: {"schema": {"type": "string"}}},
+}
 PAGE_SIZE = 500
 # A line longer than this goes out in slices (module doc): small enough that a socket
 # that stopped draining holds little more than asyncio's 64 KiB high-water mark, large
@@ -122,21 +136,83 @@ def _revision(event: WatchEvent) -> int | None:
     return int(rv) if rv is not None and rv.isdigit() else None
 
 
+class WatchSource(Protocol):
+    """The feed one watch streams: its history replay and its live subscription."""
+
+    @property
+    def label(self) -> str:
+        """Names the watch in log lines (its cluster, `*`, or `imports`)."""
+        ...
+
+    async def current_revision(self) -> int: ...
+
+    async def changes_since(self, revision: int, limit: int) -> list[WatchEvent]: ...
+
+    def subscribe(
+        self, *, limits: BufferLimits, on_overflow: Callable[[], object]
+    ) -> Subscription: ...
+
+
+@dataclass(frozen=True)
+class ExportFeedSource:
+    """One cluster's exports (every cluster's when `cluster_id` is None)."""
+
+    feed: Feed
+    cluster_id: str | None
+
+    @property
+    def label(self) -> str:
+        return self.cluster_id or "*"
+
+    async def current_revision(self) -> int:
+        return await self.feed.current_revision()
+
+    async def changes_since(self, revision: int, limit: int) -> list[WatchEvent]:
+        return await self.feed.changes_since(
+            revision=revision, cluster_id=self.cluster_id, limit=limit
+        )
+
+    def subscribe(
+        self, *, limits: BufferLimits, on_overflow: Callable[[], object]
+    ) -> Subscription:
+        return self.feed.subscribe(self.cluster_id, limits=limits, on_overflow=on_overflow)
+
+
+@dataclass(frozen=True)
+class ImportFeedSource:
+    """The fleet's ServiceImports and EndpointSliceExports: the same for every cluster."""
+
+    feed: ImportFeed
+
+    @property
+    def label(self) -> str:
+        return "imports"
+
+    async def current_revision(self) -> int:
+        return await self.feed.current_revision()
+
+    async def changes_since(self, revision: int, limit: int) -> list[WatchEvent]:
+        return await self.feed.changes_since(revision=revision, limit=limit)
+
+    def subscribe(
+        self, *, limits: BufferLimits, on_overflow: Callable[[], object]
+    ) -> Subscription:
+        return self.feed.subscribe(limits=limits, on_overflow=on_overflow)
+
+
 class WatchStream:
     """One open watch: its position, its deadline, and the loop that feeds the client."""
 
     def __init__(
         self,
         *,
-        store: Store,
+        source: WatchSource,
         ctx: HubContext,
-        cluster_id: str | None,
         start: int,
         timeout_seconds: float,
     ) -> None:
-        self.store = store
+        self.source = source
         self.ctx = ctx
-        self.cluster_id = cluster_id
         self._position = start
         self.timeout_seconds = timeout_seconds
         self.deadline = asyncio.get_running_loop().time() + timeout_seconds
@@ -187,13 +263,11 @@ class WatchStream:
                 waiter.cancel()
 
     async def _read(self) -> list[WatchEvent]:
-        return await self.store.feed.changes_since(
-            revision=self._position, cluster_id=self.cluster_id, limit=PAGE_SIZE
-        )
+        return await self.source.changes_since(self._position, PAGE_SIZE)
 
     def _subscribe(self) -> Subscription:
-        return self.store.feed.subscribe(
-            self.cluster_id, limits=self._limits, on_overflow=self.ctx.metrics.watches_too_slow.inc
+        return self.source.subscribe(
+            limits=self._limits, on_overflow=self.ctx.metrics.watches_too_slow.inc
         )
 
     async def _wait(self, sub: Subscription, *, seconds: float) -> bool:
@@ -221,7 +295,7 @@ class WatchStream:
     def _too_slow(self, sub: Subscription) -> Iterator[Chunk]:
         log.info(
             "watch ended: its client fell further behind than its buffer holds",
-            extra=fields(cluster=self.cluster_id or "*"),
+            extra=fields(watch=self.source.label),
         )
         limits = sub.limits
         return self._sent(
@@ -265,7 +339,7 @@ class WatchStream:
                         log.info(
                             "the shared feed reader fell behind the history; the watch "
                             "reads its backlog itself",
-                            extra=fields(cluster=self.cluster_id or "*"),
+                            extra=fields(watch=self.source.label),
                         )
                     # (Re)attach, then replay (position, joined_at] from the database: from
                     # joined_at on, the subscription's buffer has every change (module doc).
@@ -339,7 +413,7 @@ class WatchStream:
             for chunk in self._sent(error_event(status)):
                 yield chunk
         except Exception:
-            log.exception("watch stream failed", extra=fields(cluster=self.cluster_id or "*"))
+            log.exception("watch stream failed", extra=fields(watch=self.source.label))
             status = make_status(500, "internal error; the hub's log has the details")
             for chunk in self._sent(error_event(status)):
                 yield chunk
@@ -444,29 +518,24 @@ class WatchResponse(StreamingResponse):
 
 async def open_watch(
     *,
-    store: Store,
+    source: WatchSource,
     ctx: HubContext,
-    cluster_id: str | None,
     options: WatchOptions,
     principal: Principal,
 ) -> StreamingResponse:
-    """Start a watch; 429 over the token's limit, Gone (→ 410) or DatabaseUnavailable
-    (→ 503) before any streaming."""
+    """Start a watch of `source`; 429 over the token's limit, Gone (→ 410) or
+    DatabaseUnavailable (→ 503) before any streaming."""
     slot = take_watch_slot(ctx, principal)
     try:
         requested = options.timeout_seconds or WATCH_DEFAULT_TIMEOUT_SECONDS
         timeout = min(requested, ctx.settings.watch_max_timeout_seconds)
         if options.resource_version is None:
-            start = await store.feed.current_revision()
+            start = await source.current_revision()
             first: list[WatchEvent] = []
         else:
             start = options.resource_version
-            first = await store.feed.changes_since(
-                revision=start, cluster_id=cluster_id, limit=PAGE_SIZE
-            )
-        stream = WatchStream(
-            store=store, ctx=ctx, cluster_id=cluster_id, start=start, timeout_seconds=timeout
-        )
+            first = await source.changes_since(start, PAGE_SIZE)
+        stream = WatchStream(source=source, ctx=ctx, start=start, timeout_seconds=timeout)
         return WatchResponse(stream, first, slot)
     except BaseException:
         slot.release()

@@ -168,6 +168,7 @@ class Store:
         await self.exports.close()
         await self.clusters.close()
         await self.feed.close()
+        await self.import_feed.close()
         await self._ctx.notifier.close()
         await self._ctx.engine.dispose()
 

@@ -29,7 +29,7 @@ of their transaction, as before this feed existed.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -44,6 +44,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from hub.store import codec, paging, unnest
 from hub.store.context import StoreContext
 from hub.store.errors import Gone
+from hub.store.fanout import BufferLimits, FeedFanout, Subscription
 from hub.store.feed import ChangeRecord, read_current_revision
 from hub.store.results import Page
 from hub.store.tables import REVISION_ROW_ID, changes, endpoint_slices, service_imports
@@ -485,10 +486,43 @@ ImportItem = ServiceImport | EndpointSliceExport
 
 
 class ImportFeed:
-    """Reads of the import feed: the history after a revision, and the paged list."""
+    """Reads of the import feed: the history after a revision, the paged list, and the
+    replica's one shared reader that feeds every import watch (`hub.store.fanout`: each
+    change read and encoded once, its bytes shared by every agent's watch)."""
 
     def __init__(self, ctx: StoreContext) -> None:
         self._ctx = ctx
+        self._fanout: FeedFanout | None = None
+
+    async def current_revision(self) -> int:
+        async with self._ctx.read() as conn:
+            return await read_current_revision(conn)
+
+    async def changes_since(self, *, revision: int, limit: int = 500) -> list[WatchEvent]:
+        """`imports_since`, decoded: what a watch replays from the history."""
+        return [row.event() for row in await self.imports_since(revision, limit)]
+
+    @property
+    def fanout(self) -> FeedFanout:
+        if self._fanout is None:
+            self._fanout = FeedFanout(
+                notifier=self._ctx.notifier, read_page=self.imports_since, name="import-feed"
+            )
+        return self._fanout
+
+    def subscribe(
+        self,
+        *,
+        limits: BufferLimits | None = None,
+        on_overflow: Callable[[], object] | None = None,
+    ) -> Subscription:
+        """Receive every import change after `joined_at` as shared wire lines (the
+        contract of `Feed.subscribe`, fleet-wide)."""
+        return self.fanout.subscribe(None, limits=limits, on_overflow=on_overflow)
+
+    async def close(self) -> None:
+        if self._fanout is not None:
+            await self._fanout.close()
 
     async def imports_since(self, revision: int, limit: int = 500) -> list[ImportRow]:
         """Every retained import-feed change after `revision`, oldest first, at most

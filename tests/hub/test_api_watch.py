@@ -206,15 +206,14 @@ async def test_watcher_behind_the_history_gets_an_error_event_then_the_end(
     database_url: str,
 ) -> None:
     from hub.api.deps import context_of
-    from hub.api.watch import WatchStream
+    from hub.api.watch import ExportFeedSource, WatchStream
 
     async with running_hub(database_url, history_limit=2) as hub:
         east = (await hub.register("east"))["east"]
         start = await hub.store.feed.current_revision()
         stream = WatchStream(
-            store=hub.store,
+            source=ExportFeedSource(hub.store.feed, "east"),
             ctx=context_of(hub.app),
-            cluster_id="east",
             start=start,
             timeout_seconds=DEADLINE,
         )

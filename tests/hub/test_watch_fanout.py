@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import event
 
 from hub.api.deps import context_of
-from hub.api.watch import WatchStream
+from hub.api.watch import ExportFeedSource, WatchStream
 from hub.store import Store
 from hub.store.feed import event_line
 from tests.hub.test_api_support import Hub, running_hub
@@ -44,12 +44,12 @@ class Watcher:
 
     def __init__(self, hub: Hub, cluster: str | None, start: int) -> None:
         self.stream = WatchStream(
-            store=hub.store,
+            source=ExportFeedSource(hub.store.feed, cluster),
             ctx=context_of(hub.app),
-            cluster_id=cluster,
             start=start,
             timeout_seconds=DEADLINE * 4,
         )
+        self.cluster = cluster
         self.start = start
         self.events: list[dict[str, Any]] = []
         self.gate = asyncio.Event()
@@ -182,7 +182,7 @@ async def test_a_watch_started_mid_stream_gets_every_later_change_once_in_order(
                 await asyncio.sleep(0)  # let readers interleave with the writes
         newest = await hub.store.feed.current_revision()
         for watcher in (early, fleet, *late):
-            watched = watcher.stream.cluster_id
+            watched = watcher.cluster
             want = await expected(hub, watched, watcher.start)
             await until(arrived(watcher, want[-1]), "the watch to reach the newest change")
             assert watcher.revisions == want  # every change once, in order, no gap
@@ -332,9 +332,8 @@ async def test_a_watch_ends_at_once_when_its_client_is_gone(database_url: str) -
         fanout = hub.store.feed.fanout
         start = await hub.store.feed.current_revision()
         stream = WatchStream(
-            store=hub.store,
+            source=ExportFeedSource(hub.store.feed, "east"),
             ctx=context_of(hub.app),
-            cluster_id="east",
             start=start,
             timeout_seconds=DEADLINE,
         )
