@@ -695,8 +695,8 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         name = str(values["name"])
     output_text = str(values.get("output") or "table")
     output, _, template = output_text.partition("=")
-    if output == "name" and command not in LIST_COMMANDS:
-        raise _usage(f"argument -o/--output: name works with the lists, not `{command}`")
+    if output == "name" and command in ("version", "config", "completion"):
+        raise _usage(f"argument -o/--output: `{command}` has no object to name")
     conflict = values.get("conflict")
     settings = tuple(
         (key.removeprefix("ctx:"), str(value).lower() if isinstance(value, bool) else str(value))

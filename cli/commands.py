@@ -97,9 +97,12 @@ def _shape_of(ctx: Context, kind: str) -> Shape[Any]:
 
 
 def print_object(ctx: Context, obj: BaseModel) -> bool:
-    """Print `obj` if -o asks for json, yaml or jsonpath; False for the other formats."""
+    """Print one object if -o asks for json, yaml, jsonpath or name; False for the other
+    formats (tables are the caller's)."""
     opts = ctx.options
-    if opts.output == "json":
+    if opts.output == "name":
+        ctx.out.write(render.name_of(obj) + "\n")
+    elif opts.output == "json":
         ctx.out.write(render.to_json(obj))
     elif opts.output == "yaml":
         ctx.out.write(render.to_yaml(obj))
@@ -119,12 +122,12 @@ def _print_list(
     table: Callable[[], render.Table],
 ) -> int:
     """Print a listing as -o asks; for tables, `table()` builds the rows."""
-    if print_object(ctx, listing):
-        return 0
     if ctx.options.output == "name":
         if not items:
             ctx.err.write(render.EMPTY_MESSAGE + "\n")
         ctx.out.write("".join(render.name_of(item) + "\n" for item in items))
+        return 0
+    if print_object(ctx, listing):
         return 0
     out, err = render.listing_output(table(), headers=not ctx.options.no_headers)
     ctx.out.write(out)

@@ -264,7 +264,7 @@ def test_output_forms() -> None:
     [
         (["exports", "-o", "jsonpath={.items[?(@.x)]}"], "argument -o/--output: jsonpath"),
         (["exports", "-o", "jsonpath={range .items[*]}"], "{range} without {end}"),
-        (["get", "import", "demo/web", "-o", "name"], "name works with the lists"),
+        (["version", "-o", "name"], "`version` has no object to name"),
         (["clusters", "-l", "env in prod"], "argument -l/--selector"),
         (["clusters", "-l", "Bad Key=x"], "argument -l/--selector"),
     ],

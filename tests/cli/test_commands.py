@@ -198,6 +198,9 @@ def test_register_writes_the_token_0600_and_never_prints_it(tmp_path: Path) -> N
     assert json.loads(post.content) == {"metadata": {"name": "east", "labels": {"env": "prod"}}}
     assert [p.name for p in tmp_path.iterdir()] == ["east.token"]  # no temporary file left
 
+    named = mcsync(hub, "clusters", "register", "north", "--token-file",
+                   str(tmp_path / "north.token"), "-o", "name")
+    assert (named.code, named.out) == (0, "cluster/north\n")
     as_json = mcsync(hub, "clusters", "register", "west", "--token-file",
                      str(tmp_path / "west.token"), "-o", "json")
     assert MemberCluster.model_validate_json(as_json.out).metadata.name == "west"
@@ -309,6 +312,7 @@ def test_describe_cluster() -> None:
     assert MemberCluster.model_validate_json(as_json.out).metadata.name == "east"
     listed = mcsync(hub, "get", "clusters", "-o", "name")
     assert listed.out == "cluster/east\n"
+    assert mcsync(hub, "get", "cluster", "east", "-o", "name").out == "cluster/east\n"
     missing = mcsync(hub, "describe", "cluster", "nope")
     assert missing.code == 1 and missing.err == "error: cluster 'nope' is not registered\n"
 
