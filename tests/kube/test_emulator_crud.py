@@ -108,9 +108,12 @@ def test_generation_bumps_on_spec_change_only(kube_cluster: KubeCluster) -> None
         "web", NS, {"status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}})
     assert status.metadata.generation == 1
     assert int(status.metadata.resource_version) > int(labelled.metadata.resource_version)
-    changed = core.patch_namespaced_service("web", NS, {"spec": {"ports": [{"port": 8080}]}})
+    # A strategic merge patch merges Service ports by their port number.
+    retarget = {"spec": {"ports": [{"port": 80, "targetPort": 8080}]}}
+    changed = core.patch_namespaced_service("web", NS, retarget)
     assert changed.metadata.generation == 2
-    same = core.patch_namespaced_service("web", NS, {"spec": {"ports": [{"port": 8080}]}})
+    assert [(p.port, p.target_port) for p in changed.spec.ports] == [(80, 8080)]
+    same = core.patch_namespaced_service("web", NS, retarget)
     # An update that changes nothing writes nothing.
     assert same.metadata.generation == 2
     assert same.metadata.resource_version == changed.metadata.resource_version

@@ -221,3 +221,22 @@ def test_watch_as_table_sends_one_row_tables(kube_cluster: KubeCluster) -> None:
     assert event["type"] == "ADDED"
     assert event["object"]["kind"] == "Table"
     assert [r["cells"][0] for r in event["object"]["rows"]] == ["web"]
+
+
+@needs_kubectl
+def test_kubectl_apply_twice_changes_a_service_port(kube_cluster: KubeCluster,
+                                                    tmp_path: Path) -> None:
+    manifest = tmp_path / "svc.yaml"
+    template = ("apiVersion: v1\nkind: Service\nmetadata: {{name: web, namespace: {ns}}}\n"
+                "spec: {{selector: {{app: web}}, ports: [{{name: http, port: {port}}}]}}\n")
+    manifest.write_text(template.format(ns=NS, port=80))
+    assert "service/web created" in kubectl(kube_cluster, "apply", "-f", str(manifest))
+    allocated = kube_cluster.state.get("services", NS, "web")
+    assert allocated is not None
+    manifest.write_text(template.format(ns=NS, port=81))
+    assert "service/web configured" in kubectl(kube_cluster, "apply", "-f", str(manifest))
+    stored = kube_cluster.state.get("services", NS, "web")
+    assert stored is not None
+    assert [(p["name"], p["port"]) for p in stored["spec"]["ports"]] == [("http", 81)]
+    assert stored["spec"]["clusterIP"] == allocated["spec"]["clusterIP"]  # kept by apply
+    assert "service/web unchanged" in kubectl(kube_cluster, "apply", "-f", str(manifest))

@@ -146,14 +146,18 @@ def test_json_patch_and_merge_patch_preconditions(kube_cluster: KubeCluster) -> 
     assert stale.value.status == 409
 
 
-def test_strategic_merge_patch_on_core_replaces_finalizers(kube_cluster: KubeCluster) -> None:
+def test_strategic_merge_patch_on_core_merges_finalizers(kube_cluster: KubeCluster) -> None:
     core = core_api(kube_cluster)
     svc = service("web")
     svc["metadata"]["finalizers"] = ["a.io/x", "b.io/y"]
     core.create_namespaced_service(NS, svc)
-    # A dict body makes the official client send application/strategic-merge-patch+json.
-    patched = core.patch_namespaced_service("web", NS, {"metadata": {"finalizers": ["b.io/y"]}})
-    assert patched.metadata.finalizers == ["b.io/y"]
+    # A dict body makes the official client send application/strategic-merge-patch+json,
+    # and finalizers are a merge list there: the patch adds, it does not replace.
+    patched = core.patch_namespaced_service("web", NS, {"metadata": {"finalizers": ["c.io/z"]}})
+    assert patched.metadata.finalizers == ["a.io/x", "b.io/y", "c.io/z"]
+    removed = core.patch_namespaced_service("web", NS, {"metadata": {
+        "$deleteFromPrimitiveList/finalizers": ["a.io/x"]}})
+    assert removed.metadata.finalizers == ["b.io/y", "c.io/z"]
 
 
 def test_injected_conflict_fails_next_update_once(kube_cluster: KubeCluster) -> None:

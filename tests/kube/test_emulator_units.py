@@ -13,6 +13,7 @@ from tests.kube.emulator.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from tests.kube.emulator.strategic import strategic_merge
 from tests.kube.emulator.tables import human_duration, json_path, wants_table
 
 
@@ -95,7 +96,7 @@ def test_apply_patch_media_types() -> None:
     doc = {"metadata": {"finalizers": ["a", "b"]}}
     strategic = apply_patch(doc, {"metadata": {"finalizers": ["b"]}},
                             "application/strategic-merge-patch+json", custom=False)
-    assert strategic == {"metadata": {"finalizers": ["b"]}}
+    assert strategic == {"metadata": {"finalizers": ["a", "b"]}}
     with pytest.raises(KubeError) as crd:
         apply_patch(doc, {}, "application/strategic-merge-patch+json", custom=True)
     assert crd.value.code == 415
@@ -128,3 +129,45 @@ def test_printer_column_json_path() -> None:
     assert json_path(obj, ".spec.ports[0].port") == 80
     assert json_path(obj, ".spec.ports[3].port") is None
     assert json_path(obj, ".status.clusters") is None
+
+
+SVC = {"metadata": {"name": "web", "finalizers": ["a"]},
+       "spec": {"selector": {"app": "web"},
+                "ports": [{"name": "http", "port": 80, "targetPort": 8080},
+                          {"name": "https", "port": 443, "targetPort": 8443}]}}
+
+
+@pytest.mark.parametrize(("patch", "ports"), [
+    # Merge by port: one element changes, the other stays.
+    ({"spec": {"ports": [{"port": 80, "targetPort": 9090}]}},
+     [("http", 80, 9090), ("https", 443, 8443)]),
+    # kubectl apply's patch when a port number changes.
+    ({"spec": {"$setElementOrder/ports": [{"port": 81}, {"port": 443}],
+               "ports": [{"name": "http", "port": 81}, {"$patch": "delete", "port": 80}]}},
+     [("http", 81, None), ("https", 443, 8443)]),
+    ({"spec": {"$setElementOrder/ports": [{"port": 443}, {"port": 80}]}},
+     [("https", 443, 8443), ("http", 80, 8080)]),
+    ({"spec": {"ports": [{"$patch": "replace"}, {"name": "dns", "port": 53}]}},
+     [("dns", 53, None)]),
+])
+def test_strategic_merge_of_service_ports(patch: dict[str, Any],
+                                          ports: list[tuple[str, int, int | None]]) -> None:
+    result = strategic_merge(SVC, patch, "services")
+    assert [(p["name"], p["port"], p.get("targetPort")) for p in result["spec"]["ports"]] == ports
+    assert result["spec"]["selector"] == {"app": "web"}
+
+
+def test_strategic_merge_directives_on_maps_and_atomic_lists() -> None:
+    replaced = strategic_merge(SVC, {"spec": {"selector": {"$patch": "replace", "x": "y"}}},
+                               "services")
+    assert replaced["spec"]["selector"] == {"x": "y"}
+    deleted = strategic_merge(SVC, {"spec": {"selector": {"$patch": "delete"}}}, "services")
+    assert "selector" not in deleted["spec"]
+    retained = strategic_merge(SVC, {"spec": {"$retainKeys": ["ports"]}}, "services")
+    assert set(retained["spec"]) == {"ports"}
+    slice_ = {"endpoints": [{"addresses": ["10.0.0.1"]}, {"addresses": ["10.0.0.2"]}]}
+    atomic = strategic_merge(slice_, {"endpoints": [{"addresses": ["10.0.0.3"]}]},
+                             "endpointslices")
+    assert atomic["endpoints"] == [{"addresses": ["10.0.0.3"]}]  # EndpointSlice lists replace
+    with pytest.raises(KubeError):
+        strategic_merge(SVC, {"spec": {"ports": [{"name": "no-key"}]}}, "services")

@@ -10,7 +10,8 @@ Modules, one idea each:
   namespace controller, on a background thread; `crds` — the CRD objects of the custom
   resources served;
 - `tables` — server-side printing (`kubectl get`); `openapi` — `/openapi/v3` for kubectl;
-- `selectors`, `patch` — label/field selectors, merge/strategic/JSON patches;
+- `selectors`, `patch` — label/field selectors, merge/JSON patches; `strategic` —
+  strategic merge patches of the built-ins;
 - `watch` — NDJSON watch streams (replay, live, bookmarks, 410 Expired);
 - `discovery` — `/api`, `/apis`, `/version`; `app` — the ASGI app and `/emulator/…`
   controls; `state` — one cluster's state plus test controls;

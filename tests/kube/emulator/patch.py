@@ -2,10 +2,10 @@
 
 - `application/merge-patch+json` is RFC 7386: objects merge recursively, `null` deletes,
   every other value (lists included) replaces.
-- `application/strategic-merge-patch+json` is treated as a merge patch. Real strategic
-  merge merges some lists by key (container ports, finalizers); the agent never patches
-  such lists through it, so replacing them keeps the emulator small and predictable.
-  Custom resources (CRDs) reject it with 415, exactly as a real apiserver does.
+- `application/strategic-merge-patch+json` on built-ins is `strategic.py`: a merge patch
+  whose `patchStrategy: merge` lists (finalizers, ownerReferences, Service ports,
+  conditions) merge element by element, with kubectl's directives. Custom resources
+  (CRDs) reject it with 415, exactly as a real apiserver does.
 - `application/json-patch+json` is RFC 6902 (add, remove, replace, move, copy, test).
 """
 
@@ -15,6 +15,7 @@ import copy
 from typing import Any
 
 from tests.kube.emulator.errors import KubeError, bad_request, unsupported_media_type
+from tests.kube.emulator.strategic import strategic_merge
 
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -142,10 +143,13 @@ def json_patch(target: Any, operations: Any) -> Any:
 
 
 def apply_patch(target: dict[str, Any], patch: Any, content_type: str, *,
-                custom: bool) -> dict[str, Any]:
-    """Apply `patch` of media type `content_type`; `custom` resources refuse strategic merge."""
+                custom: bool, plural: str = "") -> dict[str, Any]:
+    """Apply `patch` of media type `content_type` to an object of resource `plural`;
+    `custom` resources refuse strategic merge."""
     media = content_type.split(";")[0].strip().lower()
-    if media == MERGE or (media == STRATEGIC and not custom):
+    if media == STRATEGIC and not custom:
+        result = strategic_merge(target, patch, plural)
+    elif media == MERGE:
         if not isinstance(patch, dict):
             raise bad_request("a merge patch must be a JSON object")
         result = merge_patch(target, patch)

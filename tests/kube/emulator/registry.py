@@ -242,7 +242,8 @@ class Registry:
             old = self.get(rt, namespace, name)
             # Patch the object as the client sees it (its apiVersion and kind included).
             current = {"apiVersion": api_version, "kind": rt.kind, **old}
-            patched = apply_patch(current, patch, content_type, custom=rt.custom)
+            patched = apply_patch(current, patch, content_type, custom=rt.custom,
+                                  plural=rt.plural)
             if not isinstance(patched.get("metadata"), dict):
                 raise errors.bad_request("the patch removed metadata")
             # A resourceVersion in the patch is a precondition, like one in an update body.
