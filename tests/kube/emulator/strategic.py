@@ -64,15 +64,17 @@ def _merge_map(target: dict[str, Any], patch: dict[str, Any], lists: dict[Path, 
         if value is None:
             result.pop(key, None)
         elif isinstance(value, dict):
-            merged = _merge_map(result.get(key) if isinstance(result.get(key), dict) else {},
-                                value, lists, here)
+            existing = result.get(key)
+            merged = _merge_map(existing if isinstance(existing, dict) else {}, value, lists,
+                                here)
             if merged is None:
                 result.pop(key, None)
             else:
                 result[key] = merged
         elif isinstance(value, list) and here in lists:
-            current = result.get(key) if isinstance(result.get(key), list) else []
-            result[key] = _merge_list(current, value, lists[here], lists, here)
+            current = result.get(key)
+            result[key] = _merge_list(current if isinstance(current, list) else [], value,
+                                      lists[here], lists, here)
         else:
             result[key] = _strip(copy.deepcopy(value))
     for key, values in removals.items():
