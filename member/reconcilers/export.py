@@ -218,8 +218,11 @@ class ExportReconciler:
             )
             return OUTCOME_UNSUPPORTED
 
-        # 5. Derive the exported spec, keeping the stopwatch if the spec did not change.
-        previous_since = _stamp_for(obj)
+        # 5. Derive the exported spec, keeping the stopwatch if the spec did not change —
+        # also when our annotations were wiped (`kubectl replace` of the ServiceExport):
+        # then the hub's record of the same exported spec still knows when it started.
+        annotated = _stamp_for(obj)
+        previous_since = annotated or _stamp_of_record(record)
         try:
             export = derive_export(
                 cluster_id=self._cluster_id,
@@ -237,7 +240,9 @@ class ExportReconciler:
         since = previous_since[0] if previous_since and previous_since[1] == fingerprint else None
 
         # 6. Finalizer first, then the stamp — one patch, before anything reaches the hub.
-        obj, export = self._ensure_metadata(key, obj, export, since=since, fingerprint=fingerprint)
+        obj, export = self._ensure_metadata(
+            key, obj, export, since=since, fingerprint=fingerprint, annotated=annotated is not None
+        )
 
         # 7. PUT when the hub lacks the record or holds another exported spec.
         outcome = OUTCOME_UP_TO_DATE
@@ -321,11 +326,18 @@ class ExportReconciler:
         *,
         since: datetime | None,
         fingerprint: str,
+        annotated: bool,
     ) -> tuple[dict[str, Any], InternalServiceExport]:
         metadata = obj.get("metadata") or {}
         finalizers = list(metadata.get("finalizers") or [])
         need_finalizer = FINALIZER_SERVICEEXPORT_CLEANUP not in finalizers
         annotations: dict[str, str | None] | None = None
+        if since is not None and not annotated:
+            # The stopwatch came from the hub's record: put the annotations back as they were.
+            annotations = {
+                ANNOTATION_EXPORTED_SINCE: format_millis(since),
+                ANNOTATION_EXPORTED_SPEC_HASH: fingerprint,
+            }
         if since is None:
             stamp = self._now_millis()
             annotations = {
@@ -341,7 +353,7 @@ class ExportReconciler:
             finalizers=[*finalizers, FINALIZER_SERVICEEXPORT_CLEANUP] if need_finalizer else None,
             annotations=annotations,
         )
-        if annotations is not None:
+        if annotations is not None and since is None:
             logger.info(
                 "%s: exported spec changed; exportedSince stamped %s",
                 key,
@@ -576,6 +588,13 @@ def _stamp_for(obj: dict[str, Any]) -> tuple[datetime, str] | None:
         return parse_rfc3339(str(text)), str(fingerprint)
     except ValueError:
         return None  # someone edited it into nonsense: restamp rather than fail
+
+
+def _stamp_of_record(record: InternalServiceExport | None) -> tuple[datetime, str] | None:
+    """(exportedSince, fingerprint) of the hub's record, the stopwatch of last resort."""
+    if record is None:
+        return None
+    return record.spec.service_reference.exported_since, export_fingerprint(record.spec)
 
 
 def _with_since(export: InternalServiceExport, since: datetime) -> InternalServiceExport:

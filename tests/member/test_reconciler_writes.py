@@ -29,6 +29,7 @@ from member.reconcilers.export import OUTCOME_EXPORTED, OUTCOME_UP_TO_DATE, Expo
 from shared import conditions as c
 from shared.constants import (
     ANNOTATION_EXPORTED_SINCE,
+    ANNOTATION_EXPORTED_SPEC_HASH,
     ANNOTATION_LAST_OBSERVED_RESOURCE_VERSION,
     FINALIZER_SERVICEEXPORT_CLEANUP,
 )
@@ -321,3 +322,25 @@ def test_an_up_to_date_export_writes_nothing(world: World) -> None:
     assert world.reconciler._reconcile(KEY) == OUTCOME_UP_TO_DATE
     assert world.calls == []
     assert world.histogram()[0] == 1  # counted once, not again
+
+
+def test_a_replace_that_wipes_our_annotations_keeps_the_stopwatch_and_puts_nothing(
+    world: World,
+) -> None:
+    """`kubectl replace` of the ServiceExport drops the agent's annotations. The exported
+    spec did not change, so the export did not restart: exportedSince is restored from the
+    hub's record, not re-stamped, and the hub is not written again."""
+    world.reconciler._reconcile(KEY)
+    stored = world.exports.objects[KEY]
+    before = dict(stored["metadata"]["annotations"])
+    stored["metadata"]["annotations"] = {}  # what the replace left
+    world.clock.advance(timedelta(minutes=5))
+    world.calls.clear()
+
+    world.reconciler._reconcile(KEY)
+
+    assert "hub PUT" not in world.calls
+    assert world.calls == ["kube patch metadata"]  # the annotations put back, that is all
+    restored = world.exports.objects[KEY]["metadata"]["annotations"]
+    assert restored[ANNOTATION_EXPORTED_SINCE] == before[ANNOTATION_EXPORTED_SINCE]
+    assert restored[ANNOTATION_EXPORTED_SPEC_HASH] == before[ANNOTATION_EXPORTED_SPEC_HASH]
