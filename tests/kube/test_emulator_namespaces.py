@@ -42,6 +42,8 @@ def test_create_get_list_update_namespace(kube_cluster: KubeCluster) -> None:
     assert core.read_namespace("shop").metadata.uid == created.metadata.uid
     assert [n.metadata.name for n in core.list_namespace(label_selector="team=a").items] == [
         "shop"]
+    assert "shop" in {n.metadata.name for n in core.list_namespace(
+        field_selector="status.phase=Active").items}
     patched = core.patch_namespace("shop", {"metadata": {"labels": {"team": "b"}}})
     assert patched.metadata.labels["team"] == "b"
     with pytest.raises(ApiException) as twice:

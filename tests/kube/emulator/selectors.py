@@ -4,7 +4,8 @@ Label selectors follow `k8s.io/apimachinery/pkg/labels`: equality (`a=b`, `a==b`
 `a!=b`), set-based (`a in (x,y)`, `a notin (x)`), existence (`a`, `!a`), joined by commas
 that are not inside parentheses. Field selectors support `=`, `==`, `!=` on the fields a
 real apiserver indexes for the resources served here (`metadata.name`,
-`metadata.namespace`, and for Events the `involvedObject.*`, `reason`, `type` fields).
+`metadata.namespace`, for Events the `involvedObject.*`, `reason`, `type` fields, for
+Namespaces `status.phase`).
 A selector that does not parse is a 400, as in Kubernetes.
 """
 
@@ -175,8 +176,15 @@ def parse_field_selector(text: str | None, *, allowed: frozenset[str]) -> FieldS
     return FieldSelector(tuple(terms))
 
 
+NAMESPACE_FIELDS = frozenset({"status.phase"})
+
+
 def allowed_fields(plural: str) -> frozenset[str]:
-    return COMMON_FIELDS | EVENT_FIELDS if plural == "events" else COMMON_FIELDS
+    if plural == "events":
+        return COMMON_FIELDS | EVENT_FIELDS
+    if plural == "namespaces":
+        return COMMON_FIELDS | NAMESPACE_FIELDS
+    return COMMON_FIELDS
 
 
 Matcher = Callable[[Mapping[str, Any]], bool]
