@@ -28,11 +28,16 @@ from prometheus_client import (
     Gauge,
     Histogram,
     ProcessCollector,
+    disable_created_metrics,
 )
 from prometheus_client.exposition import generate_latest
 
 from hub.store import DatabaseUnavailable, Store
 from shared.metrics import REQUEST_DURATION_BUCKETS_SECONDS
+
+# No `*_created` series: a timestamp per counter and histogram, doubling what every scrape
+# carries and stores, for a fact (the process start) `process_start_time_seconds` has.
+disable_created_metrics()
 
 REQUEST_DURATION_METRIC = "mcsync_hub_request_duration_seconds"
 ACTIVE_WATCHES_METRIC = "mcsync_hub_active_watches"

@@ -536,6 +536,12 @@ class HealthServer:
         ready = self._ready
 
         class Handler(BaseHTTPRequestHandler):
+            head = False  # answering HEAD: the headers GET would send, no body
+
+            def do_HEAD(self) -> None:
+                self.head = True
+                self.do_GET()
+
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
@@ -553,7 +559,8 @@ class HealthServer:
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(body)
+                if not self.head:
+                    self.wfile.write(body)
 
             def log_message(self, format: str, *args: Any) -> None:
                 return  # probes every few seconds would drown the decision log

@@ -19,7 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
@@ -29,6 +36,10 @@ from shared.metrics import (
     EXPORT_DURATION_METRIC,
     REQUEST_DURATION_BUCKETS_SECONDS,
 )
+
+# No `*_created` series: a timestamp per counter and histogram, doubling what every scrape
+# carries and stores, for a fact (the process start) `process_start_time_seconds` has.
+disable_created_metrics()
 
 __all__ = [
     "SLICE_ERROR_REASONS",

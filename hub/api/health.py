@@ -64,8 +64,9 @@ async def readyz(ctx: ContextDep) -> Response:
     return _ok("database reachable, schema at head")
 
 
-@router.get(
+@router.api_route(
     "/metrics",
+    methods=["GET", "HEAD"],
     summary="Prometheus metrics of this hub replica",
     response_class=Response,
     responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},

@@ -200,3 +200,19 @@ async def test_open_watches_are_counted_and_caught_up(hub: Hub) -> None:
         await closed()  # the stream ends with its client; the gauge follows
     _, samples = await scrape(hub.client)
     assert value(samples, "mcsync_hub_active_watches") == 0
+
+
+async def test_no_created_series_and_head_answers(hub: Hub) -> None:
+    """No `*_created` timestamps beside the counters (they double every scrape for a fact
+    `process_start_time_seconds` has), and `HEAD /metrics` answers as GET does, bodiless."""
+    members = await hub.register("east")
+    assert (await hub.put("east", members["east"])).status_code == 201
+    scraped = await hub.client.get("/metrics")
+    assert scraped.status_code == 200
+    names = {s.name for f in text_string_to_metric_families(scraped.text) for s in f.samples}
+    assert "mcsync_hub_export_writes_total" in names
+    assert not [name for name in names if name.endswith("_created")]
+    head = await hub.client.head("/metrics")
+    assert head.status_code == 200
+    assert head.headers["content-type"] == scraped.headers["content-type"]
+    assert head.content == b""

@@ -32,6 +32,12 @@ def test_probes_and_scrape() -> None:
         assert scrape.headers["content-type"].startswith("text/plain")
         assert "mcsync_agent_leader 1.0" in scrape.text
         assert "# TYPE mcsync_service_export_duration_milliseconds histogram" in scrape.text
+        # No `*_created` timestamps beside the counters and histograms.
+        assert "_created" not in scrape.text
+        head = httpx.head(f"{base}/metrics", timeout=5)
+        assert head.status_code == 200
+        assert head.headers["content-type"] == scrape.headers["content-type"]
+        assert head.content == b""
         assert httpx.get(f"{base}/nothing", timeout=5).status_code == 404
     finally:
         server.stop()
