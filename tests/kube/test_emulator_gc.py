@@ -123,3 +123,15 @@ def test_http_control_waits_for_the_collector(kube_cluster: KubeCluster) -> None
     assert answer.json() == {"idle": True}
     assert _gone(kube_cluster, "services", "web")
     assert _gone(kube_cluster, "endpointslices", "web-1")
+
+
+def test_orphan_propagation_keeps_dependents_without_the_reference(
+    kube_cluster: KubeCluster,
+) -> None:
+    custom, core, _slices = _chain(kube_cluster)
+    custom.delete_namespaced_custom_object(MCS_GROUP, "v1beta1", NS, "serviceimports", "web",
+                                           propagation_policy="Orphan")
+    assert kube_cluster.state.wait_collected()
+    kept = core.read_namespaced_service("web", NS)
+    assert kept.metadata.owner_references is None
+    assert not _gone(kube_cluster, "endpointslices", "web-1")  # still owned by the Service

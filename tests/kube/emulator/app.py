@@ -319,6 +319,12 @@ class EmulatorApp:
                 options = json.loads(raw)
             except ValueError as exc:
                 raise errors.bad_request(f"couldn't decode DeleteOptions: {exc}") from exc
+        q = request.query_params
+        if q.get("propagationPolicy") or q.get("orphanDependents"):
+            # DeleteOptions may come as query parameters too (the body wins).
+            options = {"propagationPolicy": q.get("propagationPolicy"),
+                       "orphanDependents": q.get("orphanDependents", "").lower() in TRUE,
+                       **(options if isinstance(options, dict) else {})}
         obj, deleted = self.state.registry.delete(rr.rt, rr.namespace, self._name(rr), options)
         if deleted and not rr.rt.returns_deleted_object:
             return _json({

@@ -4,7 +4,9 @@
   owners are all gone (matched by uid, as the real collector does), the object is deleted
   shortly after, through the registry, so finalizers hold it and watchers see the usual
   events. Chains follow naturally: a deleted dependent is itself an owner that is now gone.
-  An object created with owners that do not exist is deleted too.
+  An object created with owners that do not exist is deleted too. A delete with
+  `propagationPolicy: Orphan` first drops the references (the registry does it with this
+  collector's index); Foreground is treated as Background.
 - **Namespace controller**: a Namespace marked Terminating has every object in it deleted
   (finalizers respected); once it is empty the Namespace itself goes.
 
@@ -53,6 +55,7 @@ class GarbageCollector:
         self._pending = 0
         self._pending_lock = threading.Lock()
         self.store.add_listener(self._observe)
+        registry.dependents = self.dependents_of
         self._thread = threading.Thread(target=self._run, name="kube-emulator-gc", daemon=True)
         self._thread.start()
 
@@ -150,6 +153,10 @@ class GarbageCollector:
             except KubeError:
                 continue
         self.registry.finalize_namespace(namespace)
+
+    def dependents_of(self, uid: str) -> list[ObjKey]:
+        """The objects naming `uid` among their owners (call under the store lock)."""
+        return sorted(self._dependents.get(uid, set()))
 
     # -- control ---------------------------------------------------------------------------
 

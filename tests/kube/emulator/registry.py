@@ -85,6 +85,9 @@ class Registry:
         self.clock = clock
         self.allocator = Allocator()
         self._injected: Counter[ObjKey] = Counter()
+        # The keys of the objects that name a uid among their owners (the garbage
+        # collector's index, installed by it), for `propagationPolicy: Orphan`.
+        self.dependents: Callable[[str], list[ObjKey]] = lambda uid: []
         self._inject_lock = threading.Lock()
 
     @staticmethod
@@ -319,6 +322,21 @@ class Registry:
 
     # -- delete --------------------------------------------------------------------------
 
+    def _orphan(self, uid: str) -> None:
+        """Drop the ownerReferences to `uid` from its dependents, so they outlive it."""
+        for key in self.dependents(uid):
+            obj = self.store.get(key)
+            if obj is None:
+                continue
+            new = copy.deepcopy(obj)
+            kept = [r for r in new["metadata"].get("ownerReferences") or []
+                    if not (isinstance(r, dict) and r.get("uid") == uid)]
+            if kept:
+                new["metadata"]["ownerReferences"] = kept
+            else:
+                new["metadata"].pop("ownerReferences", None)
+            self.store.commit("MODIFIED", key, new, obj)
+
     def delete(self, rt: ResourceType, namespace: str | None, name: str,
                options: Any = None) -> tuple[Obj, bool]:
         """Delete or start deleting; answers (object, deleted now?)."""
@@ -343,6 +361,8 @@ class Registry:
                     kind=rt.plural)
             finalized_by_controller = rt is NAMESPACES and (old.get("spec") or {}).get(
                 "finalizers")
+            if _orphans(options):
+                self._orphan(old["metadata"]["uid"])
             if old["metadata"].get("finalizers") or finalized_by_controller:
                 if old["metadata"].get("deletionTimestamp"):
                     return old, False  # already being deleted: nothing to do
@@ -359,6 +379,15 @@ class Registry:
             deleted = copy.deepcopy(old)
             deleted["metadata"]["resourceVersion"] = str(self.store.resource_version)
             return deleted, True
+
+
+def _orphans(options: Any) -> bool:
+    """DeleteOptions asking to orphan the dependents (`propagationPolicy: Orphan`, or the
+    older `orphanDependents: true`)."""
+    if not isinstance(options, dict):
+        return False
+    return options.get("propagationPolicy") == "Orphan" or options.get(
+        "orphanDependents") is True
 
 
 def _require_object(body: Any) -> Obj:
