@@ -23,9 +23,12 @@ So the hub's HTTP protocol is uvicorn's own `HttpToolsProtocol` plus a `Connecti
   process's file-descriptor limit leaves after a reserve for the database pool and the
   hub's own files (`fd_ceiling`), so the hub never runs out of descriptors because of its
   clients: `accept()` always succeeds, and the hub decides whom to drop.
-* **Head size.** A request line plus headers over `MAX_HEAD_BYTES` is a 400 (uvicorn's
-  answer to a malformed request) and the connection is closed; without it the head
-  deadline alone would let a fast client fill memory for `header_timeout` seconds.
+* **Head size.** A head still incomplete after `MAX_HEAD_BYTES` have arrived is a 400
+  (uvicorn's answer to a malformed request) and the connection is closed; without it the
+  head deadline alone would let a fast client fill memory for `header_timeout` seconds.
+  (uvicorn's `h11_max_incomplete_event_size` does this for h11 only; the hub runs
+  httptools, and httptools buffers a header line until it ends, so the bytes are counted
+  as they arrive: a head that completes within one read of up to 256 KiB is let through.)
 
 What was dropped is counted on the guard and logged at most once per interval
 (`hub.ratelimitlog`), never once per connection.
