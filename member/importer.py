@@ -327,6 +327,5 @@ class Importer:
         if obj is None:
             return
         namespace = (obj.get("metadata") or {}).get("name")
-        keys = {k for k in self.view.keys() if k.partition("/")[0] == namespace}
-        for key in keys:
+        for key in self.view.keys_in(str(namespace)):
             self._queue(key, bulk=from_relist)

@@ -79,6 +79,17 @@ class HubImportListWatch:
         return HubEventStream(stream)
 
 
+def _index(index: dict[str, set[str]], group: str, member: str, present: bool) -> None:
+    if present:
+        index.setdefault(group, set()).add(member)
+        return
+    members = index.get(group)
+    if members is not None:
+        members.discard(member)
+        if not members:
+            del index[group]
+
+
 class ImportView:
     """The hub's imports as the reconcilers read them: per Service key, the ServiceImport
     and the source slices. Thread-safe; `observe()` runs on the informer's thread."""
@@ -87,6 +98,7 @@ class ImportView:
         self._informer = informer
         self._lock = threading.Lock()
         self._slices: dict[str, set[str]] = {}  # Service key -> slice item keys
+        self._by_namespace: dict[str, set[str]] = {}  # namespace -> ServiceImport keys
 
     def observe(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> set[str]:
         """Update the slice index for one change; answers the Service keys it touches."""
@@ -98,17 +110,15 @@ class ImportView:
                 service = service_key_of(obj)
                 touched.add(service)
                 if obj.get("kind") != KIND_ENDPOINT_SLICE:
+                    _index(self._by_namespace, service.partition("/")[0], service, present)
                     continue
-                item = import_item_key(obj)
-                if present:
-                    self._slices.setdefault(service, set()).add(item)
-                else:
-                    members = self._slices.get(service)
-                    if members is not None:
-                        members.discard(item)
-                        if not members:
-                            del self._slices[service]
+                _index(self._slices, service, import_item_key(obj), present)
         return touched
+
+    def keys_in(self, namespace: str) -> set[str]:
+        """The Service keys the hub imports in `namespace` (an index, not a scan)."""
+        with self._lock:
+            return set(self._by_namespace.get(namespace, ()))
 
     def get(self, key: str) -> ServiceImport | None:
         """The hub's ServiceImport of `key` ("namespace/name"), None when there is none."""
