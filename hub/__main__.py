@@ -53,7 +53,7 @@ SECRET_FIELDS = frozenset({"admin_token", "reader_token"})
 
 # (flag, settings field, help) of `serve`; `migrate` takes the ones marked shared.
 SERVE_FLAGS: tuple[tuple[str, str, str], ...] = (
-    ("--host", "host", "interface to listen on (default 0.0.0.0)"),
+    ("--host", "host", "interface to listen on (default 127.0.0.1; 0.0.0.0 for all)"),
     ("--port", "port", "TCP port (default 8080)"),
     ("--database-url", "database_url", "sqlite:///path or postgresql://user@host/db"),
     ("--admin-token-file", "admin_token_file", "admin token file (generated if absent)"),

@@ -8,9 +8,11 @@ Nothing reads the environment anywhere else in the hub.
 
 Defaults and why:
 
-* `host` is `0.0.0.0`: the hub is a central service that member agents in other
-  clusters must reach, and it runs in a container whose network namespace is the real
-  boundary. Run it with `--host 127.0.0.1` on a shared workstation.
+* `host` is `127.0.0.1`: README's first command starts a hub with a freshly generated
+  admin token, and on a laptop or a shared workstation that must not be reachable from
+  the network before its operator decides so. The image and the chart, where the
+  container's network namespace is the boundary and agents in other clusters must reach
+  it, pass `--host 0.0.0.0` explicitly.
 * `database_url` is a SQLite file in the working directory, so `mcsync-hub` alone gives
   a working hub; production points it at PostgreSQL.
 * Tokens are never flags (a flag is visible in `ps`): `MCSYNC_ADMIN_TOKEN` /
@@ -51,7 +53,7 @@ class HubSettings(BaseSettings):
         frozen=True,
     )
 
-    host: str = Field(default="0.0.0.0", min_length=1, description="interface to listen on")
+    host: str = Field(default="127.0.0.1", min_length=1, description="interface to listen on")
     port: int = Field(default=8080, ge=1, le=65535, description="TCP port to listen on")
     database_url: str = Field(
         default="sqlite:///./mcsync.db",

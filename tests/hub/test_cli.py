@@ -118,3 +118,19 @@ def test_help_lists_every_flag_with_its_variable(tmp_path: Path) -> None:
     ):
         assert flag in result.stdout
         assert variable in result.stdout
+
+
+def test_the_hub_listens_on_loopback_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    """README's first command starts a hub with a fresh admin token: on a workstation it
+    must not be reachable from the network by default. The image and the chart, where the
+    container is the boundary, ask for every interface explicitly."""
+    from hub.__main__ import build_settings, parse
+
+    for name in [n for n in os.environ if n.startswith("MCSYNC_")]:
+        monkeypatch.delenv(name)
+    _, given = parse([])
+    assert build_settings(given).host == "127.0.0.1"
+    dockerfile = (REPO / "Dockerfile").read_text()
+    assert 'CMD ["mcsync-hub", "serve", "--host", "0.0.0.0"]' in dockerfile
+    deployment = (REPO / "helm" / "mcsync-hub" / "templates" / "deployment.yaml").read_text()
+    assert "- --host=0.0.0.0" in deployment
