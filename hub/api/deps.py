@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from hub.api.watch import WatchStream
 
 STATE_ATTR = "mcsync"
+WATCH_WRITE_TURNS = 16
 
 
 @dataclass
@@ -41,6 +42,11 @@ class HubContext:
     # Open watches by token (`hub.api.watch.take_watch_slot`): one token may hold at most
     # `settings.watch_limit_per_token` of them on this replica.
     watches_by_token: Counter[str] = field(default_factory=Counter)
+    # Slices of large watch lines written per turn of the event loop, all watches together
+    # (`hub.api.watch.WatchStream._write_turn`): requests are not starved by a push.
+    watch_write_turns: asyncio.Semaphore = field(
+        default_factory=lambda: asyncio.Semaphore(WATCH_WRITE_TURNS)
+    )
 
 
 def context_of(app: Starlette) -> HubContext:

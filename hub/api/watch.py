@@ -45,8 +45,9 @@ What a watch costs while its client does not read: its share of the shared lines
 event encoded once by the shared reader, `hub.store.feed.event_line`) up to its buffer's
 bounds, and what the server holds for its socket. The second is kept small by sending a
 large line in slices of `SLICE_BYTES` (views of the shared bytes): the server stops
-taking slices once its socket's write buffer passes its high-water mark (64 KiB in
-asyncio), so an unread 0.9 MB event costs tens of kilobytes of the hub's memory, not a
+taking slices once its socket's write buffer passes its high-water mark (16 KiB in the
+hub's server, `hub.__main__.HubServer`, which also keeps the kernel's unsent data per
+socket small), so an unread 0.9 MB event costs about 32 KB of the hub's memory, not a
 copy of the event per watch. And one token (one member cluster) may hold at most
 `watch_limit_per_token` watches open on a replica: more is a 429 naming the limit.
 
@@ -69,6 +70,7 @@ that never drains, where the loop itself cannot run: it then cancels the stream.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import weakref
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
@@ -100,7 +102,7 @@ WATCH_RESPONSE = {
 }
 PAGE_SIZE = 500
 # A line longer than this goes out in slices (module doc): small enough that a socket
-# that stopped draining holds little more than asyncio's 64 KiB high-water mark, large
+# that stopped draining holds little more than its write buffer's high-water mark, large
 # enough that a typical event (1-2 KB) is one write.
 SLICE_BYTES = 16 * 1024
 # How long a stream that should have ended (deadline, shutdown) may stay blocked on a
@@ -270,22 +272,30 @@ class WatchStream:
             limits=self._limits, on_overflow=self.ctx.metrics.watches_too_slow.inc
         )
 
+    def interrupt(self) -> None:
+        """Wake the loop if it waits, so that it checks for its end (`WatchResponse` calls
+        this on the deadline and the hub's shutdown): the wait itself watches one event
+        only, since it runs once per change for every open watch."""
+        if self._sub is not None:
+            self._sub.wake.set()
+
     async def _wait(self, sub: Subscription, *, seconds: float) -> bool:
         """Until `sub` is woken or `seconds` pass; False when the watch must end."""
-        waiters = [
-            asyncio.ensure_future(sub.wake.wait()),
-            asyncio.ensure_future(self.ctx.shutdown.wait()),
-            asyncio.ensure_future(self.gone.wait()),
-        ]
-        try:
-            await asyncio.wait(
-                waiters, timeout=max(seconds, 0.0), return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            for task in waiters:
-                if not task.done():
-                    task.cancel()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(max(seconds, 0.0)):
+                await sub.wake.wait()
         return not (self.ctx.shutdown.is_set() or self.gone.is_set())
+
+    async def _write_turn(self) -> None:
+        """Wait for one of the `WRITE_TURNS` slices of large lines the hub writes per turn
+        of its event loop. A large line pushed at many watches at once (each write to a
+        socket with room returns without waiting) would otherwise hold the loop for all of
+        them in one go, and every request behind it; this way they take turns with the
+        requests, a few at a time. The turn is given back on the next turn of the loop,
+        whether the write completed or blocks on a client that stopped reading."""
+        turns = self.ctx.watch_write_turns
+        await turns.acquire()
+        asyncio.get_running_loop().call_soon(turns.release)
 
     def _sent(self, event: WatchEvent) -> Iterator[Chunk]:
         """An event this watch encodes itself (replay, BOOKMARK, ERROR), as written."""
@@ -375,7 +385,10 @@ class WatchStream:
                     if line.revision <= self._position:
                         continue
                     self.ctx.metrics.watch_events.labels(line.type).inc()
+                    sliced = len(line.data) > SLICE_BYTES
                     for chunk in slices(line.data):
+                        if sliced:
+                            await self._write_turn()
                         yield chunk
                     self._position = line.revision
                     last_sent = loop.time()
@@ -502,6 +515,7 @@ class WatchResponse(StreamingResponse):
 
                 async def stuck() -> None:
                     await stream.until_ending()
+                    stream.interrupt()
                     await anyio.sleep(STUCK_GRACE_SECONDS)
                     group.cancel_scope.cancel()
 

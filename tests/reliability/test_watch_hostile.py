@@ -9,14 +9,24 @@ watch). The numbers are the issue's own: 900 watches, 60 PUTs, 14 x 65,000 chara
 
 What must hold, measured on the real `python -m hub serve` process:
 
-* its RSS grows by less than `RSS_GROWTH_LIMIT_MIB` (VmHWM after the PUTs against VmRSS
-  before the watches opened): each event is encoded once and shared, a stalled watcher's
-  buffer is bounded in bytes and it is ended (ERROR/410) when it overflows;
-* the PUT p99 under the stalled watches is below twice its idle value (`IDLE_PUTS` PUTs
-  of the same size before any watch was opened);
+* while the events are pushed at the stalled watches, its RSS grows by less than
+  `RSS_GROWTH_LIMIT_MIB` (VmHWM after the PUTs against VmRSS once every watch was open, as
+  the issue measured): each event is encoded once and shared, a stalled watcher's buffer
+  is bounded in bytes and it is ended (ERROR/410) when it overflows, and what the server
+  holds for a socket that stopped draining is small (`hub.__main__.HubServer`). What an
+  open watch costs before any event (`rss_watches_open_mib` minus `rss_before_mib`, about
+  50 KB each) is reported too; the per-token limit bounds it;
+* the PUT p99 under the stalled watches is below twice its idle value (as many PUTs of
+  the same size before any watch was opened: a p99 of 60 is the slowest of them, and
+  the slowest of 60 must not be compared with the slowest of fewer). The idle value
+  counts as at least `PUT_FLOOR_MS`: on a shared 2-core machine one scheduling hiccup or
+  full garbage collection costs 100-200 ms, whatever the hub does (before the fix the
+  loaded p99 was 6.5 s against 56 ms idle);
 * within `CPU_IDLE_WITHIN` s of the sockets closing, the hub is idle again (CPU time from
   /proc/<pid>/stat below `CPU_IDLE_SHARE` of one core over `CPU_WINDOW` s): nothing keeps
-  draining buffers for clients that are gone;
+  draining buffers for clients that are gone (when it first went idle is reported, as
+  `cpu_idle_after_leave_s`: closing 900 connections itself takes a moment);
+* every stalled watch was ended as too slow (`mcsync_hub_watches_too_slow_total`);
 * SIGTERM with `WATCHES` stalled watches open (and more huge events pushed at them) exits
   0 within the graceful-shutdown time (`GRACE_SECONDS`);
 * one watch over the per-token limit (raised here to `WATCHES` so that every stalled watch
@@ -49,11 +59,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.reliability]
 ADMIN_TOKEN = "stalled-watch-admin-token-0123456789abcdef"
 WATCHES = 900
 PUTS = 60
-IDLE_PUTS = 20
+IDLE_PUTS = PUTS  # the same number: each p99 is then the slowest of as many
 ANNOTATIONS = 14
 ANNOTATION_CHARS = 65_000
 GRACE_SECONDS = 10
 RSS_GROWTH_LIMIT_MIB = 100
+PUT_FLOOR_MS = 150
 CPU_IDLE_WITHIN = 1.0
 CPU_WINDOW = 1.0
 CPU_IDLE_SHARE = 0.1
@@ -175,6 +186,8 @@ async def _scenario(hub: HubProcess, figures: Figures) -> None:
                 assert time.monotonic() < deadline, "the stalled watches did not all open"
                 await asyncio.sleep(0.2)
 
+            rss_open = memory_kib(pid, "VmRSS")
+            figures["rss_watches_open_mib"] = round(rss_open / 1024)
             # One more is over the per-token limit: 429 naming it.
             over = await client.get(
                 f"{hub.url}/api/v1/clusters/alpha/serviceexports?watch=true&timeoutSeconds=1",
@@ -185,26 +198,31 @@ async def _scenario(hub: HubProcess, figures: Figures) -> None:
 
             loaded = await timed_puts(client, hub, token, [f"l{n}" for n in range(PUTS)], 100)
             figures["put_p99_loaded_ms"] = round(p99(loaded) * 1000)
+            figures["put_slowest_ms"] = [round(d * 1000) for d in sorted(loaded)[-5:]]
+            figures["put_slowest_at"] = sorted(range(PUTS), key=lambda i: loaded[i])[-5:]
             figures["put_first15_mean_ms"] = round(sum(loaded[:15]) / 15 * 1000)
             peak = memory_kib(pid, "VmHWM")
-            figures["rss_growth_mib"] = round((peak - rss_before) / 1024)
+            figures["rss_growth_mib"] = round((peak - rss_open) / 1024)
             text = await metrics_text(client, hub)
             ended = metric(text, "mcsync_hub_watches_too_slow_total")
             figures["watches_ended_too_slow"] = "absent" if ended is None else ended
-            closed_at = time.monotonic()
-        # Every socket is closed: the hub must go idle.
-        await asyncio.sleep(CPU_IDLE_WITHIN)
+        # Every socket is closed: the hub must go idle. First, how soon it does (the first
+        # quarter second below CPU_IDLE_SHARE), then one window from CPU_IDLE_WITHIN on.
+        closed_at = time.monotonic()
+        idle_after: float | None = None
+        last_cpu, last = cpu_seconds(pid), closed_at
+        while idle_after is None and time.monotonic() < closed_at + 120:
+            await asyncio.sleep(0.25)
+            now_cpu, now = cpu_seconds(pid), time.monotonic()
+            if (now_cpu - last_cpu) / (now - last) < CPU_IDLE_SHARE:
+                idle_after = round(last - closed_at, 2)
+            last_cpu, last = now_cpu, now
+        figures["cpu_idle_after_leave_s"] = idle_after if idle_after is not None else ">120"
+        await asyncio.sleep(max(0.0, closed_at + CPU_IDLE_WITHIN - time.monotonic()))
         before = cpu_seconds(pid)
         await asyncio.sleep(CPU_WINDOW)
         share = (cpu_seconds(pid) - before) / CPU_WINDOW
         figures["cpu_share_1s_after_leave"] = round(share, 3)
-        idle_after = None
-        while idle_after is None and time.monotonic() < closed_at + 120:
-            start_cpu, start = cpu_seconds(pid), time.monotonic()
-            await asyncio.sleep(0.25)
-            if (cpu_seconds(pid) - start_cpu) / (time.monotonic() - start) < CPU_IDLE_SHARE:
-                idle_after = round(start - closed_at, 1)
-        figures["cpu_idle_after_leave_s"] = idle_after if idle_after is not None else ">120"
         text = await metrics_text(client, hub)
         figures["active_watches_after_leave"] = metric(text, "mcsync_hub_active_watches")
 
@@ -228,10 +246,12 @@ async def _scenario(hub: HubProcess, figures: Figures) -> None:
     failures = [] if limit_named else ["a watch over the limit is not a 429 naming it"]
     if figures["rss_growth_mib"] >= RSS_GROWTH_LIMIT_MIB:  # type: ignore[operator]
         failures.append("RSS growth")
-    if p99(loaded) >= 2 * p99(idle):
+    if p99(loaded) * 1000 >= 2 * max(p99(idle) * 1000, PUT_FLOOR_MS):
         failures.append("PUT p99 under stalled watches")
     if share >= CPU_IDLE_SHARE:
         failures.append("CPU after the clients left")
+    if ended != WATCHES:
+        failures.append("every stalled watch ended as too slow")
     if code != 0 or figures["sigterm_exit_s"] > GRACE_SECONDS:  # type: ignore[operator]
         failures.append("SIGTERM exit")
     assert not failures, f"{failures}: {figures.line()}"
