@@ -149,3 +149,46 @@ def test_only_the_leader_writes_imports(
     assert import_writes(standby) == 0
     west.state.delete("endpointslices", NS, MIRRORED)
     wait_for(lambda: imported(west), what="the mirrored slice recreated by the new leader")
+
+
+@pytest.mark.parametrize(
+    ("spec", "families", "headless"),
+    [
+        ({"clusterIP": "None"}, None, True),
+        ({"ipFamilies": ["IPv6", "IPv4"], "ipFamilyPolicy": "RequireDualStack"},
+         ["IPv6", "IPv4"], False),
+    ],
+    ids=["headless", "dual stack"],
+)
+def test_headless_and_dual_stack_imports(
+    kube_cluster_factory: Any, hub_process: HubProcess, agent_factory: AgentFactory,
+    spec: dict[str, Any], families: list[str] | None, headless: bool,
+) -> None:
+    east, west = kube_cluster_factory("east"), kube_cluster_factory("west")
+    west.state.create_namespace(NS)
+    east.state.create("services", NS, service_body("web", NS, **spec))
+    east.state.create("serviceexports", NS, service_export_body("web", NS))
+    agent("east", east, hub_process, agent_factory)
+    wait_for(
+        lambda: hub_process.request("GET", "/api/v1/serviceimports").json()["items"],
+        what="the import on the hub",
+    )
+    west_agent = agent("west", west, hub_process, agent_factory)
+    svc = wait_for(lambda: west.state.get("services", NS, DERIVED), what="the derived Service")
+    wait_for(lambda: import_settled(west_agent), what="west's import queues drained")
+    si = west.state.get("serviceimports", NS, "web")
+    assert si is not None
+    if headless:
+        assert si["spec"]["type"] == "Headless" and not si["spec"].get("ips")
+        assert svc["spec"]["clusterIP"] == "None"
+    else:
+        assert svc["spec"]["ipFamilyPolicy"] == "RequireDualStack"
+        assert svc["spec"]["ipFamilies"] == families
+        assert si["spec"]["ipFamilies"] == families
+        wait_for(
+            lambda: (west.state.get("serviceimports", NS, "web") or {})["spec"].get("ips")
+            == svc["spec"]["clusterIPs"],
+            what="spec.ips = the derived Service's clusterIPs",
+        )
+        ips = (west.state.get("serviceimports", NS, "web") or {})["spec"]["ips"]
+        assert ":" in ips[0] and ":" not in ips[1]  # IPv6 first, as ipFamilies says
