@@ -400,7 +400,10 @@ class Agent:
             if key != REPAIR_KEY:
                 self.slice_reconciler.reconcile(key)
                 return
-            for found in self.slice_reconciler.repair():
+            repaired = self.slice_reconciler.repair()
+            for found in repaired.live:
+                self.slice_queue.add(found)
+            for found in repaired.bulk:
                 if self._in_scope(found):
                     self.slice_queue.add(found, bulk=True)
         except NotLeading:
@@ -434,6 +437,8 @@ class Agent:
     def _queue_slices(self, key: str, *, bulk: bool) -> None:
         if bulk and not self.sent_slices.primed:
             return  # the first slice repair queues every key (see member.reconcilers.sliceexport)
+        if not bulk:
+            self.slice_reconciler.note_live_change(key)
         self.slice_queue.add(key, bulk=bulk)
 
     def _on_hub_event(
@@ -453,7 +458,11 @@ class Agent:
             self.sent_slices.forget_service(key)
         if self._in_scope(key):
             self.queue.add(key, bulk=from_relist)
-            self._queue_slices(key, bulk=from_relist)
+            # Live only when a live change in the cluster waits for this record; else it is
+            # the echo of our own bulk work (member.reconcilers.sliceexport's module doc).
+            live = not from_relist and self.slice_reconciler.export_arrived(key)
+            if live or self.sent_slices.primed:
+                self.slice_queue.add(key, bulk=not live)
 
     def _repair(self) -> None:
         """Queue every key either side knows, in the bulk lane (SPEC §2.4)."""

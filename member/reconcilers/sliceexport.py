@@ -46,8 +46,19 @@ Repair never starves live changes (SPEC §2.4), by the export side's mechanism: 
 runs as a queue item (`REPAIR_KEY`, on a worker, so only the leader lists the hub) and the
 keys it finds go to the queue's bulk lane, which every live change overtakes. Until the
 first repair has primed the memory, informer list events are not queued (the repair queues
-every key anyway): no key is reconciled twice at start, or against an empty memory, which
-would PUT slices the hub already has.
+every key anyway), and a live key that comes first is deferred, not reconciled: against an
+empty memory it would PUT slices the hub already has — at a failover, every slice of every
+export the old leader touched while this replica stood by. The repair hands the deferred
+keys back to be queued live, ahead of its bulk keys.
+
+The hub feed's events for our own export writes need a lane too. Against a hub that lacks
+this cluster's exports (a first start, a restored hub), the export queue's repair PUTs
+thousands of them, and each arrival on the feed is slice work (the Service's slices can go
+now). Queued live, that wave would sit in front of every fresh slice change. So a hub event
+queues the key in the bulk lane, unless a live change in the cluster is waiting for exactly
+that record: `note_live_change()` marks the key when a live Service, ServiceExport or slice
+event queues it, and `export_arrived()` (the hub event) takes the mark. A reconcile that
+ends in anything but "awaiting the export" drops the mark, so marks never outlive their use.
 
 Which slices belong to which Service: `SlicesByService` indexes the slice informer's cache
 by the `kubernetes.io/service-name` label (one informer, one watch over every slice with
@@ -81,6 +92,7 @@ from shared.models import EndpointSliceExport
 
 __all__ = [
     "REPAIR_KEY",
+    "Repaired",
     "SentSlices",
     "SliceExportReconciler",
     "SlicesByService",
@@ -97,6 +109,8 @@ REPAIR_KEY = "*repair*"
 
 # What a reconcile ended in: the span's `mcsync.outcome` and the reconciles counter's label.
 OUTCOME_NOT_EXPORTED = "not_exported"  # the Service is not exported; nothing of it on the hub
+OUTCOME_AWAITING_EXPORT = "awaiting_export"  # valid, but the hub's record has not come yet
+OUTCOME_DEFERRED = "deferred"  # before the first repair: reconciled live once it is done
 OUTCOME_WITHDRAWN = "withdrawn"  # not exported (any more): its slices withdrawn
 OUTCOME_UNSUPPORTED = "agent_unsupported"  # older than the hub's minAgentVersion
 OUTCOME_SENT = "sent"  # one or more slices PUT or DELETEd
@@ -105,6 +119,8 @@ OUTCOME_ERROR = "error"  # raised: the key is retried with backoff
 OUTCOME_NOT_LEADING = "not_leading"  # abandoned: this replica lost its Lease
 OUTCOMES = (
     OUTCOME_NOT_EXPORTED,
+    OUTCOME_AWAITING_EXPORT,
+    OUTCOME_DEFERRED,
     OUTCOME_WITHDRAWN,
     OUTCOME_UNSUPPORTED,
     OUTCOME_SENT,
@@ -213,100 +229,158 @@ class Sent(NamedTuple):
 class SentSlices:
     """Per Service key, slice name → `Sent`: what the hub holds of this cluster's slices.
 
-    Each key's record is a dict that only the worker holding the key mutates (the queue
-    gives a key to one worker at a time). `forget_service()`, `reset()` and `clear()` never
-    mutate a record, they replace it: a worker still writing into the old one then loses
-    its update, which costs one write more on the key's next reconcile, never one less.
+    A reconcile `acquire()`s its key's record, reads and writes it through `record()` and
+    `drop()`, and `release()`s it; only that worker writes the record (the queue gives a
+    key to one worker at a time). `forget_service()` and `clear()` never mutate a record,
+    they replace it: a worker still writing into the old one loses its update, which costs
+    one write more on the key's next reconcile, never one less.
 
     A repair's list and live reconciles run at once (that is the point: live work is not
-    held up). `begin_repair()` therefore notes every key changed while the list is read,
-    and `reset()` keeps those keys' current records instead of the list's older view: a
-    slice PUT during the list is not sent a second time.
+    held up), so `reset()` merges rather than replaces, slice by slice. From
+    `begin_repair()` on, every slice written and every key forgotten is noted; at `reset()`
+    the list's view wins for everything else, and a record a worker holds is updated in
+    place, so its writes after the reset land in the memory too. A slice PUT while the list
+    is read is not sent a second time, and a repair never undoes a live write.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._services: dict[str, dict[str, Sent]] = {}
+        self._held: set[str] = set()
         self._primed = False
-        self._touched: set[str] | None = None  # keys changed since begin_repair()
+        self._repairing = False
+        self._written: dict[str, set[str]] = {}  # since begin_repair(): key -> slice names
+        self._forgotten: set[str] = set()  # since begin_repair()
+        self._deferred: set[str] = set()  # keys that came before the memory was primed
 
     @property
     def primed(self) -> bool:
         """True once a repair has read the hub's set (and until `clear()`)."""
         return self._primed
 
-    def peek(self, key: str) -> dict[str, Sent] | None:
+    def defer_unless_primed(self, key: str) -> bool:
+        """True (and `key` kept for `reset()` to hand back) when no repair has primed the
+        memory yet; False when `key` may be reconciled now."""
         with self._lock:
+            if self._primed:
+                return False
+            self._deferred.add(key)
+            return True
+
+    def peek(self, key: str) -> dict[str, Sent] | None:
+        """A copy of `key`'s record (None when it has none), to look at."""
+        with self._lock:
+            record = self._services.get(key)
+            return dict(record) if record is not None else None
+
+    def acquire(self, key: str, *, create: bool) -> dict[str, Sent] | None:
+        """The record of `key` for the worker reconciling it (created empty with `create`),
+        until `release()`."""
+        with self._lock:
+            self._held.add(key)
+            if create:
+                return self._services.setdefault(key, {})
             return self._services.get(key)
 
-    def of(self, key: str) -> dict[str, Sent]:
-        """The record of `key`, created empty if it has none."""
+    def release(self, key: str, record: dict[str, Sent] | None) -> None:
+        """The reconcile of `key` is over; an empty record goes (a Service without slices
+        on the hub costs nothing)."""
         with self._lock:
-            return self._services.setdefault(key, {})
+            self._held.discard(key)
+            if record is not None and not record and self._services.get(key) is record:
+                del self._services[key]
+
+    def names(self, record: dict[str, Sent]) -> list[str]:
+        """The slice names of a held record, sorted (a repair may update it meanwhile)."""
+        with self._lock:
+            return sorted(record)
 
     def record(self, key: str, record: dict[str, Sent], name: str, sent: Sent) -> None:
         with self._lock:
             record[name] = sent
-            self._touch(key)
+            if self._repairing:
+                self._written.setdefault(key, set()).add(name)
 
     def drop(self, key: str, record: dict[str, Sent], name: str) -> None:
         with self._lock:
             record.pop(name, None)
-            if not record and self._services.get(key) is record:
-                del self._services[key]
-            self._touch(key)
-
-    def prune(self, key: str, record: dict[str, Sent]) -> None:
-        """Drop `key`'s record if it is empty (a Service without slices costs nothing)."""
-        with self._lock:
-            if not record and self._services.get(key) is record:
-                del self._services[key]
+            if self._repairing:
+                self._written.setdefault(key, set()).add(name)
 
     def forget_service(self, key: str) -> None:
         """The hub withdrew `key`'s slices along with its export."""
         with self._lock:
             self._services.pop(key, None)
-            self._touch(key)
+            if self._repairing:
+                self._forgotten.add(key)
+                self._written.pop(key, None)
 
     def begin_repair(self) -> None:
-        """A list of the hub's set starts now: note the keys changed until `reset()`."""
+        """A list of the hub's set starts now: note what changes until `reset()`."""
         with self._lock:
-            self._touched = set()
+            self._repairing = True
+            self._written = {}
+            self._forgotten = set()
 
     def end_repair(self) -> None:
-        """The list failed: stop noting keys (the memory stays as it was)."""
+        """The list failed: stop noting (the memory stays as it was)."""
         with self._lock:
-            self._touched = None
+            self._repairing = False
+            self._written = {}
+            self._forgotten = set()
 
-    def reset(self, services: dict[str, dict[str, Sent]]) -> None:
-        """The hub's set, listed since `begin_repair()`, becomes the memory, except for the
-        keys changed meanwhile, whose records are newer than the list."""
+    def reset(self, listed: dict[str, dict[str, Sent]]) -> set[str]:
+        """The hub's set, listed since `begin_repair()`, becomes the memory: the list's view
+        of every slice, except those written since, and nothing of a key forgotten since
+        (the hub withdrew what the list still showed). Answers the keys deferred until now."""
         with self._lock:
-            for key in self._touched or ():
+            merged: dict[str, dict[str, Sent]] = {}
+            for key in listed.keys() | self._services.keys():
                 current = self._services.get(key)
+                if key in self._forgotten:
+                    if current is not None:
+                        merged[key] = current  # written after the withdrawal: ours, current
+                    continue
+                written = self._written.get(key, set())
+                view = {n: sent for n, sent in listed.get(key, {}).items() if n not in written}
                 if current is None:
-                    services.pop(key, None)
+                    record = view
                 else:
-                    services[key] = current
-            self._services = services
-            self._touched = None
+                    # In place: a worker may hold this record and go on writing into it.
+                    for name in [n for n in current if n not in written and n not in view]:
+                        del current[name]
+                    current.update(view)
+                    record = current
+                if record or key in self._held:
+                    merged[key] = record
+            self._services = merged
+            self._repairing = False
+            self._written = {}
+            self._forgotten = set()
             self._primed = True
+            deferred, self._deferred = self._deferred, set()
+        return deferred
 
     def clear(self) -> None:
         """Forget everything (leadership lost: another replica writes meanwhile)."""
         with self._lock:
             self._services = {}
-            self._touched = None
+            self._repairing = False
+            self._written = {}
+            self._forgotten = set()
             self._primed = False
-
-    def _touch(self, key: str) -> None:
-        if self._touched is not None:
-            self._touched.add(key)
 
     def on_hub(self) -> int:
         """How many slices the hub holds from us (the exported-slices gauge)."""
         with self._lock:
             return sum(s.on_hub for record in self._services.values() for s in record.values())
+
+
+class Repaired(NamedTuple):
+    """The keys a repair asks to queue."""
+
+    live: set[str]  # came before the memory was primed: live changes, first
+    bulk: set[str]  # every Service either side has slices of
 
 
 # -- the reconciler -------------------------------------------------------------------------
@@ -343,6 +417,8 @@ class SliceExportReconciler:
         self._metrics = metrics
         self._may_write = may_write
         self._tracer = tracer if tracer is not None else trace.get_tracer("mcsync.agent")
+        self._live_lock = threading.Lock()
+        self._live_waits: set[str] = set()  # keys whose live change awaits the hub's record
         # Every series of this controller exists from start at 0 (SPEC §6).
         for outcome in OUTCOMES:
             metrics.reconciles.labels(CONTROLLER, outcome)
@@ -352,8 +428,24 @@ class SliceExportReconciler:
 
     # -- entry points -----------------------------------------------------------------------
 
-    def reconcile(self, key: str) -> None:
-        """Bring the hub's EndpointSliceExports of the Service `key` in line with its slices.
+    def note_live_change(self, key: str) -> None:
+        """A live change in the cluster queued `key`: if its export is not on the hub yet,
+        the record's arrival should be live too (see the module doc)."""
+        with self._live_lock:
+            self._live_waits.add(key)
+
+    def export_arrived(self, key: str) -> bool:
+        """The hub feed brought `key`'s record: True when a live change waits for it (queue
+        the key live), False when it is the echo of bulk work (queue it in the bulk lane)."""
+        with self._live_lock:
+            if key in self._live_waits:
+                self._live_waits.discard(key)
+                return True
+            return False
+
+    def reconcile(self, key: str) -> str:
+        """Bring the hub's EndpointSliceExports of the Service `key` in line with its slices;
+        answers the outcome (one of the `OUTCOME_*` names).
 
         Raises to have the key retried with backoff (hub unavailable, a 409 …).
         """
@@ -376,15 +468,20 @@ class SliceExportReconciler:
                 span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
                 raise
             finally:
+                if outcome not in (OUTCOME_AWAITING_EXPORT, OUTCOME_DEFERRED, OUTCOME_ERROR):
+                    with self._live_lock:
+                        self._live_waits.discard(key)
                 span.set_attribute("mcsync.outcome", outcome)
                 self._metrics.reconciles.labels(CONTROLLER, outcome).inc()
                 self._metrics.reconcile_duration.labels(CONTROLLER).observe(
                     time.monotonic() - started
                 )
+        return outcome
 
-    def repair(self) -> set[str]:
+    def repair(self) -> Repaired:
         """List the hub's EndpointSliceExports of this cluster, make them the memory of what
-        was sent, and answer every Service key either side has slices of (to be queued).
+        was sent, and answer the keys to queue: live, those deferred until now; bulk, every
+        Service key either side has slices of.
 
         Raises (`HubUnavailable` …) to be retried with backoff; the memory is then unchanged.
         """
@@ -405,43 +502,53 @@ class SliceExportReconciler:
                 self._sent.end_repair()
                 raise
             count = sum(len(record) for record in services.values())
-            self._sent.reset(services)
-            keys = set(services) | self._slices.keys()
+            deferred = self._sent.reset(services)
+            keys = (set(services) | self._slices.keys()) - deferred
         logger.info(
             "slice repair: the hub holds %d slices of %d Services from this cluster (revision "
-            "%s); %d Services queued",
+            "%s); %d Services queued, %d of them live",
             count,
             len(services),
             revision,
-            len(keys),
+            len(keys) + len(deferred),
+            len(deferred),
             extra={"cluster": self._cluster_id},
         )
-        return keys
+        return Repaired(live=deferred, bulk=keys)
 
     # -- the decision -----------------------------------------------------------------------
 
     def _reconcile(self, key: str) -> str:
-        # 1. Only an exported Service's slices go to the hub.
+        if self._sent.defer_unless_primed(key):
+            return OUTCOME_DEFERRED
         why_not = self._why_not_exported(key)
-        if why_not is not None:
-            record = self._sent.peek(key)
-            if not record:
-                return OUTCOME_NOT_EXPORTED
-            for name in sorted(record):
-                self._delete(key, record, name, why=why_not)
-            return OUTCOME_WITHDRAWN
-
-        # 2. An agent older than the hub's minimum stops exporting (SPEC §5).
-        if not self._gate.supported:
-            return OUTCOME_UNSUPPORTED
-
-        # 3. Send each slice the hub does not have at its current resourceVersion.
-        record = self._sent.of(key)
-        current = {
-            _name(obj): obj for obj in self._slices.slices_of(key) if not _managed_by_mcsync(obj)
-        }
-        writes = 0
+        awaiting = False
+        if why_not is None and self._hub_view.get(key) is None:
+            # The export's PUT has not reached the hub (or was refused): a slice now would be
+            # a 409. The record's arrival on the hub feed queues this key again.
+            why_not, awaiting = "the hub holds no export of it", True
+        record = self._sent.acquire(key, create=why_not is None)
         try:
+            # 1. Only an exported Service's slices go to the hub.
+            if why_not is not None:
+                if not record:
+                    return OUTCOME_AWAITING_EXPORT if awaiting else OUTCOME_NOT_EXPORTED
+                for name in self._sent.names(record):
+                    self._delete(key, record, name, why=why_not)
+                return OUTCOME_WITHDRAWN
+            assert record is not None
+
+            # 2. An agent older than the hub's minimum stops exporting (SPEC §5).
+            if not self._gate.supported:
+                return OUTCOME_UNSUPPORTED
+
+            # 3. Send each slice the hub does not have at its current resourceVersion.
+            current = {
+                _name(obj): obj
+                for obj in self._slices.slices_of(key)
+                if not _managed_by_mcsync(obj)
+            }
+            writes = 0
             for name, obj in sorted(current.items()):
                 sent = record.get(name)
                 if sent is not None and sent.resource_version == _resource_version(obj):
@@ -450,15 +557,16 @@ class SliceExportReconciler:
                 writes += 1
 
             # 4. Withdraw the slices that went.
-            for name in sorted(set(record) - set(current)):
-                self._delete(key, record, name, why="it no longer exists in the cluster")
-                writes += 1
+            for name in self._sent.names(record):
+                if name not in current:
+                    self._delete(key, record, name, why="it no longer exists in the cluster")
+                    writes += 1
+            return OUTCOME_SENT if writes else OUTCOME_UP_TO_DATE
         finally:
-            self._sent.prune(key, record)  # a Service with no slices on the hub costs nothing
-        return OUTCOME_SENT if writes else OUTCOME_UP_TO_DATE
+            self._sent.release(key, record)
 
     def _why_not_exported(self, key: str) -> str | None:
-        """Why the Service `key`'s slices must not be on the hub; None when they must."""
+        """Why the Service `key` is not exported here; None when its ServiceExport is valid."""
         obj = self._exports.get(key)
         if obj is None:
             return "its ServiceExport no longer exists"
@@ -473,10 +581,6 @@ class SliceExportReconciler:
         )
         if not validity.valid:
             return f"its ServiceExport is not valid ({validity.reason})"
-        if self._hub_view.get(key) is None:
-            # The export's PUT has not reached the hub (or was refused): a slice now would be
-            # a 409. The record's arrival on the hub feed queues this key again.
-            return "the hub holds no export of it"
         return None
 
     # -- writes -----------------------------------------------------------------------------

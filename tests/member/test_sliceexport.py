@@ -24,11 +24,14 @@ from member.heartbeat import VersionGate
 from member.hubclient import HubConflict, HubRejected, HubUnavailable
 from member.metrics import AgentMetrics
 from member.reconcilers.sliceexport import (
+    OUTCOME_AWAITING_EXPORT,
+    OUTCOME_DEFERRED,
     OUTCOME_NOT_EXPORTED,
     OUTCOME_SENT,
     OUTCOME_UNSUPPORTED,
     OUTCOME_UP_TO_DATE,
     OUTCOME_WITHDRAWN,
+    Sent,
     SentSlices,
     SliceExportReconciler,
     SlicesByService,
@@ -155,6 +158,7 @@ class World:
             deny_namespaces=["kube-system"],
             metrics=self.metrics,
         )
+        self.reconciler.repair()  # the agent has started: the hub holds nothing from it yet
 
     # the hub view (`HubView.get`)
     def get(self, key: str) -> object | None:
@@ -307,7 +311,7 @@ ROWS = [
         before=export_not_on_hub_yet,
         change=lambda w: w.put_slice(endpointslice("web-abc")),
         calls=[],
-        outcome=OUTCOME_NOT_EXPORTED,
+        outcome=OUTCOME_AWAITING_EXPORT,
         remembered={},
     ),
     Row(
@@ -372,7 +376,11 @@ def test_a_409_is_retried_with_the_queues_backoff_until_the_hub_exports_the_serv
     registry = CollectorRegistry()
     queue = WorkQueue(name="endpointslice", metrics=WorkQueueMetrics(registry=registry))
     stop = threading.Event()
-    workers = run_workers(queue, process=world.reconciler.reconcile, workers=1, stop=stop)
+
+    def process(key: str) -> None:
+        world.reconciler.reconcile(key)
+
+    workers = run_workers(queue, process=process, workers=1, stop=stop)
     try:
         queue.add(KEY)
         deadline = time.monotonic() + 10
@@ -457,10 +465,10 @@ def test_repair_compares_the_hubs_set_with_the_clusters_both_ways() -> None:
         export = slice_export(cluster_id=CLUSTER, obj=obj)
         world.hub.stored[f"shop/{export.metadata.name}"] = export
 
-    keys = world.reconciler.repair()
-    assert world.sent.primed
-    assert keys == {"shop/web", "shop/api", "shop/old"}
-    for key in sorted(keys):
+    repaired = world.reconciler.repair()
+    assert repaired.live == set()
+    assert repaired.bulk == {"shop/web", "shop/api", "shop/old"}
+    for key in sorted(repaired.bulk):
         world.reconciler.reconcile(key)
 
     assert sorted(world.hub.calls) == [
@@ -492,6 +500,74 @@ def test_a_slice_sent_while_the_repair_lists_is_not_sent_again() -> None:
 
     world.reconciler.reconcile(KEY)  # the repair queued the key: nothing left to send
     assert world.hub.calls == [("PUT", "shop/web-abc", "1")]
+
+
+def test_the_hubs_record_is_live_work_only_when_a_live_change_waits_for_it() -> None:
+    world = World()
+    export_not_on_hub_yet(world)
+    world.put_slice(endpointslice("web-abc"))
+    reconciler = world.reconciler
+
+    # A live change waits for the export: its arrival on the feed is live work, once.
+    reconciler.note_live_change(KEY)
+    assert reconciler.reconcile(KEY) == OUTCOME_AWAITING_EXPORT
+    assert reconciler.export_arrived(KEY) is True
+    assert reconciler.export_arrived(KEY) is False
+
+    # The echo of bulk work (no live change waiting) is bulk work.
+    assert reconciler.reconcile(KEY) == OUTCOME_AWAITING_EXPORT
+    assert reconciler.export_arrived(KEY) is False
+
+    # A live change that needed no record leaves no mark behind.
+    world.export()
+    reconciler.note_live_change(KEY)
+    assert reconciler.reconcile(KEY) == OUTCOME_SENT
+    assert reconciler.export_arrived(KEY) is False
+
+
+def test_a_write_that_spans_the_repairs_reset_lands_in_the_memory() -> None:
+    sent = SentSlices()
+    record = sent.acquire(KEY, create=True)  # a worker starts reconciling shop/web
+    assert record is not None
+    sent.begin_repair()
+    sent.reset(
+        {
+            KEY: {"web-old": Sent("1", True)},
+            "shop/api": {"api-1": Sent("2", True)},
+        }
+    )
+    sent.record(KEY, record, "web-abc", Sent("5", True))  # its PUT answers after the reset
+    sent.drop(KEY, record, "web-old")  # and its DELETE
+    sent.release(KEY, record)
+    assert sent.peek(KEY) == {"web-abc": ("5", True)}
+    assert sent.peek("shop/api") == {"api-1": ("2", True)}
+    assert sent.on_hub() == 2
+
+
+def test_a_service_the_hub_withdrew_while_the_repair_listed_stays_forgotten() -> None:
+    sent = SentSlices()
+    sent.begin_repair()
+    sent.forget_service(KEY)  # the feed says the export went, after the list was read
+    sent.reset({KEY: {"web-abc": Sent("1", True)}})
+    assert sent.peek(KEY) is None
+
+
+def test_a_key_before_the_first_repair_waits_for_it_then_goes_first() -> None:
+    world = World()
+    world.export()
+    world.put_slice(endpointslice("web-abc"))
+    world.sent_already(endpointslice("web-abc"))  # the old leader sent it
+    world.sent.clear()  # a replica takes the lead: it knows nothing until its repair
+    world.put_slice(endpointslice("web-def", rv="4"))  # a live change
+
+    assert world.reconciler.reconcile(KEY) == OUTCOME_DEFERRED
+    assert world.hub.calls == []  # web-abc is not sent again blindly
+
+    repaired = world.reconciler.repair()
+    assert repaired.live == {KEY}  # the live change, queued ahead of the bulk
+    assert KEY not in repaired.bulk
+    world.reconciler.reconcile(KEY)
+    assert world.hub.calls == [("PUT", "shop/web-def", "4")]
 
 
 def test_a_failed_repair_leaves_the_memory_as_it_was() -> None:
