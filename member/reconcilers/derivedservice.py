@@ -98,7 +98,7 @@ class DerivedServiceReconciler(ImportReconciler):
                 return "absent"
             self.check_write(KIND, "delete")
             self._writer.delete(namespace, service_name, uid=existing["metadata"].get("uid"))
-            logger.info("%s: derived Service %s deleted", key, service_name)
+            logger.info("%s: derived Service %s deleted", key, service_name, extra=self.fields(key))
             return "deleted"
 
         # 2. The owner first.
@@ -110,16 +110,21 @@ class DerivedServiceReconciler(ImportReconciler):
         if existing is not None and _needs_recreate(desired, existing):
             self.check_write(KIND, "delete")
             self._writer.delete(namespace, service_name, uid=existing["metadata"].get("uid"))
-            logger.info("%s: derived Service %s deleted to change its type", key, service_name)
+            logger.info(
+                "%s: derived Service %s deleted to change its type",
+                key,
+                service_name,
+                extra=self.fields(key),
+            )
             existing = None
         if existing is None:
             self.check_write(KIND, "create")
             self._writer.create(create_body(desired))
-            logger.info("%s: derived Service %s created", key, service_name)
+            logger.info("%s: derived Service %s created", key, service_name, extra=self.fields(key))
             return "created"
         if matches(desired, existing):
             return "up_to_date"
         self.check_write(KIND, "update")
         self._writer.replace(overlay(existing, desired))
-        logger.info("%s: derived Service %s updated", key, service_name)
+        logger.info("%s: derived Service %s updated", key, service_name, extra=self.fields(key))
         return "updated"

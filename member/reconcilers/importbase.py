@@ -64,7 +64,7 @@ class ImportScope:
 
 
 def service_key(obj: dict[str, Any]) -> str | None:
-    """"namespace/<Service name>" of a managed object, from its MCS service-name label."""
+    """ "namespace/<Service name>" of a managed object, from its MCS service-name label."""
     metadata = obj.get("metadata") or {}
     name = (metadata.get("labels") or {}).get(LABEL_MCS_SERVICE_NAME)
     namespace = metadata.get("namespace")
@@ -164,6 +164,10 @@ class ImportReconciler:
 
     def _reconcile(self, key: str) -> str:
         raise NotImplementedError
+
+    def fields(self, key: str) -> dict[str, str]:
+        """Structured fields of a decision's log line (SPEC §6: one line, with the key)."""
+        return {"key": key, "controller": self.CONTROLLER}
 
     def check_write(self, kind: str, operation: str) -> None:
         """Before each write: raise `NotLeading` when this replica may not write; count it."""

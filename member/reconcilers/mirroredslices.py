@@ -89,7 +89,12 @@ class MirroredSliceReconciler(ImportReconciler):
                 self.check_write(KIND, "delete")
                 self._writer.delete(namespace, slice_name, uid=obj["metadata"].get("uid"))
             if existing:
-                logger.info("%s: %d mirrored EndpointSlices deleted", key, len(existing))
+                logger.info(
+                    "%s: %d mirrored EndpointSlices deleted",
+                    key,
+                    len(existing),
+                    extra=self.fields(key),
+                )
                 return "deleted"
             return "absent"
 
@@ -116,6 +121,6 @@ class MirroredSliceReconciler(ImportReconciler):
                 self._writer.delete(namespace, slice_name, uid=obj["metadata"].get("uid"))
                 writes += 1
         if writes:
-            logger.info("%s: %d mirrored EndpointSlice writes", key, writes)
+            logger.info("%s: %d mirrored EndpointSlice writes", key, writes, extra=self.fields(key))
             return "written"
         return "up_to_date"

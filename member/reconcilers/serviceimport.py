@@ -133,7 +133,11 @@ class ServiceImportReconciler(ImportReconciler):
                         "and the key alone; delete it to let mcsync import the Service"
                     ),
                 )
-                logger.warning("%s: ServiceImport not managed by mcsync, left alone", key)
+                logger.warning(
+                    "%s: ServiceImport not managed by mcsync, left alone",
+                    key,
+                    extra=self.fields(key),
+                )
             return OUTCOME_FOREIGN
         self._foreign.mark(key, False)
 
@@ -143,7 +147,9 @@ class ServiceImportReconciler(ImportReconciler):
                 return OUTCOME_ABSENT
             self.check_write(KIND, "delete")
             self._writer.delete(namespace, name, uid=existing["metadata"].get("uid"))
-            logger.info("%s: ServiceImport deleted (no longer imported here)", key)
+            logger.info(
+                "%s: ServiceImport deleted (no longer imported here)", key, extra=self.fields(key)
+            )
             return OUTCOME_DELETED
 
         # 3. The object itself.
@@ -159,12 +165,12 @@ class ServiceImportReconciler(ImportReconciler):
             self.check_write(KIND, "create")
             current = self._writer.create(create_body(desired))
             outcome = OUTCOME_CREATED
-            logger.info("%s: ServiceImport created", key)
+            logger.info("%s: ServiceImport created", key, extra=self.fields(key))
         elif not matches(desired, existing):
             self.check_write(KIND, "update")
             current = self._writer.replace(overlay(existing, desired))
             outcome = OUTCOME_UPDATED
-            logger.info("%s: ServiceImport updated", key)
+            logger.info("%s: ServiceImport updated", key, extra=self.fields(key))
         else:
             current = existing
 
