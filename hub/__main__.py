@@ -68,6 +68,21 @@ SERVE_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--history-limit", "history_limit", "revisions of change history kept for watches"),
     ("--pool-size", "pool_size", "database connections per hub process"),
     ("--watch-bookmark-seconds", "watch_bookmark_seconds", "BOOKMARK interval of idle watches"),
+    (
+        "--watch-limit-per-token",
+        "watch_limit_per_token",
+        "watches one token (one member cluster) may hold open per replica (default 100)",
+    ),
+    (
+        "--watch-buffer-events",
+        "watch_buffer_events",
+        "events a watch may fall behind before it is ended with 410 (default 1000)",
+    ),
+    (
+        "--watch-buffer-bytes",
+        "watch_buffer_bytes",
+        "bytes a watch may fall behind before it is ended with 410 (default 4 MiB)",
+    ),
     ("--retry-after-seconds", "retry_after_seconds", "Retry-After of 503 answers"),
     ("--header-timeout-seconds", "header_timeout_seconds", "time a client has to send a head"),
     (
