@@ -15,7 +15,8 @@ shared feed reader (`hub.store.fanout`), woken by in-process commits and Postgre
 alike, reads each new stretch of history once for every watch and appends the changes of
 this watch's cluster to its subscription's bounded buffer. A commit therefore costs one
 history read per replica, not one per open watch, and only the watches of the changed
-cluster wake up. An idle watch costs one waiting task.
+cluster wake up. An idle watch waits on its subscription's one event (the reader sets it
+for a change; `WatchResponse` for the deadline and the hub's shutdown).
 
 Position bookkeeping (the subtle part). `position` is the global revision up to which this
 watcher has sent *everything relevant*; events move it to their own revision.
@@ -48,8 +49,11 @@ large line in slices of `SLICE_BYTES` (views of the shared bytes): the server st
 taking slices once its socket's write buffer passes its high-water mark (16 KiB in the
 hub's server, `hub.__main__.HubServer`, which also keeps the kernel's unsent data per
 socket small), so an unread 0.9 MB event costs about 32 KB of the hub's memory, not a
-copy of the event per watch. And one token (one member cluster) may hold at most
-`watch_limit_per_token` watches open on a replica: more is a 429 naming the limit.
+copy of the event per watch. Slices of large lines go out a few per turn of the event
+loop, for all watches together (`WatchStream._write_turn`), so that pushing one to
+hundreds of sockets does not queue every request behind it. And one token (one member
+cluster) may hold at most `watch_limit_per_token` watches open on a replica: more is a
+429 naming the limit.
 
 Ends: after `timeoutSeconds` (default 300, capped by the settings); when the hub starts
 shutting down (the `HubContext.shutdown` event, set on SIGTERM before connections are
