@@ -153,7 +153,7 @@ async def run(args: Any) -> dict[str, Any]:
                     filled = await fleet.fill(hub, session)
                     progress(NAME, f"filled: {filled}")
                     watchers = [ImportWatcher(n, fleet.tokens[n]) for n in fleet.names]
-                    tasks = await open_watchers(watchers, session, hub.url, seconds=120)
+                    tasks = await open_watchers(watchers, hub.url, seconds=120)
                     progress(NAME, f"{len(watchers)} watches open; churning")
                     try:
                         await asyncio.sleep(1.0)  # let the watches settle

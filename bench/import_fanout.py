@@ -82,7 +82,7 @@ async def run(args: Any) -> dict[str, Any]:
                     rss_before = rss_bytes(hub.pid)
                     watchers = [ImportWatcher(n, fleet.tokens[n]) for n in fleet.names]
                     t0 = time.perf_counter()
-                    tasks = await open_watchers(watchers, session, hub.url, seconds=300)
+                    tasks = await open_watchers(watchers, hub.url, seconds=300)
                     opened_seconds = time.perf_counter() - t0
                     progress(NAME, f"{len(watchers)} watches open in {opened_seconds:.1f}s")
                     try:

@@ -47,6 +47,18 @@ BENCHMARKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("postgresql",),
         ("cold_start", "restart_repair", "idle", "agent_peak_rss_mib"),
     ),
+    "endpoint_churn": (
+        ("postgresql",),
+        ("answer_to_event", "put_latency", "hub_cpu_ms_per_change", "events_missing"),
+    ),
+    "slice_growth": (
+        ("postgresql",),
+        ("results", "p99_latency_growth", "hub_cpu_per_put_growth"),
+    ),
+    "import_fanout": (
+        ("postgresql",),
+        ("answer_to_last_watcher", "hub_rss_mib_watches_open", "hub_cpu_ms_per_event"),
+    ),
 }
 CASES = [(name, backend) for name, (backends, _) in BENCHMARKS.items() for backend in backends]
 COMMON_KEYS = ("benchmark", "command", "machine", "smoke", "backend", "target")
