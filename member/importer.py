@@ -48,7 +48,7 @@ from member.importfeed import HubImportListWatch, ImportView, import_item_key
 from member.importmetrics import ImportMetrics
 from member.importspec import is_managed
 from member.informer import Informer, namespaced_key
-from member.kube.client import discover_mcs_version
+from member.kube.client import KubeConfigError, discover_mcs_version
 from member.kube.events import EventRecorder
 from member.kube.importobjects import (
     MANAGED_SELECTOR,
@@ -124,7 +124,10 @@ class Importer:
         may_write: Callable[[], bool],
         tracer: trace.Tracer | None = None,
     ) -> None:
-        self.version = discover_mcs_version(api, SERVICEIMPORT_PLURAL, "ServiceImport")
+        try:
+            self.version = discover_mcs_version(api, SERVICEIMPORT_PLURAL, "ServiceImport")
+        except KubeConfigError as exc:
+            raise KubeConfigError(f"{exc}, or pass --no-import to export only") from None
         self._workers = workers
         self._scope = {ns for ns in namespaces if ns is not None}
         self.metrics = ImportMetrics(metrics)
