@@ -191,22 +191,26 @@ def desired_derived_service(
     name = imported.metadata.name
     headless = _is_headless(imported)
     families = list(spec.ip_families)
+    affinity = not headless and spec.session_affinity == "ClientIP"
     body: dict[str, Any] = {
         "type": "ClusterIP",
         "selector": None,
         "ports": [_port(p) for p in spec.ports],
         # Kubernetes ignores affinity on headless Services: only ClusterSetIP carries it.
-        "sessionAffinity": "None" if headless else spec.session_affinity,
-        "sessionAffinityConfig": (
-            None
-            if headless or spec.session_affinity_config is None
-            else spec.session_affinity_config.model_dump(
-                mode="json", by_alias=True, exclude_none=True
-            )
-        ),
+        "sessionAffinity": "ClientIP" if affinity else "None",
+        "sessionAffinityConfig": None,
         "internalTrafficPolicy": spec.internal_traffic_policy or "Cluster",
         "trafficDistribution": spec.traffic_distribution,
     }
+    if affinity:
+        if spec.session_affinity_config is not None:
+            body["sessionAffinityConfig"] = spec.session_affinity_config.model_dump(
+                mode="json", by_alias=True, exclude_none=True
+            )
+        else:
+            # The API server defaults the ClientIP timeout: not stating it (rather than
+            # stating it absent) keeps a defaulted Service from being rewritten for ever.
+            del body["sessionAffinityConfig"]
     if headless:
         body["clusterIP"] = "None"
     if families:

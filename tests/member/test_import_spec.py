@@ -140,6 +140,19 @@ def test_service_import_status_lists_the_exporting_clusters() -> None:
     }
 
 
+def test_a_defaulted_client_ip_timeout_is_not_rewritten() -> None:
+    desired = desired_derived_service(imported(sessionAffinity="ClientIP"), owner=OWNER)
+    defaulted = {**desired, "spec": {
+        **create_body(desired)["spec"],
+        "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 10800}},
+    }}
+    assert matches(desired, defaulted)
+    desired = desired_derived_service(imported(), owner=OWNER)  # affinity None: config goes
+    assert not matches(desired, {**defaulted, "spec": {
+        **defaulted["spec"], "sessionAffinity": "None",
+    }})
+
+
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
