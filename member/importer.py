@@ -46,7 +46,7 @@ from opentelemetry import trace
 from member.hubclient import HubClient
 from member.importfeed import HubImportListWatch, ImportView, import_item_key
 from member.importmetrics import ImportMetrics
-from member.importspec import is_managed
+from member.importspec import OPTIONAL_IMPORT_FIELDS, is_managed
 from member.informer import Informer, namespaced_key
 from member.kube.client import KubeConfigError, discover_mcs_version
 from member.kube.events import EventRecorder
@@ -55,6 +55,7 @@ from member.kube.importobjects import (
     SERVICEIMPORT_PLURAL,
     ImportObjectClient,
     namespaces_path,
+    served_import_fields,
     serviceimports_path,
     services_path,
 )
@@ -219,6 +220,7 @@ class Importer:
                 ),
                 events=events,
                 foreign=foreign,
+                optional_fields=served_import_fields(api, self.version, OPTIONAL_IMPORT_FIELDS),
                 **common,
             ),
             "derivedservice": DerivedServiceReconciler(

@@ -21,8 +21,10 @@ informers name each resource once.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol
 
+import urllib3
 from kubernetes import client as k8s
 
 from member.kube.client import ApiException, request_json
@@ -36,11 +38,17 @@ __all__ = [
     "ImportObjectClient",
     "ObjectWriter",
     "namespaces_path",
+    "served_import_fields",
     "serviceimports_path",
     "services_path",
 ]
 
+logger = logging.getLogger(__name__)
+
 SERVICEIMPORT_PLURAL = "serviceimports"
+SERVICEIMPORT_CRD = (
+    f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{SERVICEIMPORT_PLURAL}.{MCS_GROUP}"
+)
 # What the managed-object informers watch: only the objects the agent made.
 MANAGED_SELECTOR = f"{LABEL_MANAGED_BY}={MANAGED_BY_MCSYNC}"
 
@@ -76,6 +84,31 @@ def services_path(namespace: str | None) -> str:
 
 def namespaces_path() -> str:
     return "/api/v1/namespaces"
+
+
+def served_import_fields(
+    api: k8s.ApiClient, version: str, optional: frozenset[str]
+) -> frozenset[str]:
+    """Which of the `optional` ServiceImport spec fields the cluster's CRD has at `version`.
+
+    An older CRD lacks some (the upstream v1alpha1 gained the traffic policies late), and
+    the API server prunes a field its schema lacks: stating it would make every reconcile
+    see a difference and write again. Answers `optional` whole when the CRD cannot be read
+    (no RBAC for CRDs, or no schema): then the served version is taken to have them all.
+    """
+    try:
+        crd = request_json(api, "GET", SERVICEIMPORT_CRD) or {}
+    except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+        logger.info("ServiceImport CRD not readable (%s); assuming every spec field", exc)
+        return optional
+    for served in (crd.get("spec") or {}).get("versions") or []:
+        if served.get("name") != version:
+            continue
+        schema = (served.get("schema") or {}).get("openAPIV3Schema") or {}
+        spec = ((schema.get("properties") or {}).get("spec") or {}).get("properties") or {}
+        if spec:
+            return optional & frozenset(spec)
+    return optional
 
 
 class ImportObjectClient:

@@ -30,6 +30,7 @@ from opentelemetry import trace
 from member.importfeed import ImportView
 from member.importmetrics import ImportMetrics
 from member.importspec import (
+    OPTIONAL_IMPORT_FIELDS,
     create_body,
     derived_service_name,
     desired_service_import,
@@ -99,10 +100,12 @@ class ServiceImportReconciler(ImportReconciler):
         import_metrics: ImportMetrics,
         may_write: Callable[[], bool] = lambda: True,
         tracer: trace.Tracer | None = None,
+        optional_fields: frozenset[str] = OPTIONAL_IMPORT_FIELDS,
     ) -> None:
         super().__init__(
             metrics=metrics, import_metrics=import_metrics, may_write=may_write, tracer=tracer
         )
+        self._optional_fields = optional_fields
         self._imports = imports
         self._service_imports = service_imports
         self._services = services
@@ -158,6 +161,7 @@ class ServiceImportReconciler(ImportReconciler):
             imported,
             api_version=self._api_version,
             derived_service=derived if is_managed(derived) else None,
+            optional_fields=self._optional_fields,
         )
         outcome = OUTCOME_UP_TO_DATE
         current: dict[str, Any]

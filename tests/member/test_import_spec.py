@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from member.importspec import (
+    OPTIONAL_IMPORT_FIELDS,
     create_body,
     derived_service_name,
     desired_derived_service,
@@ -19,6 +20,8 @@ from member.importspec import (
     ordered_ips,
     overlay,
 )
+from member.kube import importobjects
+from member.kube.client import ApiException
 from shared.models import EndpointSliceExport, ServiceImport
 
 API = "multicluster.x-k8s.io/v1beta1"
@@ -277,3 +280,34 @@ def test_overlay_keeps_server_fields_and_drops_what_we_removed() -> None:
     assert body["spec"] == {"clusterIP": "10.0.0.9",
                             "ports": [{"name": "http", "port": 81, "targetPort": 8080}]}
     assert matches(desired, body)
+
+
+def _crd(version: str, fields: list[str]) -> dict[str, Any]:
+    spec = {"properties": {f: {} for f in fields}} if fields else {}
+    schema = {"openAPIV3Schema": {"properties": {"spec": spec}}} if fields else {}
+    return {"spec": {"versions": [{"name": version, "schema": schema}]}}
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        pytest.param(_crd("v1alpha1", ["type", "ports"]), frozenset(), id="an old CRD"),
+        pytest.param(_crd("v1alpha1", ["type", "internalTrafficPolicy"]),
+                     frozenset({"internalTrafficPolicy"}), id="one of the two"),
+        pytest.param(_crd("v1alpha1", []), OPTIONAL_IMPORT_FIELDS, id="no schema: all"),
+        pytest.param(_crd("v1beta1", ["type"]), OPTIONAL_IMPORT_FIELDS, id="other version"),
+        pytest.param(ApiException(status=403, reason="Forbidden"), OPTIONAL_IMPORT_FIELDS,
+                     id="CRDs not readable: all"),
+    ],
+)
+def test_served_import_fields(
+    monkeypatch: pytest.MonkeyPatch, answer: Any, expected: frozenset[str]
+) -> None:
+    def request_json(*_args: Any, **_kwargs: Any) -> Any:
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    monkeypatch.setattr(importobjects, "request_json", request_json)
+    api: Any = None
+    assert importobjects.served_import_fields(api, "v1alpha1", OPTIONAL_IMPORT_FIELDS) == expected
