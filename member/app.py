@@ -16,6 +16,10 @@
   slice queue only. Why two queues, and how the slices' repair runs as a queue item, is
   `member.reconcilers.sliceexport`'s docstring. A hub record that goes (the hub withdrew
   its slices with it) makes the slice reconciler forget what it had sent of that Service.
+* Import (SPEC §2.8) is `member.importer`: its own informers (the hub's import feed, the
+  cluster's ServiceImports, managed Services and EndpointSlices, Namespaces), three queues
+  and three reconcilers, started and stopped with leadership like the export workers;
+  `--no-import` leaves it out.
 * Workers start only once every informer has synced. Before that, a key the hub knows and
   the ServiceExport cache does not *yet* know would look like an orphan and be deleted.
 * After every hub (re)list, and at the start of every leadership term, every key known on

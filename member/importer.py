@@ -80,6 +80,24 @@ __all__ = ["Importer"]
 logger = logging.getLogger(__name__)
 
 
+# Informer names (the relists metric's label), apart from the export side's "services[*]".
+_INFORMER_NAMES = {
+    "ServiceImport": "serviceimports",
+    "Service": "derived-services",
+    ENDPOINTSLICE_KIND: "mirrored-endpointslices",
+}
+
+
+def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the import informers cache: the object without `managedFields` (most of a
+    small object's bytes on a real API server). An update built from the cached object
+    then carries none, which the API server reads as "keep them" (never `[]`: reset)."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, dict) or "managedFields" not in metadata:
+        return obj
+    return {**obj, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
+
+
 class _Lister:
     """`get("ns/name")` over one informer per namespace (or one for all)."""
 
@@ -151,13 +169,14 @@ class Importer:
         ) -> dict[str | None, Informer]:
             return {
                 ns: Informer(
-                    name=f"{kind}[{ns or '*'}]",
+                    name=f"{_INFORMER_NAMES[kind]}[{ns or '*'}]",
                     list_watch=KubeListWatch(
                         api, path=path(ns), api_version=api_version, kind=kind,
                         label_selector=selector,
                     ),
                     handler=self._handler(kind),
                     watch_timeout_seconds=watch_timeout,
+                    transform=without_managed_fields,
                 )
                 for ns in namespaces
             }
@@ -174,7 +193,7 @@ class Importer:
         )
         self.namespace_informers = [
             Informer(
-                name=f"Namespace[{ns or '*'}]",
+                name=f"namespaces[{ns or '*'}]",
                 list_watch=KubeListWatch(
                     api, path=namespaces_path(), api_version="v1", kind="Namespace",
                     field_selector=f"metadata.name={ns}" if ns else None,
