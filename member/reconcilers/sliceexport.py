@@ -49,7 +49,9 @@ first repair has primed the memory, informer list events are not queued (the rep
 every key anyway), and a live key that comes first is deferred, not reconciled: against an
 empty memory it would PUT slices the hub already has — at a failover, every slice of every
 export the old leader touched while this replica stood by. The repair hands the deferred
-keys back to be queued live, ahead of its bulk keys.
+keys back to be queued live, ahead of its bulk keys, so such a change waits for the list
+alone: 3.4 to 3.9 s for 10,000 slices of 10 endpoints, 1.1 to 1.3 s end to end for a change made
+while an agent of 1,000 exported Services restarted (a shared, loaded 2-core machine).
 
 The hub feed's events for our own export writes need a lane too. Against a hub that lacks
 this cluster's exports (a first start, a restored hub), the export queue's repair PUTs
