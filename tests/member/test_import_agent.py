@@ -26,12 +26,6 @@ from tests.member.agent_support import (
 
 pytestmark = pytest.mark.e2e
 
-# The hub's import watch (`GET …/imports?watch=true`) is being built; until it is served,
-# a change after an agent's first list never reaches it. Remove once it lands.
-needs_import_watch = pytest.mark.xfail(
-    reason="the hub does not serve the import watch yet", strict=False
-)
-
 NS = "shop"
 DERIVED = derived_service_name("web")
 MIRRORED = mirrored_slice_name("web", "east", "web-abc")
@@ -101,7 +95,6 @@ def agent(
     )
 
 
-@needs_import_watch
 def test_an_export_is_imported_everywhere_and_unexported_everywhere(
     kube_cluster_factory: Any, hub_process: HubProcess, agent_factory: AgentFactory
 ) -> None:
@@ -147,7 +140,6 @@ def test_an_export_is_imported_everywhere_and_unexported_everywhere(
         wait_for(lambda k=kube: gone(k), what=f"the import gone from {kube.name}")
 
 
-@needs_import_watch
 def test_a_namespace_created_later_receives_its_imports(
     kube_cluster_factory: Any, hub_process: HubProcess, agent_factory: AgentFactory
 ) -> None:
