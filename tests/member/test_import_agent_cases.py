@@ -192,3 +192,30 @@ def test_headless_and_dual_stack_imports(
         )
         ips = (west.state.get("serviceimports", NS, "web") or {})["spec"]["ips"]
         assert ":" in ips[0] and ":" not in ips[1]  # IPv6 first, as ipFamilies says
+
+
+def test_a_restarted_agent_deletes_what_the_hub_no_longer_has(
+    kube_cluster_factory: Any, hub_process: HubProcess, agent_factory: AgentFactory
+) -> None:
+    east, west = kube_cluster_factory("east"), kube_cluster_factory("west")
+    west.state.create_namespace(NS)
+    east.state.create("services", NS, service_body("web", NS))
+    east.state.create("endpointslices", NS, source_slice("10.0.0.1"))
+    east.state.create("serviceexports", NS, service_export_body("web", NS))
+    agent("east", east, hub_process, agent_factory)
+    west_agent = agent("west", west, hub_process, agent_factory)
+    wait_for(lambda: imported(west), what="the import in west")
+    assert west_agent.stop() == 0
+    # Unexported while west's agent is down: no watch event will ever tell it.
+    east.state.delete("serviceexports", NS, "web")
+    wait_for(
+        lambda: not hub_process.request("GET", "/api/v1/serviceimports").json()["items"],
+        what="the import gone from the hub",
+    )
+    west_agent.start()
+    wait_for(
+        lambda: west.state.get("serviceimports", NS, "web") is None
+        and west.state.get("services", NS, DERIVED) is None
+        and west.state.get("endpointslices", NS, MIRRORED) is None,
+        what="the restarted agent's repair deleting the stale import",
+    )
