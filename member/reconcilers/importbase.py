@@ -5,7 +5,8 @@ bottom on their own (`member.reconcilers.serviceimport`, `.derivedservice`,
 `.mirroredslices`). This module holds only what would otherwise be written three times:
 
 * `ImportScope` — may this cluster hold imports of a key at all? Its namespace exists here
-  (namespace sameness), is watched (`--namespace`) and is not denied (`--deny-namespace`).
+  (namespace sameness) and is not being deleted, is watched (`--namespace`) and is not
+  denied (`--deny-namespace`).
   Out of scope means "nothing of ours may exist for the key", so the reconcilers delete
   what they made there (a namespace newly denied, say) rather than leave it behind.
 * `ImportReconciler` — the span, the reconciles / duration / errors metrics labelled by
@@ -60,7 +61,12 @@ class ImportScope:
             return False
         if self._watched and namespace not in self._watched:
             return False
-        return self._namespaces.get(namespace) is not None
+        found = self._namespaces.get(namespace)
+        if found is None:
+            return False
+        # A namespace being deleted takes its objects along and refuses new ones (403).
+        terminating = (found.get("status") or {}).get("phase") == "Terminating"
+        return not terminating and not (found.get("metadata") or {}).get("deletionTimestamp")
 
 
 def service_key(obj: dict[str, Any]) -> str | None:

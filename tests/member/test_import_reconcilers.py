@@ -259,11 +259,18 @@ def test_a_foreign_service_import_is_left_alone_with_a_warning(world: World) -> 
 
 
 @pytest.mark.parametrize(
-    "namespace_state", ["missing", "denied"], ids=["namespace missing", "namespace denied"]
+    "namespace_state",
+    ["missing", "terminating", "denied"],
+    ids=["namespace missing", "namespace being deleted", "namespace denied"],
 )
 def test_nothing_is_written_out_of_scope(world: World, namespace_state: str) -> None:
     if namespace_state == "missing":
         del world.namespaces.items["demo"]
+    elif namespace_state == "terminating":
+        world.namespaces.items["demo"] = {
+            "metadata": {"name": "demo", "deletionTimestamp": "2026-11-24T09:00:00Z"},
+            "status": {"phase": "Terminating"},
+        }
     else:
         world.si._scope = world.svc._scope = world.eps._scope = ImportScope(
             namespaces=world.namespaces, watched=(), denied=("demo",)
