@@ -95,7 +95,7 @@ class AgentSettings(BaseSettings):
     lease_name: str = Field(default="mcsync-agent", min_length=1, max_length=253)
     lease_duration: float = Field(default=15.0, ge=3.0, le=3600.0)
     identity: str = Field(
-        default_factory=lambda: default_identity(),
+        default_factory=default_identity,
         min_length=1,
         description="this replica's name in the Lease (default: host name + random suffix)",
     )
