@@ -175,6 +175,10 @@ async def run(args: Any) -> dict[str, Any]:
                 hub_peak = peak_rss_bytes(hub.pid)
     latencies, early, missing, reach_all = deliveries(changes, watchers)
     put_latency = percentiles([answered - sent for _, sent, answered in changes])
+    by_rv = {rv: sent for rv, sent, _ in changes}
+    sent_to_event = [
+        at - by_rv[rv] for w in watchers for rv, at in w.arrivals.items() if rv in by_rv
+    ]
     summary = percentiles(latencies)
     p99 = summary.get("p99_ms")
     return {
@@ -195,6 +199,7 @@ async def run(args: Any) -> dict[str, Any]:
         "put_latency": put_latency,
         "answer_to_event": summary,
         "answer_to_event_reaches_all": percentiles(reach_all),
+        "put_sent_to_event": percentiles(sent_to_event),
         "events_before_answer": early,
         "events_missing": missing,
         "hub_cpu_seconds": round(hub_cpu, 2),

@@ -10,7 +10,8 @@ cluster on loopback (aiohttp in this process, as `bench.scale`'s watchers). Then
 every watcher has that revision (bounded), then the next.
 
 Per change: the time from the PUT's answer until the LAST watcher had the event (the
-headline), and per (change, watcher) delivery. The hub's RSS before the watches open,
+headline; a delivery that beats the answer counts 0), the same from the moment the PUT
+was sent, and per (change, watcher) delivery. The hub's RSS before the watches open,
 with them open, and its peak; its CPU per event (user + system from /proc/<pid>/stat
 over the change phase, divided by the changes: each is one event fanned out to every
 watcher), and per delivery. The watchers' own CPU (this process) is reported beside it:
@@ -90,6 +91,7 @@ async def run(args: Any) -> dict[str, Any]:
                         rss_open = rss_bytes(hub.pid)
                         load_average = machine()["load_average"]
                         reach_all: list[float] = []
+                        sent_to_all: list[float] = []
                         deliveries: list[float] = []
                         early = incomplete = 0
                         cpu0, client0 = cpu_seconds(hub.pid), cpu_seconds()
@@ -103,6 +105,7 @@ async def run(args: Any) -> dict[str, Any]:
                                 f"/api/v1/clusters/{cluster_name(cluster)}/endpointslices/"
                                 f"{meta['namespace']}/{meta['name']}"
                             )
+                            sent = time.perf_counter()
                             async with session.put(
                                 hub.url + path, json=body, headers=fleet.headers(cluster)
                             ) as answer:
@@ -118,6 +121,7 @@ async def run(args: Any) -> dict[str, Any]:
                             deliveries.extend(max(0.0, a - answered) for a in got)
                             if len(got) == len(watchers):
                                 reach_all.append(max(0.0, max(got) - answered))
+                                sent_to_all.append(max(got) - sent)
                             else:
                                 incomplete += 1
                             await asyncio.sleep(PAUSE)
@@ -139,6 +143,7 @@ async def run(args: Any) -> dict[str, Any]:
         "load_average": load_average,
         "answer_to_last_watcher": summary,
         "answer_to_each_watcher": percentiles(deliveries),
+        "put_sent_to_last_watcher": percentiles(sent_to_all),
         "events_before_answer": early,
         "changes_not_reaching_all": incomplete,
         "watch_errors": broken[:3],
