@@ -19,7 +19,7 @@ Two kinds of numbers:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -30,7 +30,9 @@ from prometheus_client import (
     ProcessCollector,
     disable_created_metrics,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
 
 from hub.store import DatabaseUnavailable, Store
 from shared.metrics import REQUEST_DURATION_BUCKETS_SECONDS
@@ -47,6 +49,9 @@ DATABASE_ERRORS_METRIC = "mcsync_hub_database_errors"
 EXPORT_WRITES_METRIC = "mcsync_hub_export_writes"
 EXPORTS_METRIC = "mcsync_hub_exports"
 ENDPOINT_SLICES_METRIC = "mcsync_hub_endpointslice_exports"
+FEED_WATCHERS_METRIC = "mcsync_hub_feed_watchers"
+FEED_ENCODED_METRIC = "mcsync_hub_feed_events_encoded"
+FEED_FANNED_OUT_METRIC = "mcsync_hub_feed_events_fanned_out"
 CONFLICT_RESOLUTION_METRIC = "mcsync_hub_conflict_resolution_duration_seconds"
 FEED_LAG_METRIC = "mcsync_hub_feed_lag_revisions"
 POOL_CONNECTIONS_METRIC = "mcsync_hub_db_pool_connections"
@@ -62,6 +67,42 @@ VERDICT_NO_CONFLICT = "no_conflict"
 # a few, unless the key has thousands of exports or the read waits for I/O. The request
 # buckets up to 2.5 s, with one finer bucket below them.
 RESOLUTION_BUCKETS_SECONDS = (0.0005, *(b for b in REQUEST_DURATION_BUCKETS_SECONDS if b <= 2.5))
+
+
+FEEDS = ("exports", "imports")
+"""`feed` of the fan-out series: each cluster's export feed, and the fleet's import feed."""
+
+
+class _FeedCollector(Collector):
+    """The shared feed readers' work (`hub.store.fanout`), as read at the last refresh:
+    how many watches each feed holds, how many changes it encoded (once each) and how many
+    lines it handed to watches. Both feeds are always reported, 0 until used."""
+
+    def __init__(self) -> None:
+        self.values = {feed: (0, 0, 0) for feed in FEEDS}
+
+    def collect(self) -> Iterator[Metric]:
+        watchers = GaugeMetricFamily(
+            FEED_WATCHERS_METRIC,
+            "Watches subscribed to the feed's shared reader on this replica.",
+            labels=["feed"],
+        )
+        encoded = CounterMetricFamily(
+            FEED_ENCODED_METRIC,
+            "Changes the feed's shared reader encoded for its watches: once each, however "
+            "many watch it.",
+            labels=["feed"],
+        )
+        fanned = CounterMetricFamily(
+            FEED_FANNED_OUT_METRIC,
+            "Encoded changes handed to a watch's buffer (events fanned out).",
+            labels=["feed"],
+        )
+        for feed, (subscribed, encodings, deliveries) in self.values.items():
+            watchers.add_metric([feed], subscribed)
+            encoded.add_metric([feed], encodings)
+            fanned.add_metric([feed], deliveries)
+        yield from (watchers, encoded, fanned)
 
 
 class HubMetrics:
@@ -152,6 +193,8 @@ class HubMetrics:
             "The most connections this replica's pool opens (pool size plus overflow).",
             registry=self.registry,
         )
+        self.feeds = _FeedCollector()
+        self.registry.register(self.feeds)
 
     async def refresh(self, store: Store | None, *, watch_positions: Iterable[int]) -> None:
         """Read the scrape-time numbers; call just before `render`.
@@ -169,6 +212,12 @@ class HubMetrics:
         # A watch may have read past what this replica was notified of yet (another
         # replica's commit, NOTIFY still in flight): that is no lag, not a negative one.
         newest = store.feed.known_revision()
+        for feed, fanout in (("exports", store.feed.fanout), ("imports", store.import_feed.fanout)):
+            self.feeds.values[feed] = (
+                fanout.subscriber_count,
+                fanout.encodings,
+                fanout.deliveries,
+            )
         self.feed_lag.set(max((max(0, newest - p) for p in watch_positions), default=0))
         try:
             counts = await store.exports.count_by_verdict()

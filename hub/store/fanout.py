@@ -201,7 +201,8 @@ class FeedFanout:
         self.name = name
         self.position = 0
         self.reads = 0  # history reads made by the reader (tests and diagnostics)
-        self.encodings = 0  # lines encoded by the reader (tests and diagnostics)
+        self.encodings = 0  # lines encoded by the reader (tests, diagnostics, metrics)
+        self.deliveries = 0  # lines handed to a subscriber's buffer (the fan-out's work)
         self.overflows = 0  # subscribers ended for a full buffer
         self._subscribers: dict[str | None, set[Subscription]] = {}
         self._count = 0
@@ -320,7 +321,9 @@ class FeedFanout:
                 if not group:
                     continue
                 for sub in list(group):
-                    if not sub.offer(line):
+                    if sub.offer(line):
+                        self.deliveries += 1
+                    else:
                         self.overflows += 1
                         sub._overflow()
 

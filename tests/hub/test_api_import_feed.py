@@ -161,11 +161,21 @@ async def test_one_change_is_encoded_once_for_every_watch(hub: Hub) -> None:
                 group.create_task(watch(members[cluster], cluster))
             await until(lambda: fanout.subscriber_count == 5, "five watches to subscribe")
             before = fanout.encodings
+            fanned_before = fanout.deliveries
             body = slice_body()
             put = await hub.client.put(slice_path("east"), json=body, headers=members["east"])
             assert put.status_code == 201, put.text
         assert [_what(e) for e in received] == [("ADDED", "EndpointSliceExport", "web-abcde")] * 5
         assert fanout.encodings - before == 1
+        assert fanout.deliveries - fanned_before == 5
+        # The same, as an operator reads it.
+        scraped = (await hub.client.get("/metrics")).text
+        assert 'mcsync_hub_feed_events_encoded_total{feed="imports"}' in scraped
+        fanned = [
+            line for line in scraped.splitlines()
+            if line.startswith('mcsync_hub_feed_events_fanned_out_total{feed="imports"}')
+        ]  # fmt: skip
+        assert fanned and float(fanned[0].split()[-1]) >= 5
 
 
 async def test_a_member_watches_only_under_its_own_path(hub: Hub) -> None:

@@ -216,3 +216,16 @@ async def test_no_created_series_and_head_answers(hub: Hub) -> None:
     assert head.status_code == 200
     assert head.headers["content-type"] == scraped.headers["content-type"]
     assert head.content == b""
+
+
+async def test_feed_series_exist_for_both_feeds_from_the_start(hub: Hub) -> None:
+    scraped = await hub.client.get("/metrics")
+    samples = {
+        (s.name, s.labels.get("feed")): s.value
+        for f in text_string_to_metric_families(scraped.text)
+        for s in f.samples
+    }
+    for feed in ("exports", "imports"):
+        assert samples[("mcsync_hub_feed_watchers", feed)] == 0
+        assert samples[("mcsync_hub_feed_events_encoded_total", feed)] == 0
+        assert samples[("mcsync_hub_feed_events_fanned_out_total", feed)] == 0
