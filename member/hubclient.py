@@ -84,6 +84,23 @@ ROUTE_SLICES = API_PREFIX + "/clusters/{cluster}/endpointslices"
 ROUTE_IMPORTS = API_PREFIX + "/clusters/{cluster}/imports"
 ROUTE_HEARTBEAT = API_PREFIX + "/clusters/{cluster}/heartbeat"
 ROUTE_VERSION = API_PREFIX + "/version"
+# Every (method, route) this client calls, and the failures an agent meets in normal work
+# (no connection; a conflict, gone, throttled or unavailable hub): their error series exist
+# from start at 0 (SPEC §6), so the first one is an increase an alert can see.
+CALLS: tuple[tuple[str, str], ...] = (
+    ("GET", ROUTE_EXPORT),
+    ("PUT", ROUTE_EXPORT),
+    ("PATCH", ROUTE_EXPORT),
+    ("DELETE", ROUTE_EXPORT),
+    ("GET", ROUTE_EXPORTS),
+    ("PUT", ROUTE_SLICE),
+    ("DELETE", ROUTE_SLICE),
+    ("GET", ROUTE_SLICES),
+    ("GET", ROUTE_IMPORTS),
+    ("POST", ROUTE_HEARTBEAT),
+    ("GET", ROUTE_VERSION),
+)
+EXPECTED_ERROR_CODES = ("connection", "409", "410", "429", "500", "503")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -167,6 +184,10 @@ class HubClient:
     ) -> None:
         self.config = config
         self._metrics = metrics
+        if metrics is not None:
+            for method, route in CALLS:
+                for code in EXPECTED_ERROR_CODES:
+                    metrics.errors.labels(method, route, code)
         self._http = httpx.Client(
             base_url=config.base_url.rstrip("/"),
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),

@@ -157,6 +157,13 @@ class WorkQueue:
         if metrics is not None:
             metrics.unfinished_work.labels(name).set_function(self._unfinished_seconds)
             metrics.longest_running.labels(name).set_function(self._longest_running_seconds)
+            # This queue's series exist from start at 0 (SPEC §6): a retry or a drop is then
+            # an increase that `rate()`, `increase()` and an `increase(...) > 0` alert see.
+            metrics.depth.labels(name).set(0)
+            for counter in (metrics.adds, metrics.retries, metrics.drops):
+                counter.labels(name)
+            metrics.queue_duration.labels(name)
+            metrics.work_duration.labels(name)
 
     # -- adding ---------------------------------------------------------------------------
 

@@ -100,6 +100,19 @@ OUTCOME_EXPORTED = "exported"  # PUT to the hub; the verdict reported back
 OUTCOME_UP_TO_DATE = "up_to_date"  # the hub already had this spec; status checked
 OUTCOME_ERROR = "error"  # raised: the key is retried with backoff
 OUTCOME_NOT_LEADING = "not_leading"  # abandoned: this replica lost its Lease
+OUTCOMES = (
+    OUTCOME_ABSENT,
+    OUTCOME_WITHDRAWN,
+    OUTCOME_FINALIZED,
+    OUTCOME_INVALID,
+    OUTCOME_UNSUPPORTED,
+    OUTCOME_NOT_EXPORTABLE,
+    OUTCOME_REJECTED,
+    OUTCOME_EXPORTED,
+    OUTCOME_UP_TO_DATE,
+    OUTCOME_ERROR,
+    OUTCOME_NOT_LEADING,
+)
 # 4xx answers that no retry can change: the request itself is what the hub refuses.
 _FINAL_REJECTIONS = frozenset({400, 413, 422})
 
@@ -149,6 +162,12 @@ class ExportReconciler:
         self._may_write = may_write
         self._clock = clock
         self._tracer = tracer if tracer is not None else trace.get_tracer("mcsync.agent")
+        # Every series of this controller exists from start at 0 (SPEC §6), so the first
+        # error is an increase that `rate()` and `increase()` see.
+        for outcome in OUTCOMES:
+            metrics.reconciles.labels(CONTROLLER, outcome)
+        metrics.reconcile_errors.labels(CONTROLLER)
+        metrics.reconcile_duration.labels(CONTROLLER)
 
     # -- entry point ------------------------------------------------------------------------
 

@@ -41,3 +41,31 @@ def test_probes_and_scrape() -> None:
         assert httpx.get(f"{base}/nothing", timeout=5).status_code == 404
     finally:
         server.stop()
+
+
+def test_every_known_error_retry_and_drop_series_exists_at_zero_from_start() -> None:
+    """SPEC §6: the first error, retry or drop must be an increase that `rate()`,
+    `increase()` and an `increase(...) > 0` alert can see, so each series the agent knows
+    of is scraped at 0 before anything happens."""
+    from member.hubclient import CALLS, EXPECTED_ERROR_CODES, HubClient, HubClientConfig
+    from member.workqueue import WorkQueue, WorkQueueMetrics
+
+    metrics = AgentMetrics(registry=CollectorRegistry())
+    queue_metrics = WorkQueueMetrics(registry=metrics.registry)
+    WorkQueue(name="serviceexport", metrics=queue_metrics)
+    HubClient(
+        HubClientConfig(base_url="http://127.0.0.1:9", cluster_id="east", token="t"),
+        metrics=metrics.hub,
+    ).close()
+    registry = metrics.registry
+
+    def zero(name: str, labels: dict[str, str]) -> bool:
+        return registry.get_sample_value(name, labels) == 0.0
+
+    for series in ("workqueue_retries_total", "mcsync_workqueue_drops_total",
+                   "workqueue_adds_total", "workqueue_depth"):
+        assert zero(series, {"name": "serviceexport"}), series
+    for method, route in CALLS:
+        for code in EXPECTED_ERROR_CODES:
+            labels = {"method": method, "route": route, "code": code}
+            assert zero("mcsync_agent_hub_request_errors_total", labels), labels
