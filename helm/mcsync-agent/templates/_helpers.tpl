@@ -63,14 +63,22 @@ peer to race, and its Deployment uses the Recreate strategy so two never overlap
 {{- end }}
 
 {{/*
-What the agent may do with watched objects (SPEC §2.1): read Services, read and update
-ServiceExports (its finalizer), write their status, and record Events. Nothing else: no
-wildcard, no Secrets, never a write to a Service.
+What the agent may do in the namespaces it watches (SPEC §2.1, §2.8). Exactly the verbs it
+uses; no wildcard and no Secrets.
+
+Export: read Services, read and update ServiceExports (its finalizer), write their status,
+record Events, read each exported Service's EndpointSlices.
+
+Import (unless import.enabled=false): create, replace (PUT with a resourceVersion) and
+delete ServiceImports, their status, derived Services and mirrored EndpointSlices. The
+agent never uses PATCH on them. RBAC cannot restrict by label: the agent itself touches
+only objects labelled app.kubernetes.io/managed-by=mcsync (docs/install.md says so).
 */}}
 {{- define "mcsync-agent.rules" -}}
+{{- $import := .Values.import.enabled }}
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "list", "watch"]
+  verbs: {{ if $import }}["get", "list", "watch", "create", "update", "delete"]{{ else }}["get", "list", "watch"]{{ end }}
 - apiGroups: ["multicluster.x-k8s.io"]
   resources: ["serviceexports"]
   verbs: ["get", "list", "watch", "update", "patch"]
@@ -83,10 +91,38 @@ wildcard, no Secrets, never a write to a Service.
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
-{{- /* Endpoint export (SPEC §2.8): read each exported Service's own EndpointSlices. */}}
 - apiGroups: ["discovery.k8s.io"]
   resources: ["endpointslices"]
-  verbs: ["get", "list", "watch"]
+  verbs: {{ if $import }}["get", "list", "watch", "create", "update", "delete"]{{ else }}["get", "list", "watch"]{{ end }}
+{{- if $import }}
+- apiGroups: ["multicluster.x-k8s.io"]
+  resources: ["serviceimports"]
+  verbs: ["get", "list", "watch", "create", "update", "delete"]
+- apiGroups: ["multicluster.x-k8s.io"]
+  resources: ["serviceimports/status"]
+  verbs: ["update"]
+{{- end }}
+{{- end }}
+
+{{/*
+Cluster-scoped reads of the import side, which no Role can grant: the Namespaces it imports
+into (list and watch: a namespace created later receives its imports), and the ServiceImport
+CRD (get: which optional spec fields the installed schema has, so a field an older CRD
+prunes is not rewritten for ever). With watchNamespaces the agent lists each namespace by
+a metadata.name field selector, which RBAC matches against resourceNames: the grant names
+exactly the watched namespaces.
+*/}}
+{{- define "mcsync-agent.clusterRules" -}}
+- apiGroups: [""]
+  resources: ["namespaces"]
+  {{- with .Values.watchNamespaces }}
+  resourceNames: {{ toJson . }}
+  {{- end }}
+  verbs: ["list", "watch"]
+- apiGroups: ["apiextensions.k8s.io"]
+  resources: ["customresourcedefinitions"]
+  resourceNames: ["serviceimports.multicluster.x-k8s.io"]
+  verbs: ["get"]
 {{- end }}
 
 {{/* Refuse a release that cannot start, naming the value to set. */}}
