@@ -82,6 +82,7 @@ from member.transform import (
     transform_service_export,
 )
 from member.workqueue import WorkQueue, WorkQueueMetrics, run_workers
+from shared.version import __version__
 
 __all__ = ["Agent", "HealthServer", "NamespacedLister"]
 
@@ -127,6 +128,7 @@ class Agent:
         """
         self.settings = settings
         self.metrics = AgentMetrics(registry=registry)
+        self.metrics.info.labels(settings.cluster_id, __version__).set(1)
         self.api = api if api is not None else load_api_client(kubeconfig=settings.kubeconfig)
         self.mcs_version = discover_serviceexport_version(self.api)
         self.hub = HubClient(

@@ -148,6 +148,15 @@ class AgentMetrics:
             "1 when the last heartbeat reached the hub, else 0.",
             registry=self.registry,
         )
+        # Which cluster this agent serves, as a label of one constant series: dashboards
+        # join every agent series on (job, instance) with it, so a cluster picker filters
+        # them all without repeating the cluster id as a label on every series.
+        self.info = Gauge(
+            "mcsync_agent_info",
+            "1, labelled with the member cluster this agent serves and its version.",
+            ["cluster_id", "version"],
+            registry=self.registry,
+        )
         self.heartbeats = Counter(
             "mcsync_agent_heartbeats_total",
             "Heartbeats sent to the hub, by result (ok, error).",

@@ -66,3 +66,17 @@ def test_the_chart_ships_the_dashboard_only_when_asked() -> None:
     config_map = rendered.one("ConfigMap", "mc-mcsync-hub-dashboard")
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(config_map["data"]["mcsync-overview.json"]) == dashboard()
+
+
+def test_every_agent_panel_follows_the_cluster_picker() -> None:
+    """Agent series carry no cluster label: each agent query joins them with
+    `mcsync_agent_info{cluster_id=~"$cluster"}` on (job, instance), so picking a cluster
+    filters every agent panel, not only the export-duration ones."""
+    agent = re.compile(r"\b(?:mcsync_agent_(?!info\b)[a-z_]+|(?:mcsync_)?workqueue_[a-z_]+)\b")
+    join = 'on (job, instance) group_left () mcsync_agent_info{cluster_id=~"$cluster"}'
+    agent_queries = [q for q in queries() if agent.search(q)]
+    assert len(agent_queries) >= 10
+    for query in agent_queries:
+        assert join in query, query
+        # Every agent metric in the query is joined, not only the first.
+        assert query.count(join) == len(agent.findall(query)), query

@@ -185,14 +185,20 @@ def test_both_metrics_endpoints_agree_with_the_fleet(
         assert total(samples, "mcsync_agent_reconciles_total", outcome="exported") == puts >= 2
         assert total(samples, "mcsync_agent_reconcile_errors_total") == 0
         assert total(samples, "mcsync_agent_informer_relists_total") == 0
-        informers = {ls["informer"] for n, ls, _ in samples if n.startswith("mcsync_agent_inf")}
+        informers = {
+            ls["informer"] for n, ls, _ in samples if n == "mcsync_agent_informer_relists_total"
+        }
         assert informers == {
             "services[*]", "serviceexports[*]", "endpointslices[*]", "hub",  # export
             "hub-imports", "serviceimports[*]", "derived-services[*]",  # import
             "mirrored-endpointslices[*]", "namespaces[*]",
         }  # fmt: skip
         # Bounded labels: the only name-like label value is the agent's own cluster id.
-        values = {v for _, ls, _ in samples for k, v in ls.items() if k != "origin_cluster_id"}
+        values = {
+            v for _, ls, _ in samples for k, v in ls.items()
+            if k not in ("origin_cluster_id", "cluster_id")
+        }  # fmt: skip
+        assert total(samples, "mcsync_agent_info", cluster_id=name) == 1
         assert not values & {"web", "api", "shop", "east", "west"}, name
 
     # --- a new resourceVersion: exactly one more sample -------------------------------------
