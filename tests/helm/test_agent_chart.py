@@ -1,16 +1,26 @@
-"""The mcsync-agent chart: CRD, least-privilege RBAC, leader election and the member token.
+"""The mcsync-agent chart: CRDs, least-privilege RBAC, leader election and the member token.
 
-The agent writes only ServiceExport status, its finalizer, Events and its Lease (SPEC
-§2.1); the RBAC tests hold the chart to exactly that, so a later "just add a verb" shows up
-as a failing test and a review question.
+Exporting, the agent writes only ServiceExport status, its finalizer, Events and its Lease
+(SPEC §2.1); importing, it creates, replaces and deletes the ServiceImports, derived
+Services and mirrored EndpointSlices it manages (§2.8) and reads Namespaces and the
+ServiceImport CRD. The RBAC tests hold the chart to exactly that, so a later "just add a
+verb" shows up as a failing test and a review question.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
 
+from member.importspec import (
+    OPTIONAL_IMPORT_FIELDS,
+    desired_service_import,
+    desired_service_import_status,
+)
+from member.settings import parse_args
+from shared.models import ServiceImport
 from tests.helm.conftest import (
     AGENT_CHART,
     NAMESPACE,
@@ -46,12 +56,18 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "metrics": {"serviceMonitor": {"enabled": True}},
     },
     "watch-namespaces": {**BASE, "watchNamespaces": ["shop", "payments"]},
+    "export-only": {**BASE, "import": {"enabled": False}},
+    "watch-namespaces-export-only": {
+        **BASE,
+        "watchNamespaces": ["shop"],
+        "import": {"enabled": False},
+    },
 }
 
 # SPEC §2.1: read Services; read and update ServiceExports (finalizer); write their status;
 # record Events (core and events.k8s.io); read EndpointSlices to export them (§2.8).
 # As (apiGroup, resource) -> verbs.
-WORKLOAD_RULES = {
+EXPORT_RULES = {
     ("", "services"): {"get", "list", "watch"},
     ("multicluster.x-k8s.io", "serviceexports"): {"get", "list", "watch", "update", "patch"},
     ("multicluster.x-k8s.io", "serviceexports/status"): {"get", "update", "patch"},
@@ -59,6 +75,23 @@ WORKLOAD_RULES = {
     ("events.k8s.io", "events"): {"create", "patch"},
     ("discovery.k8s.io", "endpointslices"): {"get", "list", "watch"},
 }
+# SPEC §2.8, per watched namespace: the import reconcilers POST, PUT (the whole object, or
+# the ServiceImport's status) and DELETE their three kinds; never PATCH.
+WRITE = {"create", "update", "delete"}
+IMPORT_RULES = {
+    **EXPORT_RULES,
+    ("", "services"): {"get", "list", "watch"} | WRITE,
+    ("discovery.k8s.io", "endpointslices"): {"get", "list", "watch"} | WRITE,
+    ("multicluster.x-k8s.io", "serviceimports"): {"get", "list", "watch"} | WRITE,
+    ("multicluster.x-k8s.io", "serviceimports/status"): {"update"},
+}
+# Cluster-scoped reads of the import side: Namespaces (informers) and the ServiceImport CRD
+# (which optional spec fields its schema has). As (apiGroup, resource) -> verbs.
+CLUSTER_READS = {
+    ("", "namespaces"): {"list", "watch"},
+    ("apiextensions.k8s.io", "customresourcedefinitions"): {"get"},
+}
+SERVICEIMPORT_CRD = "serviceimports.multicluster.x-k8s.io"
 LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 RBAC_KINDS = ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")
 
@@ -82,6 +115,20 @@ def rules_of(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
                 assert (group, resource) not in flat, f"{group}/{resource} granted twice"
                 flat[(group, resource)] = set(rule["verbs"])
     return flat
+
+
+def names_of(role: dict[str, Any]) -> dict[tuple[str, str], list[str] | None]:
+    """(apiGroup, resource) -> the resourceNames its rule is limited to (None: any)."""
+    return {
+        (group, resource): rule.get("resourceNames")
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+
+
+def import_enabled(values: dict[str, Any]) -> bool:
+    return bool(values.get("import", {}).get("enabled", True))
 
 
 def test_every_object_is_valid_kubernetes(scenario: tuple[str, Rendered]) -> None:
@@ -123,10 +170,18 @@ def test_no_wildcard_and_nothing_cluster_admin(scenario: tuple[str, Rendered]) -
         assert len(bound) == 1, binding["metadata"]
 
 
-def test_cluster_role_grants_exactly_what_the_agent_needs() -> None:
-    rendered = render(AGENT_CHART, SCENARIOS["minimal"])
+@pytest.mark.parametrize("name", ["minimal", "export-only"])
+def test_cluster_role_grants_exactly_what_the_agent_needs(name: str) -> None:
+    rendered = render(AGENT_CHART, SCENARIOS[name])
     role = rendered.one("ClusterRole")
-    assert rules_of(role) == WORKLOAD_RULES
+    if import_enabled(SCENARIOS[name]):
+        assert rules_of(role) == {**IMPORT_RULES, **CLUSTER_READS}
+        names = names_of(role)
+        # Every namespace may receive imports: all of them, watched.
+        assert names[("", "namespaces")] is None
+        assert names[("apiextensions.k8s.io", "customresourcedefinitions")] == [SERVICEIMPORT_CRD]
+    else:
+        assert rules_of(role) == EXPORT_RULES
     binding = rendered.one("ClusterRoleBinding")
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -136,18 +191,64 @@ def test_cluster_role_grants_exactly_what_the_agent_needs() -> None:
     assert NAMESPACE in role["metadata"]["name"], "two releases would share one ClusterRole"
 
 
-def test_watch_namespaces_get_roles_and_nothing_cluster_wide() -> None:
-    rendered = render(AGENT_CHART, SCENARIOS["watch-namespaces"])
-    assert rendered.of_kind("ClusterRole") == []
-    assert rendered.of_kind("ClusterRoleBinding") == []
+@pytest.mark.parametrize("name", ["watch-namespaces", "watch-namespaces-export-only"])
+def test_watch_namespaces_get_roles_and_only_named_cluster_reads(name: str) -> None:
+    values = SCENARIOS[name]
+    rendered = render(AGENT_CHART, values)
+    watched = values["watchNamespaces"]
     roles = {r["metadata"]["namespace"]: r for r in rendered.of_kind("Role")}
-    assert set(roles) == {"shop", "payments"}
+    assert set(roles) == set(watched)
+    expected = IMPORT_RULES if import_enabled(values) else EXPORT_RULES
     for role in roles.values():
-        assert rules_of(role) == WORKLOAD_RULES
+        assert rules_of(role) == expected
     bindings = {b["metadata"]["namespace"] for b in rendered.of_kind("RoleBinding")}
-    assert bindings == {"shop", "payments"}
+    assert bindings == set(watched)
     agent = agent_container(rendered)
-    assert flag_values(agent, "--namespace") == ["shop", "payments"]
+    assert flag_values(agent, "--namespace") == watched
+    if not import_enabled(values):
+        assert rendered.of_kind("ClusterRole") == []
+        assert rendered.of_kind("ClusterRoleBinding") == []
+        return
+    # Namespaces are cluster-scoped: no Role can grant them. The agent lists and watches
+    # each watched namespace with fieldSelector metadata.name=<ns>, which the API server
+    # authorises as a request for that name: the ClusterRole names exactly those.
+    role = rendered.one("ClusterRole")
+    assert rules_of(role) == CLUSTER_READS
+    assert names_of(role) == {
+        ("", "namespaces"): watched,
+        ("apiextensions.k8s.io", "customresourcedefinitions"): [SERVICEIMPORT_CRD],
+    }
+    binding = rendered.one("ClusterRoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert NAMESPACE in role["metadata"]["name"], "two releases would share one ClusterRole"
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_import_enabled_false_passes_no_import_and_grants_no_import_rules(name: str) -> None:
+    values = SCENARIOS[name]
+    rendered = render(AGENT_CHART, values)
+    agent = agent_container(rendered)
+    enabled = import_enabled(values)
+    assert ("--no-import" in agent["args"]) is not enabled
+    import_only = (set(IMPORT_RULES) - set(EXPORT_RULES)) | set(CLUSTER_READS)
+    for role in rendered.of_kind("ClusterRole") + rendered.of_kind("Role"):
+        granted = rules_of(role)
+        if enabled:
+            continue
+        assert not import_only & set(granted), role["metadata"]["name"]
+        for key, verbs in granted.items():
+            assert verbs <= EXPORT_RULES.get(key, LEASE_RULES.get(key, set())), key
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_the_agent_accepts_every_flag_the_chart_passes(name: str) -> None:
+    """The rendered command line through the agent's own parser (member.settings)."""
+    values = SCENARIOS[name]
+    agent = agent_container(render(AGENT_CHART, values))
+    settings = parse_args([str(a) for a in agent["args"]])
+    assert settings.no_import is not import_enabled(values)
+    assert settings.namespace == values.get("watchNamespaces", [])
+    assert settings.cluster_id == values["clusterId"]
 
 
 @pytest.mark.parametrize("replicas", [1, 2, 3])
@@ -279,22 +380,58 @@ def test_schema_rejects_bad_values_naming_the_field(values: dict[str, Any], fiel
     assert field in message
 
 
-def test_crd_is_shipped_outside_templates() -> None:
+# sha256 of sigs.k8s.io/mcs-api v0.5.0 (commit ded161a) config/crd/ files, licence header
+# included. The chart ships them byte for byte, so that other MCS installers (which compare
+# the release-version and crd-schema-revision labels) recognise them; to upgrade, replace
+# the files with a newer release's and these digests with theirs.
+UPSTREAM_CRDS = {
+    "serviceexports.yaml": "1ec6ffc8094c8f67434431737b9c1d5132e686f21577250a615ed1e30da67097",
+    "serviceimports.yaml": "dfec64055b7a5dd47013706c26706ef20f7ae3319b0ae594f6353585cc052ec4",
+}
+UPSTREAM_LABELS = {
+    "multicluster.x-k8s.io/release-version": "v0.5.0",
+    "multicluster.x-k8s.io/crd-schema-revision": "0",
+}
+
+
+def shipped_crds() -> dict[str, dict[str, Any]]:
+    return {crd["spec"]["names"]["kind"]: crd for crd in crds(AGENT_CHART)}
+
+
+def test_both_crds_are_shipped_outside_templates() -> None:
     # crds/ is installed by Helm before templates and is never templated or deleted.
     rendered = render(AGENT_CHART, BASE)
     assert rendered.of_kind("CustomResourceDefinition") == []
-    (crd,) = crds(AGENT_CHART)
-    assert crd["metadata"]["name"] == "serviceexports.multicluster.x-k8s.io"
+    assert {c["metadata"]["name"] for c in shipped_crds().values()} == {
+        "serviceexports.multicluster.x-k8s.io",
+        SERVICEIMPORT_CRD,
+    }
 
 
-def test_crd_serves_both_versions_and_stores_v1beta1() -> None:
-    (crd,) = crds(AGENT_CHART)
+@pytest.mark.parametrize("filename", sorted(UPSTREAM_CRDS))
+def test_crd_files_are_upstream_byte_for_byte(filename: str) -> None:
+    data = (AGENT_CHART / "crds" / filename).read_bytes()
+    assert hashlib.sha256(data).hexdigest() == UPSTREAM_CRDS[filename]
+
+
+@pytest.mark.parametrize(
+    ("kind", "plural", "short_names"),
+    [
+        ("ServiceExport", "serviceexports", ["svcex", "svcexport"]),
+        ("ServiceImport", "serviceimports", ["svcim", "svcimport"]),
+    ],
+)
+def test_crd_has_upstream_labels_serves_both_versions_and_stores_v1beta1(
+    kind: str, plural: str, short_names: list[str]
+) -> None:
+    crd = shipped_crds()[kind]
     load_model(crd)
+    assert crd["metadata"]["labels"] == UPSTREAM_LABELS
     spec = crd["spec"]
     assert spec["group"] == "multicluster.x-k8s.io"
     assert spec["scope"] == "Namespaced"
-    assert spec["names"]["kind"] == "ServiceExport"
-    assert spec["names"]["plural"] == "serviceexports"
+    assert spec["names"]["plural"] == plural
+    assert spec["names"]["shortNames"] == short_names
     versions = {v["name"]: v for v in spec["versions"]}
     assert set(versions) == {"v1alpha1", "v1beta1"}
     assert all(v["served"] for v in versions.values())
@@ -306,8 +443,8 @@ def test_crd_serves_both_versions_and_stores_v1beta1() -> None:
     assert spec.get("conversion", {"strategy": "None"})["strategy"] == "None"
 
 
-def test_crd_schema_has_exported_maps_and_metav1_conditions() -> None:
-    (crd,) = crds(AGENT_CHART)
+def test_serviceexport_schema_has_exported_maps_and_metav1_conditions() -> None:
+    crd = shipped_crds()["ServiceExport"]
     schema = crd["spec"]["versions"][1]["schema"]["openAPIV3Schema"]
     spec = schema["properties"]["spec"]["properties"]
     for key in ("exportedLabels", "exportedAnnotations"):
@@ -328,6 +465,47 @@ def test_crd_schema_has_exported_maps_and_metav1_conditions() -> None:
         "description": props["observedGeneration"]["description"],
     }
     assert props["lastTransitionTime"]["format"] == "date-time"
+
+
+@pytest.mark.parametrize("version", ["v1alpha1", "v1beta1"])
+def test_serviceimport_schema_keeps_every_field_the_agent_writes(version: str) -> None:
+    """A field the schema lacks is pruned by the API server, and the agent would see a
+    difference and rewrite the object on every reconcile: the shipped CRD must have every
+    spec and status field the agent states (member.importspec)."""
+    imported = ServiceImport.model_validate(
+        {
+            "metadata": {"name": "web", "namespace": "demo"},
+            "spec": {
+                "type": "ClusterSetIP",
+                "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
+                "ipFamilies": ["IPv4"],
+                "sessionAffinity": "ClientIP",
+                "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 30}},
+                "internalTrafficPolicy": "Local",
+                "trafficDistribution": "PreferClose",
+            },
+            "status": {"clusters": [{"cluster": "east"}]},
+        }
+    )
+    desired = desired_service_import(
+        imported,
+        api_version=f"multicluster.x-k8s.io/{version}",
+        derived_service={"spec": {"clusterIPs": ["10.96.0.9"]}},
+        optional_fields=OPTIONAL_IMPORT_FIELDS,
+    )
+    served = {v["name"]: v for v in shipped_crds()["ServiceImport"]["spec"]["versions"]}
+    schema = served[version]["schema"]["openAPIV3Schema"]["properties"]
+    assert set(desired["spec"]) <= set(schema["spec"]["properties"])
+    assert set(desired["spec"]["ports"][0]) <= set(
+        schema["spec"]["properties"]["ports"]["items"]["properties"]
+    )
+    status = desired_service_import_status(imported)
+    assert set(status) <= set(schema["status"]["properties"])
+    cluster_item = schema["status"]["properties"]["clusters"]["items"]["properties"]
+    assert set(status["clusters"][0]) <= set(cluster_item)
+    # kubectl get serviceimports shows the type and the ClusterSetIP (the quickstart's output).
+    columns = [c["name"] for c in served[version]["additionalPrinterColumns"]]
+    assert columns == ["Type", "IP", "Age"]
 
 
 def test_release_name_does_not_leak_between_releases() -> None:
