@@ -109,6 +109,27 @@ class KubeApi:
                 if e.get("involvedObject", {}).get("kind") == "ServiceExport"
                 and e["involvedObject"].get("name") == name]
 
+    # Any object by its REST path (namespaces, EndpointSlices, ServiceImports, …), for the
+    # scenarios that work outside namespace `shop` (tests/e2e/conformance.py).
+
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._answer(self.client.post(path, json=body))
+
+    def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._answer(self.client.put(path, json=body))
+
+    def read(self, path: str) -> dict[str, Any] | None:
+        """The object at `path`, or None when it does not exist (404)."""
+        answer = self.client.get(path)
+        return None if answer.status_code == 404 else self._answer(answer)
+
+    def items(self, path: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self._answer(self.client.get(path))["items"]
+        return items
+
+    def remove(self, path: str) -> None:
+        self._answer(self.client.delete(path))
+
     def close(self) -> None:
         self.client.close()
 
