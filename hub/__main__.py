@@ -6,9 +6,11 @@
 Every flag has an `MCSYNC_*` environment variable (the tokens themselves are environment
 or file only: a flag would show them in `ps`). argparse only collects strings; all
 validation happens once, in `HubSettings`, so a flag and its variable can never disagree
-about what is valid. Anything wrong at start — a bad value, an unusable token file, an
-unsupported or unreachable database — ends the program with exit code 2 and ONE line on
-stderr naming the flag (or variable) and the problem, never a traceback.
+about what is valid. Anything wrong at start ends the program with ONE line on stderr
+naming the flag (or variable) and the problem, never a traceback, and an exit code that
+tells a mistake from an outage: 2 for a bad value, an unusable token file or an
+unsupported database URL (fix the configuration), 3 for a database that does not answer
+(a restart may succeed: an orchestrator should retry, a script should not report a typo).
 
 Serving: uvicorn, driven programmatically on our own event loop so that the store is
 opened (and an unreachable database reported) before the server binds. On SIGTERM,
@@ -51,6 +53,7 @@ log = logging.getLogger("mcsync.hub")
 
 PROG = "mcsync-hub"
 EXIT_CONFIG = 2
+EXIT_UNAVAILABLE = 3
 SECRET_FIELDS = frozenset({"admin_token", "reader_token"})
 
 # (flag, settings field, help) of `serve`; `migrate` takes the ones marked shared.
@@ -103,7 +106,11 @@ FLAG_OF = {field: flag for flag, field, _ in SERVE_FLAGS} | {"migrate": "--no-mi
 
 
 class StartupError(Exception):
-    """Ends the program with exit code 2; the message is the one line printed."""
+    """Ends the program with `code` (2 unless said); the message is the one line printed."""
+
+    def __init__(self, message: str, *, code: int = EXIT_CONFIG) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -113,8 +120,35 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_CONFIG, f"{PROG}: error: {message}\n")
 
 
+def _overview() -> str:
+    """`mcsync-hub --help`'s epilog: the serve flags, every variable, the exit codes."""
+    width = max(len(flag) for flag, _, _ in SERVE_FLAGS) + 2
+    lines = ["serve flags (serve is the default command; `mcsync-hub serve --help`):"]
+    lines += [f"  {flag:<{width}}{env_name(field)}" for flag, field, _ in SERVE_FLAGS]
+    lines.append(f"  {'--no-migrate':<{width}}{env_name('migrate')}=false")
+    lines += [
+        "",
+        "tokens (environment or file only, never a flag: a flag shows in `ps`):",
+        f"  {env_name('admin_token'):<{width}}admin token (else --admin-token-file)",
+        f"  {env_name('reader_token'):<{width}}reader token (else --reader-token-file)",
+        "",
+        "precedence: flag > environment > default.",
+        "",
+        "exit codes:",
+        "  0  stopped gracefully (SIGTERM, SIGINT) or migrations applied",
+        "  2  bad configuration: a flag, variable, token file or database URL (named)",
+        "  3  the database did not answer at start (retry; nothing is wrong with the flags)",
+    ]
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog=PROG, description="The mcsync hub: REST API over a database.")
+    parser = OneLineParser(
+        prog=PROG,
+        description="The mcsync hub: REST API over a database.",
+        epilog=_overview(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="{serve,migrate}")
     serve = commands.add_parser("serve", help="run the hub (the default)")
@@ -266,8 +300,10 @@ class HubServer(uvicorn.Server):
 
 
 def _unreachable(settings: HubSettings, exc: Exception) -> StartupError:
+    """A database that does not answer (exit 3), or a URL it cannot be (exit 2)."""
     return StartupError(
-        f"--database-url: cannot use the database at {settings.redacted_database_url}: {exc}"
+        f"--database-url: cannot use the database at {settings.redacted_database_url}: {exc}",
+        code=EXIT_UNAVAILABLE if isinstance(exc, DatabaseUnavailable) else EXIT_CONFIG,
     )
 
 
@@ -370,7 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_serve(settings)
     except StartupError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
+        return exc.code
 
 
 if __name__ == "__main__":

@@ -70,10 +70,11 @@ def test_bad_value_stops_at_start_with_one_line(
 
 
 def test_unreachable_database_is_one_line_without_the_password(tmp_path: Path) -> None:
+    """Exit 3, not the bad-usage 2: nothing is wrong with the flags, and a retry may work."""
     url = "postgresql://mcsync:hunter2secret@127.0.0.1:1/mcsync"
     for args in (["--database-url", url], ["migrate", "--database-url", url]):
         result = run_hub(args, cwd=tmp_path)
-        assert result.returncode == 2, result.stderr
+        assert result.returncode == 3, result.stderr
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1, result.stderr
         assert "--database-url" in lines[0]
@@ -134,3 +135,15 @@ def test_the_hub_listens_on_loopback_unless_told_otherwise(monkeypatch: pytest.M
     assert 'CMD ["mcsync-hub", "serve", "--host", "0.0.0.0"]' in dockerfile
     deployment = (REPO / "helm" / "mcsync-hub" / "templates" / "deployment.yaml").read_text()
     assert "- --host=0.0.0.0" in deployment
+
+
+def test_help_shows_the_serve_flags_every_variable_and_the_exit_codes(tmp_path: Path) -> None:
+    from hub.__main__ import SERVE_FLAGS, env_name
+
+    result = run_hub(["--help"], cwd=tmp_path)
+    assert result.returncode == 0
+    for flag, field, _ in SERVE_FLAGS:
+        assert flag in result.stdout and env_name(field) in result.stdout, flag
+    for variable in ("MCSYNC_ADMIN_TOKEN", "MCSYNC_READER_TOKEN", "MCSYNC_MIGRATE"):
+        assert variable in result.stdout
+    assert "  3  the database did not answer" in result.stdout
