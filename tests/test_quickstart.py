@@ -79,7 +79,16 @@ def test_files_it_names_exist_and_the_readme_links_it() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    ["mcsync-admin-token", "dev.token", "dev-2.token", "dev.kubeconfig", ".mcsync/dev.token"],
+    [
+        "mcsync-admin-token",
+        "dev.token",
+        "dev-2.token",
+        "dev.kubeconfig",
+        ".mcsync/dev.token",
+        ".mcsync/admin-token",
+        ".mcsync/dev-2.kubeconfig",
+        ".mcsync/mcsync.db",
+    ],
 )
 def test_credentials_the_quickstart_writes_are_never_committed(path: str) -> None:
     """`git add -A` after the quickstart must not pick up a token or a kubeconfig."""
