@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,8 +27,9 @@ from pydantic import ValidationError
 from member.hubclient import HubClient, HubGone
 from member.hubfeed import HubEventStream
 from member.informer import Informer, ItemTransform, ResourceExpired
-from shared.constants import KIND_ENDPOINT_SLICE, KIND_IMPORT
+from shared.constants import ANNOTATION_CHANGED_AT, KIND_ENDPOINT_SLICE, KIND_IMPORT
 from shared.models import EndpointSliceExport, ServiceImport, to_wire
+from shared.timefmt import parse_rfc3339
 
 __all__ = ["HubImportListWatch", "ImportView", "import_item_key", "service_key_of"]
 
@@ -130,6 +132,26 @@ class ImportView:
         except ValidationError as exc:
             logger.error("hub ServiceImport %s does not parse, ignoring it: %s", key, exc)
             return None
+
+    def changed_at(self, key: str) -> datetime | None:
+        """When the hub committed the newest change of `key`'s import or slices, as the
+        feed's events say (`mcsync.io/changed-at`); None when only listed objects are held
+        (a list says what is, not when it changed)."""
+        with self._lock:
+            items = [key, *self._slices.get(key, ())]
+        newest: datetime | None = None
+        for item in items:
+            raw = self._informer.get(item)
+            text = ((raw or {}).get("metadata") or {}).get("annotations", {}) or {}
+            stamp = text.get(ANNOTATION_CHANGED_AT)
+            if not stamp:
+                continue
+            try:
+                moment = parse_rfc3339(str(stamp))
+            except ValueError:
+                continue
+            newest = moment if newest is None else max(newest, moment)
+        return newest
 
     def slices(self, key: str) -> list[EndpointSliceExport]:
         """The source slices of `key`'s Service, every cluster's, in a stable order."""

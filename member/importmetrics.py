@@ -9,6 +9,10 @@
   from the informers' caches at scrape time.
 * `mcsync_agent_serviceimports_unmanaged` — keys left alone because a ServiceImport of that
   name exists that mcsync does not manage (SPEC §2.1).
+* `mcsync_agent_import_lag_milliseconds{kind}` — from the hub's commit of a change (the
+  feed event's `mcsync.io/changed-at`) to this cluster's objects written for it (SPEC §6),
+  in the export-duration buckets. Observed once per change and kind: a repair of a user's
+  edit, or a cold start's import from a list, is not a lag.
 
 Reconcile duration, outcomes and errors use the agent's common series, labelled by the
 controllers named in `IMPORT_CONTROLLERS`, created here at 0.
@@ -18,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 
 from member.metrics import AgentMetrics
+from shared.metrics import EXPORT_DURATION_BUCKETS_MS
 
 __all__ = ["IMPORT_CONTROLLERS", "IMPORT_KINDS", "IMPORT_OPERATIONS", "ImportMetrics"]
 
@@ -57,6 +62,16 @@ class ImportMetrics:
             "not manage (a Warning Event says so on it).",
             registry=registry,
         )
+        self.lag = Histogram(
+            "mcsync_agent_import_lag_milliseconds",
+            "From the hub's commit of a change to the import objects written for it in this "
+            "cluster, by kind (SPEC §6).",
+            ["kind"],
+            buckets=EXPORT_DURATION_BUCKETS_MS,
+            registry=registry,
+        )
+        for kind in IMPORT_KINDS:
+            self.lag.labels(kind)
         for controller in IMPORT_CONTROLLERS:
             metrics.reconcile_errors.labels(controller)
             metrics.reconcile_duration.labels(controller)

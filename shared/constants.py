@@ -24,6 +24,10 @@ ANNOTATION_LAST_OBSERVED_RESOURCE_VERSION: Final = "mcsync.io/last-observed-reso
 # stamp belongs to, so a restarted agent can tell "same spec, keep the stopwatch" from "changed".
 ANNOTATION_EXPORTED_SPEC_HASH: Final = "mcsync.io/exported-spec-hash"
 FINALIZER_SERVICEEXPORT_CLEANUP: Final = "mcsync.io/serviceexport-cleanup"
+# On the import feed's objects (ServiceImport, EndpointSliceExport): when the hub committed
+# the change an event carries (RFC 3339, milliseconds), so an agent can measure its import
+# lag, commit → object written in its cluster (SPEC §6). Listed objects do not carry it.
+ANNOTATION_CHANGED_AT: Final = "mcsync.io/changed-at"
 
 # MCS API (SPEC §2.1): preferred version first, found by API discovery
 MCS_GROUP: Final = "multicluster.x-k8s.io"

@@ -51,6 +51,7 @@ from hub.store.tables import REVISION_ROW_ID, changes, endpoint_slices, service_
 from hub.store.tables import revision as revision_table
 from shared import constants
 from shared.models import EndpointSliceExport, ServiceImport, WatchEvent
+from shared.timefmt import format_millis, utcnow
 
 Key = tuple[str, str]  # (namespace, Service name)
 Triple = tuple[str, str, str]  # (cluster_id, namespace, Service name): one export's slices
@@ -115,18 +116,23 @@ def slice_text(
     resource_version: int,
     created_at: datetime,
     spec: Mapping[str, Any],
+    changed_at: datetime | None = None,
 ) -> str:
-    """The canonical JSON of an EndpointSliceExport (as `to_wire` gives it)."""
+    """The canonical JSON of an EndpointSliceExport (as `to_wire` gives it); a change of
+    the feed carries its commit time in `mcsync.io/changed-at` (`changed_at`)."""
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "resourceVersion": str(resource_version),
+        "creationTimestamp": _timestamp(created_at),
+    }
+    if changed_at is not None:
+        metadata["annotations"] = {constants.ANNOTATION_CHANGED_AT: format_millis(changed_at)}
     return codec.canonical_json(
         {
             "apiVersion": constants.API_VERSION,
             "kind": constants.KIND_ENDPOINT_SLICE,
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "resourceVersion": str(resource_version),
-                "creationTimestamp": _timestamp(created_at),
-            },
+            "metadata": metadata,
             "spec": spec,
         }
     )
@@ -140,8 +146,10 @@ def import_text(
     created_at: datetime | None,
     spec_text: str,
     status_text: str,
+    changed_at: datetime | None = None,
 ) -> str:
-    """The canonical JSON of a ServiceImport from its stored texts, without building it.
+    """The canonical JSON of a ServiceImport from its stored texts, without building it;
+    a change of the feed carries its commit time in `mcsync.io/changed-at`.
 
     The cluster states of `status.clusters` are read-time facts and are not in it.
     """
@@ -149,7 +157,10 @@ def import_text(
         "name": name,
         "namespace": namespace,
         "resourceVersion": str(resource_version),
-        "annotations": {},
+        "annotations": (
+            {} if changed_at is None
+            else {constants.ANNOTATION_CHANGED_AT: format_millis(changed_at)}
+        ),
     }
     if created_at is not None:
         metadata["creationTimestamp"] = _timestamp(created_at)
@@ -214,7 +225,9 @@ class ImportChanges:
         self, first: int
     ) -> tuple[list[tuple[int, ChangeRecord]], dict[Key, int], list[dict[str, Any]]]:
         """With revisions from `first` on: the history rows, each ServiceImport's revision,
-        and the slice rows to stamp with theirs (`stamp_slices`)."""
+        and the slice rows to stamp with theirs (`stamp_slices`). Each row carries the
+        time of this write (`mcsync.io/changed-at`): the transaction commits right after."""
+        changed_at = utcnow()
         history: list[tuple[int, ChangeRecord]] = []
         import_revisions: dict[Key, int] = {}
         stamps: dict[Triple, dict[str, Any]] = {}
@@ -228,6 +241,7 @@ class ImportChanges:
                     created_at=item.created_at,
                     spec_text=item.spec_text,
                     status_text=item.status_text,
+                    changed_at=changed_at,
                 )
                 import_revisions[(item.namespace, item.name)] = rev
                 record = ChangeRecord(
@@ -240,6 +254,7 @@ class ImportChanges:
                     resource_version=rev,
                     created_at=item.created_at,
                     spec=item.view,
+                    changed_at=changed_at,
                 )
                 record = ChangeRecord(
                     item.type,

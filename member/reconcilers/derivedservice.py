@@ -55,6 +55,7 @@ def _needs_recreate(desired: dict[str, Any], existing: dict[str, Any]) -> bool:
 
 class DerivedServiceReconciler(ImportReconciler):
     CONTROLLER = "derivedservice"
+    KIND = KIND
     SPAN = "reconcile derived Service"
 
     def __init__(

@@ -22,14 +22,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any, Protocol
 
 from opentelemetry import trace
 
+from member.importfeed import ImportView
 from member.importmetrics import ImportMetrics
 from member.metrics import AgentMetrics
 from member.reconcilers.export import NotLeading
 from shared.constants import LABEL_MCS_SERVICE_NAME
+from shared.timefmt import utcnow
 
 __all__ = ["ImportReconciler", "ImportScope", "ManagedIndex", "NamespaceLister"]
 
@@ -122,11 +125,17 @@ class ManagedIndex:
             return set(self._names)
 
 
+# Outcomes that wrote this cluster's objects toward the hub's state: the import lag's end.
+WROTE = frozenset({"created", "updated", "written"})
+
+
 class ImportReconciler:
     """Base of the import reconcilers: `reconcile(key)` wraps the subclass's `_reconcile`."""
 
     CONTROLLER = "import"
     SPAN = "reconcile import"
+    KIND = "ServiceImport"  # the object kind it writes: the import lag's label
+    _imports: ImportView
 
     def __init__(
         self,
@@ -140,6 +149,9 @@ class ImportReconciler:
         self._import_metrics = import_metrics
         self._may_write = may_write
         self._tracer = tracer or trace.get_tracer("mcsync.agent")
+        # Per key, the newest hub change whose lag was observed: a change counts once.
+        self._lag_seen: dict[str, datetime] = {}
+        self._lag_lock = threading.Lock()
 
     def reconcile(self, key: str) -> None:
         """Bring this kind's objects of `key` in line with the hub; raises to be retried."""
@@ -153,6 +165,8 @@ class ImportReconciler:
         ) as span:
             try:
                 outcome = self._reconcile(key)
+                if outcome in WROTE:
+                    self._observe_lag(key)
             except NotLeading:
                 outcome = OUTCOME_NOT_LEADING
                 raise
@@ -170,6 +184,21 @@ class ImportReconciler:
 
     def _reconcile(self, key: str) -> str:
         raise NotImplementedError
+
+    def _observe_lag(self, key: str) -> None:
+        """One import-lag data point for the newest hub change of `key` not yet counted:
+        commit on the hub (the feed's `mcsync.io/changed-at`) to written here."""
+        changed = self._imports.changed_at(key)
+        if changed is None:
+            return
+        with self._lag_lock:
+            seen = self._lag_seen.get(key)
+            if seen is not None and seen >= changed:
+                return
+            self._lag_seen[key] = changed
+        lag_ms = (utcnow() - changed).total_seconds() * 1000
+        # Clocks of hub and agent differ a little; a change is never written before it.
+        self._import_metrics.lag.labels(self.KIND).observe(max(lag_ms, 0.0))
 
     def fields(self, key: str) -> dict[str, str]:
         """Structured fields of a decision's log line (SPEC §6: one line, with the key)."""

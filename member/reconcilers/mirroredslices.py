@@ -46,6 +46,7 @@ KIND = "EndpointSlice"
 
 class MirroredSliceReconciler(ImportReconciler):
     CONTROLLER = "mirroredslices"
+    KIND = KIND
     SPAN = "reconcile mirrored EndpointSlices"
 
     def __init__(

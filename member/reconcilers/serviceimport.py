@@ -84,6 +84,7 @@ class ForeignImports:
 
 class ServiceImportReconciler(ImportReconciler):
     CONTROLLER = "serviceimport"
+    KIND = KIND
     SPAN = "reconcile ServiceImport"
 
     def __init__(

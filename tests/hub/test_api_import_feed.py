@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
+from shared.constants import ANNOTATION_CHANGED_AT as CHANGED_AT
+from shared.timefmt import parse_rfc3339, utcnow
 from tests.hub.test_api_endpointslices import slice_body, slice_path
 from tests.hub.test_api_support import READER, Hub, at, port, running_hub, serving
 from tests.hub.test_watch_fanout import until
@@ -132,6 +134,13 @@ async def test_an_endpoint_change_in_one_cluster_reaches_the_others_watch(hub: H
         assert event["object"]["metadata"]["resourceVersion"] == (
             answer.json()["metadata"]["resourceVersion"]
         )
+        # The hub's commit time rides along, so an agent can measure its import lag.
+        changed = parse_rfc3339(event["object"]["metadata"]["annotations"][CHANGED_AT])
+        assert abs((utcnow() - changed).total_seconds()) < DEADLINE
+    # A listed object says what is, not when it changed.
+    listed = await hub.client.get("/api/v1/clusters/west/imports", headers=members["west"])
+    for item in listed.json()["items"]:
+        assert CHANGED_AT not in (item["metadata"].get("annotations") or {})
 
 
 async def test_one_change_is_encoded_once_for_every_watch(hub: Hub) -> None:

@@ -8,6 +8,7 @@ that have caught up would: so a second reconcile shows what the first left behin
 from __future__ import annotations
 
 import itertools
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -23,7 +24,9 @@ from member.reconcilers.export import NotLeading
 from member.reconcilers.importbase import ImportScope, ManagedIndex
 from member.reconcilers.mirroredslices import MirroredSliceReconciler
 from member.reconcilers.serviceimport import ForeignImports, ServiceImportReconciler
+from shared.constants import ANNOTATION_CHANGED_AT
 from shared.models import EndpointSliceExport, ServiceImport, to_wire
+from shared.timefmt import format_millis, utcnow
 
 KEY = "demo/hello"
 DERIVED = derived_service_name("hello")
@@ -317,3 +320,46 @@ def test_derived_service_and_slices_wait_for_their_owner(world: World) -> None:
     world.feed(hub_slice("hello-1", "10.0.0.1"))
     assert world.writes_of(world.svc.reconcile) == []
     assert world.writes_of(world.eps.reconcile) == []
+
+
+def _lag(world: World, kind: str) -> tuple[float, float]:
+    registry = world.metrics.registry
+    labels = {"kind": kind}
+    count = registry.get_sample_value("mcsync_agent_import_lag_milliseconds_count", labels)
+    total = registry.get_sample_value("mcsync_agent_import_lag_milliseconds_sum", labels)
+    assert count is not None and total is not None  # present at 0 from start
+    return count, total
+
+
+def _changed(obj: dict[str, Any], moment: datetime) -> dict[str, Any]:
+    obj["metadata"].setdefault("annotations", {})[ANNOTATION_CHANGED_AT] = format_millis(moment)
+    return obj
+
+
+def test_the_import_lag_is_counted_once_per_hub_change(world: World) -> None:
+    """SPEC §6: from the hub's commit of a change (the event's `mcsync.io/changed-at`) to
+    this cluster's objects written for it; once per change and kind, never for a repair."""
+    assert _lag(world, "EndpointSlice") == (0.0, 0.0)
+    committed = utcnow() - timedelta(milliseconds=250)
+    world.feed(_changed(hub_import(), committed))
+    world.feed(_changed(hub_slice("hello-1", "10.0.0.1"), committed))
+    world.converge()
+    for kind in ("ServiceImport", "Service", "EndpointSlice"):
+        count, total = _lag(world, kind)
+        assert count == 1, kind
+        assert 250 <= total < 60_000, kind
+    # A user's edit repaired: the hub's change was counted already.
+    world.slices.items[next(iter(world.slices.items))]["endpoints"] = []
+    assert world.writes_of(world.eps.reconcile) == [("EndpointSlice", "update")]
+    assert _lag(world, "EndpointSlice")[0] == 1
+    # A new endpoint change on the hub: one more data point for the slice.
+    world.feed(_changed(hub_slice("hello-1", "10.0.0.2"), utcnow()))
+    assert world.writes_of(world.eps.reconcile) == [("EndpointSlice", "update")]
+    assert _lag(world, "EndpointSlice")[0] == 2
+
+
+def test_listed_objects_carry_no_change_time_and_count_no_lag(world: World) -> None:
+    world.feed(hub_import())
+    world.feed(hub_slice("hello-1", "10.0.0.1"))
+    world.converge()
+    assert _lag(world, "EndpointSlice") == (0.0, 0.0)
