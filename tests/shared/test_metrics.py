@@ -44,10 +44,12 @@ def exposed_families() -> dict[str, str]:
     Counters are listed under their `_total` sample name, which is how queries use them.
     """
     from hub.metrics import HubMetrics
+    from member.importmetrics import ImportMetrics
     from member.workqueue import WorkQueueMetrics
 
     agent = AgentMetrics(registry=CollectorRegistry())
     WorkQueueMetrics(registry=agent.registry)
+    ImportMetrics(agent)
     agent.watch_informers(lambda: [("hub", 0)])
     families: dict[str, str] = {}
     for registry in (agent.registry, HubMetrics().registry):
