@@ -38,8 +38,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.fleet import EXPORTS, Agent, Cluster, histogram_quantile, service_body
-from bench.fleet import service_export_body, wait_until
+from bench.fleet import (
+    EXPORTS,
+    Agent,
+    Cluster,
+    histogram_quantile,
+    service_body,
+    service_export_body,
+    wait_until,
+)
 from bench.import_clusters import (
     ImportStopwatch,
     difference,
@@ -214,9 +221,9 @@ def run(args: Any) -> dict[str, Any]:
         },
         "endpointslice_writes_per_cluster_per_change": distribution,
         "agents_import_writes_during_changes": writes,
-        "endpointslice_writes_per_change_per_cluster_mean": round(
-            slice_writes / expected, 3
-        ) if expected else None,
+        "endpointslice_writes_per_change_per_cluster_mean": round(slice_writes / expected, 3)
+        if expected
+        else None,
         "cpu_seconds_during_changes": {k: round(v, 1) for k, v in cpu.items()},
         "agent_rss_mib": {
             "mean": mib(sum(agent_rss) // max(1, len(agent_rss))),
