@@ -59,6 +59,15 @@ BENCHMARKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("postgresql",),
         ("answer_to_last_watcher", "hub_rss_mib_watches_open", "hub_cpu_ms_per_event"),
     ),
+    "import_latency": (
+        ("postgresql",),
+        ("source_change_to_last_cluster", "endpointslice_writes_per_cluster_per_change",
+         "agents_import_writes_during_changes", "changes_not_landed_everywhere"),
+    ),
+    "import_scale": (
+        ("postgresql",),
+        ("cold_start", "restart_repair", "idle", "agent_peak_rss_mib"),
+    ),
 }
 CASES = [(name, backend) for name, (backends, _) in BENCHMARKS.items() for backend in backends]
 COMMON_KEYS = ("benchmark", "command", "machine", "smoke", "backend", "target")
