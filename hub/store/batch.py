@@ -1,4 +1,5 @@
-"""Group commit: single-export writes that arrive together share one write transaction.
+"""Group commit: single writes (an export, a slice) that arrive together share one write
+transaction.
 
 A PUT of one export costs the hub about a dozen statements (lock the cluster, lock the
 key, read, write, judge, stamp, history, revision counter) and each statement costs
@@ -9,7 +10,12 @@ concurrent write transactions already ran one after another; running them *as on
 costs no concurrency.
 
 So `WriteBatcher` queues each single-export mutation and one drain task at a time takes
-everything queued (up to `max_batch`) into one `write_exports` call. With one writer
+everything queued (up to `max_batch`) into one `write_exports` call. The queue, the drain,
+the batch-forming and the failure isolation below are `GroupCommit`'s, and each kind of
+single write supplies only its transaction (`GroupCommit.commit`): exports here,
+EndpointSliceExports in `endpointslices.SliceBatcher` (a slice PUT is the same dozen
+statements ending on the same revision row; at 100 slice changes/s, one transaction each,
+32 of the pool's 40 sessions queued on that row, docs/benchmarks.md §7). With one writer
 the batch is that writer alone and nothing waits: there is no timer, a batch forms only
 from requests that arrived while the previous one was in the database. Each mutation
 still gets its own revision, verdict and change row; the judge sees each key's exports
@@ -19,8 +25,9 @@ key by key inside the one transaction.
 What one writer must not do to another:
 
 * A cluster that is not registered (or is being deleted) fails only its own mutations
-  (`NotFound`); the others commit.
-* Two mutations of the same record never share a batch (`write_exports` refuses that):
+  (`NotFound`); the others commit. Likewise any failure a kind's `commit` can tell
+  apart per mutation (a slice of a Service its cluster does not export: `Conflict`).
+* Two mutations of the same record never share a batch (the writers refuse that):
   the later one waits for the next batch, so a record's writes commit in arrival order.
 * A batch that fails for any reason but an unreachable database is retried one mutation
   per transaction, so one bad write fails alone. `DatabaseUnavailable` fails the whole
@@ -35,11 +42,13 @@ a cluster delete.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextvars
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeVar
 
 from opentelemetry import trace
 
@@ -47,17 +56,28 @@ from hub.store import codec
 from hub.store.context import StoreContext
 from hub.store.drain import Drain, answer_slot
 from hub.store.errors import DatabaseUnavailable, NotFound
-from hub.store.writer import Mutation, MutationResult, RecordId, lock_clusters, write_exports
+from hub.store.writer import Mutation, MutationResult, lock_clusters, write_exports
 from shared.timefmt import utcnow
 
 DEFAULT_MAX_BATCH = 256
 BATCH_SPAN = "write batch"
 
 
+class Batchable(Protocol):
+    """A single write: `record_id` names what it changes (one per batch)."""
+
+    @property
+    def record_id(self) -> Hashable: ...
+
+
+M = TypeVar("M", bound=Batchable)
+R = TypeVar("R")
+
+
 @dataclass
-class _Pending:
-    mutation: Mutation
-    done: asyncio.Future[MutationResult] = field(repr=False)
+class _Pending(Generic[M, R]):
+    mutation: M
+    done: asyncio.Future[R] = field(repr=False)
     # The caller's context (its request span, its log fields): a batch runs in its first
     # member's, and links the others' spans (see `_commit_in_context`).
     context: contextvars.Context = field(repr=False, default_factory=contextvars.copy_context)
@@ -70,28 +90,33 @@ class ClusterNotRegistered(NotFound):
     """The mutation's cluster is not registered, or is being deleted."""
 
 
-class WriteBatcher:
-    """Queues single-export mutations and commits them in shared transactions."""
+class GroupCommit(abc.ABC, Generic[M, R]):
+    """Queues single writes of one kind and commits them in shared transactions."""
 
-    def __init__(self, ctx: StoreContext, *, max_batch: int = DEFAULT_MAX_BATCH) -> None:
+    def __init__(self, ctx: StoreContext, *, max_batch: int = DEFAULT_MAX_BATCH, name: str) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self._ctx = ctx
         self._max_batch = max_batch
-        self._queue: deque[_Pending] = deque()
-        self._drain = Drain(self._run, name="mcsync-write-batcher")
+        self._queue: deque[_Pending[M, R]] = deque()
+        self._drain = Drain(self._run, name=name)
         self.batches = 0  # transactions committed or tried (tests and benchmarks read it)
 
-    async def write(self, mutation: Mutation) -> MutationResult:
+    @abc.abstractmethod
+    async def commit(self, mutations: Sequence[M]) -> Sequence[R | Exception]:
+        """Apply `mutations` (at most one per record) in one transaction and announce its
+        revisions (`notifier.committed`); answers each mutation's result, or the error
+        that fails it alone. Raising fails the batch, which is then tried one by one."""
+
+    def observe(self, size: int) -> None:
+        """Report a batch's size (a kind that has a metric for it overrides this)."""
+
+    async def write(self, mutation: M) -> R:
         """Apply one mutation; answers when its transaction has committed.
 
-        The answered record carries its cluster's state (Pending/Ready/Stale) as of the
-        write, like every record the store answers.
-
-        Raises `ClusterNotRegistered`, `DatabaseUnavailable`, or whatever `write_exports`
-        raised for this mutation alone.
+        Raises whatever failed this mutation alone, or `DatabaseUnavailable`.
         """
-        done: asyncio.Future[MutationResult] = answer_slot()
+        done: asyncio.Future[R] = answer_slot()
         self._queue.append(_Pending(mutation, done))
         self._drain.kick()  # each batch then runs in its first member's context
         # A cancelled caller cancels only `done`: the drain task, not the caller, carries
@@ -119,11 +144,11 @@ class WriteBatcher:
                     except Exception as single:
                         _fail([one], single)
 
-    def _take(self) -> list[_Pending]:
+    def _take(self) -> list[_Pending[M, R]]:
         """The next batch: queue order, at most one mutation per record."""
-        batch: list[_Pending] = []
-        seen: set[RecordId] = set()
-        deferred: list[_Pending] = []
+        batch: list[_Pending[M, R]] = []
+        seen: set[Hashable] = set()
+        deferred: list[_Pending[M, R]] = []
         while self._queue and len(batch) < self._max_batch:
             pending = self._queue.popleft()
             if pending.mutation.record_id in seen:
@@ -134,7 +159,7 @@ class WriteBatcher:
         self._queue.extendleft(reversed(deferred))
         return batch
 
-    async def _commit_in_context(self, batch: list[_Pending]) -> None:
+    async def _commit_in_context(self, batch: list[_Pending[M, R]]) -> None:
         """Commit `batch` in its first member's context, so a lone write's conflict
         resolution stays a span under its own request (SPEC §6) and logs carry its
         fields; a shared batch adds a span linking every member's request."""
@@ -152,44 +177,61 @@ class WriteBatcher:
 
         await asyncio.create_task(traced(), context=first.copy())
 
-    async def _commit(self, batch: list[_Pending]) -> None:
+    async def _commit(self, batch: list[_Pending[M, R]]) -> None:
         self.batches += 1
-        self._ctx.instruments.write_batch_size(len(batch))
+        self.observe(len(batch))
+        outcomes = await self.commit([p.mutation for p in batch])
+        for pending, outcome in zip(batch, outcomes, strict=True):
+            if pending.done.done():
+                continue
+            if isinstance(outcome, Exception):
+                pending.done.set_exception(outcome)
+            else:
+                pending.done.set_result(outcome)
+
+
+class WriteBatcher(GroupCommit[Mutation, MutationResult]):
+    """Single-export PUTs and DELETEs, committed together through `write_exports`.
+
+    The answered record carries its cluster's state (Pending/Ready/Stale) as of the
+    write, like every record the store answers. A mutation fails alone with
+    `ClusterNotRegistered`, or whatever `write_exports` raised for it alone.
+    """
+
+    def __init__(self, ctx: StoreContext, *, max_batch: int = DEFAULT_MAX_BATCH) -> None:
+        super().__init__(ctx, max_batch=max_batch, name="mcsync-write-batcher")
+
+    def observe(self, size: int) -> None:
+        self._ctx.instruments.write_batch_size(size)
+
+    async def commit(self, mutations: Sequence[Mutation]) -> Sequence[MutationResult | Exception]:
         now = utcnow()
         async with self._ctx.write() as conn:
-            names = [p.mutation.cluster_id for p in batch]
-            registered = await lock_clusters(conn, self._ctx, names)
+            registered = await lock_clusters(conn, self._ctx, [m.cluster_id for m in mutations])
             states = {
                 name: codec.export_cluster_state(
                     codec.cluster_state(row["last_heartbeat"], now=now, ttl=self._ctx.cluster_ttl)
                 )
                 for name, row in registered.items()
             }
-            accepted = [p for p in batch if p.mutation.cluster_id in registered]
+            accepted = [m for m in mutations if m.cluster_id in registered]
             outcome = (
-                await write_exports(
-                    conn,
-                    self._ctx,
-                    [p.mutation for p in accepted],
-                    now=now,
-                    cluster_states=states,
-                )
+                await write_exports(conn, self._ctx, accepted, now=now, cluster_states=states)
                 if accepted
                 else None
             )
         if outcome is not None and outcome.newest_revision is not None:
             self._ctx.notifier.committed(outcome.newest_revision)
-        for pending in batch:
-            cluster = pending.mutation.cluster_id
-            if cluster not in registered:
-                _fail([pending], ClusterNotRegistered(f"cluster {cluster!r} is not registered"))
-        if outcome is not None:
-            for pending, result in zip(accepted, outcome.results, strict=True):
-                if not pending.done.done():
-                    pending.done.set_result(result)
+        results = iter(outcome.results if outcome is not None else ())
+        return [
+            next(results)
+            if m.cluster_id in registered
+            else ClusterNotRegistered(f"cluster {m.cluster_id!r} is not registered")
+            for m in mutations
+        ]
 
 
-def _fail(batch: Sequence[_Pending], exc: BaseException) -> None:
+def _fail(batch: Sequence[_Pending[M, R]], exc: BaseException) -> None:
     for pending in batch:
         if not pending.done.done():
             pending.done.set_exception(exc)
