@@ -166,6 +166,7 @@ class Store:
     async def close(self) -> None:
         """Finish queued writes, stop the feed reader and the listener, close the pool."""
         await self.exports.close()
+        await self.endpointslices.close()
         await self.clusters.close()
         await self.feed.close()
         await self.import_feed.close()

@@ -35,11 +35,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, func, select, tuple_
+from sqlalchemy import bindparam, delete, func, select, tuple_
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import codec, paging, unnest
+from hub.store.batch import ClusterNotRegistered, GroupCommit
 from hub.store.context import StoreContext
 from hub.store.errors import Conflict, NotFound
 from hub.store.feed import allocate_revisions, insert_changes, read_current_revision
@@ -47,13 +48,14 @@ from hub.store.importfeed import (
     ImportChanges,
     Key,
     SliceChange,
+    Triple,
     importer_view,
     rows_in,
     served_ports,
 )
 from hub.store.results import Page
 from hub.store.tables import clusters, endpoint_slices, exports, service_imports
-from hub.store.writer import lock_cluster, lock_keys
+from hub.store.writer import lock_clusters, lock_keys
 from shared.models import (
     EndpointSliceExport,
     EndpointSliceExportSpec,
@@ -68,19 +70,21 @@ _LIST_KIND = "endpointslices"
 _ATTEMPTS = 3  # transactions a write tries when other writers keep moving its slices
 
 SliceId = tuple[str, str]  # (namespace, slice name) within one cluster
+SliceRecord = tuple[str, str, str]  # (cluster, namespace, slice name) fleet-wide
 
 
 @dataclass(frozen=True)
 class SliceMutation:
-    """One intended change of one of a cluster's slices."""
+    """One intended change of one cluster's slice."""
 
+    cluster_id: str
     namespace: str
     name: str
     spec: EndpointSliceExportSpec | None  # None: withdraw the slice
 
     @property
-    def slice_id(self) -> SliceId:
-        return (self.namespace, self.name)
+    def record_id(self) -> SliceRecord:
+        return (self.cluster_id, self.namespace, self.name)
 
 
 @dataclass(frozen=True)
@@ -143,16 +147,25 @@ def _pairs(columns: tuple[Any, Any], pairs: Sequence[tuple[str, str]], *, postgr
 
 
 async def _read_rows(
-    conn: AsyncConnection, cluster_id: str, ids: Sequence[SliceId], *, postgres: bool
-) -> dict[SliceId, RowMapping]:
+    conn: AsyncConnection, ids: Sequence[SliceRecord], *, postgres: bool
+) -> dict[SliceRecord, RowMapping]:
     if not ids:
         return {}
-    where = and_(
-        endpoint_slices.c.cluster_id == cluster_id,
-        _pairs((endpoint_slices.c.namespace, endpoint_slices.c.name), ids, postgres=postgres),
-    )
+    columns = (endpoint_slices.c.cluster_id, endpoint_slices.c.namespace, endpoint_slices.c.name)
+    where = rows_in(columns, ids, postgres=postgres)
     rows = (await conn.execute(select(endpoint_slices).where(where))).mappings().all()
-    return {(r["namespace"], r["name"]): r for r in rows}
+    return {(r["cluster_id"], r["namespace"], r["name"]): r for r in rows}
+
+
+async def _exported(
+    conn: AsyncConnection, triples: Sequence[Triple], *, postgres: bool
+) -> set[Triple]:
+    """Which of `triples` (cluster, namespace, Service) are exports stored now."""
+    if not triples:
+        return set()
+    columns = (exports.c.cluster_id, exports.c.namespace, exports.c.name)
+    query = select(*columns).where(rows_in(columns, triples, postgres=postgres))
+    return {(c, ns, name) for c, ns, name in await conn.execute(query)}
 
 
 _ROW_COLUMNS: unnest.Columns = (
@@ -181,53 +194,67 @@ _UPDATE_ROWS = unnest.update_statement(
 async def write_slices(
     conn: AsyncConnection,
     ctx: StoreContext,
-    cluster_id: str,
     mutations: Sequence[SliceMutation],
     *,
     now: datetime,
     answer_records: bool = True,
-) -> tuple[list[SliceResult], int | None]:
-    """Apply `mutations` (at most one per slice) in the caller's transaction; answers
-    their results and the newest revision taken (None when nothing changed).
+) -> tuple[list[SliceResult | Exception], int | None]:
+    """Apply `mutations` (at most one per slice, of any clusters) in the caller's
+    transaction; answers each one's result, or the error that refused it alone, and the
+    newest revision taken (None when nothing changed).
 
-    NotFound when the cluster is not registered (or being deleted); Conflict when a slice
-    names a Service the cluster does not export; `_KeysMoved` (start the transaction
-    again) when a concurrent writer moved a slice to another Service.
+    Refused alone: a slice of a cluster that is not registered (or being deleted),
+    `ClusterNotRegistered`; a slice naming a Service its cluster does not export,
+    `Conflict` (checked before the keys are locked, so a refused slice leaves no lock row
+    behind). Raised for the whole transaction: `Conflict` when an export went between
+    that check and the key locks (PostgreSQL; the group commit then retries each write
+    alone), `_KeysMoved` (start the transaction again) when a concurrent writer moved a
+    slice to another Service.
     """
-    ids = [m.slice_id for m in mutations]
+    ids = [m.record_id for m in mutations]
     if len(set(ids)) != len(ids):
         raise ValueError("a write may change each slice only once")
     postgres = ctx.postgres
-    await lock_cluster(conn, ctx, cluster_id)
+    outcomes: dict[SliceRecord, SliceResult | Exception] = {}
+    registered = await lock_clusters(conn, ctx, sorted({m.cluster_id for m in mutations}))
+    for m in mutations:
+        if m.cluster_id not in registered:
+            outcomes[m.record_id] = ClusterNotRegistered(
+                f"cluster {m.cluster_id!r} is not registered"
+            )
 
-    # --- 1. which keys to lock: the slices' Services, new and stored ------------------------
-    seen = await _read_rows(conn, cluster_id, ids, postgres=postgres)
-    wanted_keys = sorted({(m.namespace, m.spec.service_name) for m in mutations if m.spec})
-    keys = sorted(set(wanted_keys) | {(r["namespace"], r["service_name"]) for r in seen.values()})
+    # --- 1. the Services must be exported by their clusters; which keys to lock ---------------
+    def wanted_triples(ms: Sequence[SliceMutation]) -> list[Triple]:
+        return sorted({(m.cluster_id, m.namespace, m.spec.service_name) for m in ms if m.spec})
+
+    live = [m for m in mutations if m.record_id not in outcomes]
+    exported = await _exported(conn, wanted_triples(live), postgres=postgres)
+    for m in live:
+        if m.spec is not None and (m.cluster_id, m.namespace, m.spec.service_name) not in exported:
+            outcomes[m.record_id] = _not_exported(
+                m.cluster_id, [(m.namespace, m.spec.service_name)]
+            )
+    live = [m for m in live if m.record_id not in outcomes]
+    live_ids = [m.record_id for m in live]
+    seen = await _read_rows(conn, live_ids, postgres=postgres)
+    wanted = wanted_triples(live)
+    keys = sorted(
+        {(ns, name) for _, ns, name in wanted}
+        | {(r["namespace"], r["service_name"]) for r in seen.values()}
+    )
     locked = await lock_keys(conn, ctx, keys)
     if postgres:
-        current = await _read_rows(conn, cluster_id, ids, postgres=postgres)
+        current = await _read_rows(conn, live_ids, postgres=postgres)
         if any((r["namespace"], r["service_name"]) not in keys for r in current.values()):
             raise _KeysMoved
+        # Under the key locks no export of these keys can go: was one withdrawn since?
+        gone = sorted(set(wanted) - await _exported(conn, wanted, postgres=postgres))
+        if gone:
+            raise _not_exported(gone[0][0], [(ns, name) for _, ns, name in gone])
     else:
         current = seen  # SQLite: BEGIN IMMEDIATE held the only writer lock all along
 
-    # --- 2. the Services must be exported by this cluster ------------------------------------
-    if wanted_keys:
-        exported = {
-            (ns, name)
-            for ns, name in await conn.execute(
-                select(exports.c.namespace, exports.c.name).where(
-                    exports.c.cluster_id == cluster_id,
-                    _pairs((exports.c.namespace, exports.c.name), wanted_keys, postgres=postgres),
-                )
-            )
-        }
-        missing = [key for key in wanted_keys if key not in exported]
-        if missing:
-            raise _not_exported(cluster_id, missing)  # rolls back any lock row made above
-
-    # The ports this cluster serves in each key's import (SPEC §3's per-port lists).
+    # --- 2. the ports each cluster serves in each key's import (SPEC §3's per-port lists)
     if locked is not None:
         statuses = {k: r["status"] if r["created_at"] else None for k, r in locked.items()}
     elif keys:
@@ -251,24 +278,24 @@ async def write_slices(
         }
     else:
         statuses = {}
-    served = {key: served_ports(statuses.get(key)).get(cluster_id) for key in keys}
+    served = {key: served_ports(statuses.get(key)) for key in keys}
 
     # --- 3. the real changes -----------------------------------------------------------------
     feed = ImportChanges()
-    results: list[SliceResult] = []
     deletes: list[dict[str, Any]] = []
     inserts: list[dict[str, Any]] = []
     updates: list[dict[str, Any]] = []
-    written: dict[SliceId, int] = {}  # slice → index of its last feed item
-    for m in mutations:
-        row = current.get(m.slice_id)
+    written: dict[SliceRecord, int] = {}  # slice → index of its last feed item
+    for m in live:
+        cluster_id = m.cluster_id
+        row = current.get(m.record_id)
         old_view: tuple[bool, dict[str, Any]] | None = None
         if row is not None:
             old_key = (row["namespace"], row["service_name"])
-            old_view = importer_view(json.loads(row["spec"]), served.get(old_key))
+            old_view = importer_view(json.loads(row["spec"]), served[old_key].get(cluster_id))
         if m.spec is None:
             if row is None:
-                results.append(SliceResult(record=None, existed=False, changed=False))
+                outcomes[m.record_id] = SliceResult(record=None, existed=False, changed=False)
                 continue
             assert old_view is not None
             deletes.append({"b_c": cluster_id, "b_ns": m.namespace, "b_n": m.name})
@@ -286,19 +313,15 @@ async def write_slices(
             record = slice_model(row) if answer_records else None
             if record is not None:
                 record.metadata.resource_version = None  # stamped below
-            results.append(SliceResult(record=record, existed=True, changed=True))
-            written[m.slice_id] = len(feed.items) - 1
+            outcomes[m.record_id] = SliceResult(record=record, existed=True, changed=True)
+            written[m.record_id] = len(feed.items) - 1
             continue
         wire = spec_wire(cluster_id, m.spec)
         text = codec.canonical_json(wire)
         if row is not None and row["spec"] == text:
             # Unchanged: nothing to write, no revision, no change row.
-            results.append(
-                SliceResult(
-                    record=slice_model(row) if answer_records else None,
-                    existed=True,
-                    changed=False,
-                )
+            outcomes[m.record_id] = SliceResult(
+                record=slice_model(row) if answer_records else None, existed=True, changed=False
             )
             continue
         key = (m.namespace, m.spec.service_name)
@@ -314,12 +337,12 @@ async def write_slices(
                 )
             else:
                 before = old_view[0]
-        imported, view = importer_view(wire, served.get(key))
+        imported, view = importer_view(wire, served[key].get(cluster_id))
         change_type = "DELETED" if not imported else ("MODIFIED" if before else "ADDED")
         feed.items.append(
             SliceChange(change_type, cluster_id, m.namespace, m.name, created_at, view, False)
         )
-        written[m.slice_id] = len(feed.items) - 1
+        written[m.record_id] = len(feed.items) - 1
         values: dict[str, Any] = {
             "cluster_id": cluster_id,
             "namespace": m.namespace,
@@ -340,12 +363,12 @@ async def write_slices(
                 ),
                 spec=m.spec.model_copy(update={"cluster_id": cluster_id}),
             )
-        results.append(
-            SliceResult(record=record, existed=row is not None, changed=True, created=row is None)
+        outcomes[m.record_id] = SliceResult(
+            record=record, existed=row is not None, changed=True, created=row is None
         )
 
     if not feed.items:
-        return results, None
+        return [outcomes[i] for i in ids], None
     if deletes:
         await conn.execute(
             delete(endpoint_slices).where(
@@ -363,7 +386,8 @@ async def write_slices(
     first = newest - len(feed) + 1
     history, _, _ = feed.records(first)
     for stamped in (*inserts, *updates):
-        stamped["resource_version"] = first + written[stamped["namespace"], stamped["name"]]
+        slice_record = (stamped["cluster_id"], stamped["namespace"], stamped["name"])
+        stamped["resource_version"] = first + written[slice_record]
     if inserts and postgres:
         await unnest.execute(
             conn,
@@ -396,10 +420,62 @@ async def write_slices(
             ],
         )
     await insert_changes(conn, history)
-    for m, result in zip(mutations, results, strict=True):
-        if result.changed and result.record is not None:
-            result.record.metadata.resource_version = str(first + written[m.slice_id])
-    return results, newest
+    for record_id, index in written.items():
+        result = outcomes[record_id]
+        if isinstance(result, SliceResult) and result.record is not None:
+            result.record.metadata.resource_version = str(first + index)
+    return [outcomes[i] for i in ids], newest
+
+
+async def _transaction(
+    ctx: StoreContext,
+    mutations: Sequence[SliceMutation],
+    *,
+    answer_records: bool,
+    all_or_nothing: bool,
+) -> list[SliceResult | Exception]:
+    """One transaction over `mutations`, started again when a slice moved under it.
+
+    `all_or_nothing`: a mutation refused alone rolls the whole transaction back and is
+    raised (a sync); otherwise the others commit and the refusal is answered in its place
+    (the group commit of single writes).
+    """
+    for attempt in range(_ATTEMPTS):
+        try:
+            async with ctx.write() as conn:
+                outcomes, newest = await write_slices(
+                    conn, ctx, mutations, now=utcnow(), answer_records=answer_records
+                )
+                if all_or_nothing:
+                    for outcome in outcomes:
+                        if isinstance(outcome, Exception):
+                            raise outcome
+        except _KeysMoved:
+            if attempt + 1 < _ATTEMPTS:
+                continue
+            clusters_named = ", ".join(sorted({repr(m.cluster_id) for m in mutations}))
+            raise Conflict(
+                f"slices of cluster {clusters_named} kept changing Service while being "
+                "written; retry"
+            ) from None
+        if newest is not None:
+            ctx.notifier.committed(newest)
+        return outcomes
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class SliceBatcher(GroupCommit[SliceMutation, SliceResult]):
+    """Single-slice PUTs and DELETEs of every cluster, committed together (`batch`): the
+    slices that arrive while the previous transaction is in the database share the next
+    one, one hold of the revision row and one commit for all of them. Each still gets its
+    own revision, change row and answer; an unregistered cluster or a Service not
+    exported refuses only its own slice."""
+
+    def __init__(self, ctx: StoreContext) -> None:
+        super().__init__(ctx, name="mcsync-slice-batcher")
+
+    async def commit(self, mutations: Sequence[SliceMutation]) -> Sequence[SliceResult | Exception]:
+        return await _transaction(self._ctx, mutations, answer_records=True, all_or_nothing=False)
 
 
 class EndpointSliceStore:
@@ -407,44 +483,32 @@ class EndpointSliceStore:
 
     def __init__(self, ctx: StoreContext) -> None:
         self._ctx = ctx
+        self._batcher = SliceBatcher(ctx)
+
+    async def close(self) -> None:
+        """Wait for the single writes already queued (the store is closing)."""
+        await self._batcher.close()
 
     async def _write(
-        self, cluster_id: str, mutations: Sequence[SliceMutation], *, answer_records: bool = True
+        self, mutations: Sequence[SliceMutation], *, answer_records: bool = True
     ) -> builtins.list[SliceResult]:
-        """One transaction over `mutations`, started again when a slice moved under it."""
-        for attempt in range(_ATTEMPTS):
-            try:
-                async with self._ctx.write() as conn:
-                    results, newest = await write_slices(
-                        conn,
-                        self._ctx,
-                        cluster_id,
-                        mutations,
-                        now=utcnow(),
-                        answer_records=answer_records,
-                    )
-            except _KeysMoved:
-                if attempt + 1 < _ATTEMPTS:
-                    continue
-                raise Conflict(
-                    f"slices of cluster {cluster_id!r} kept changing Service while being "
-                    "written; retry"
-                ) from None
-            if newest is not None:
-                self._ctx.notifier.committed(newest)
-            return results
-        raise AssertionError("unreachable")  # pragma: no cover
+        """One all-or-nothing transaction over `mutations` (a sync's batch)."""
+        outcomes = await _transaction(
+            self._ctx, mutations, answer_records=answer_records, all_or_nothing=True
+        )
+        return [o for o in outcomes if isinstance(o, SliceResult)]
 
     async def put(self, cluster_id: str, slice_: EndpointSliceExport) -> SlicePutResult:
         """Create or replace one slice (`metadata.namespace` required); answers it stored.
 
         NotFound when the cluster is not registered; Conflict when the cluster does not
         export the slice's Service; ValueError when the body names another cluster. An
-        unchanged PUT writes nothing (`changed=False`).
+        unchanged PUT writes nothing (`changed=False`). Concurrent PUTs and DELETEs share
+        a transaction (`SliceBatcher`).
         """
         namespace = _namespace_of(cluster_id, slice_)
-        (result,) = await self._write(
-            cluster_id, [SliceMutation(namespace, slice_.metadata.name, slice_.spec)]
+        result = await self._batcher.write(
+            SliceMutation(cluster_id, namespace, slice_.metadata.name, slice_.spec)
         )
         assert result.record is not None
         return SlicePutResult(object=result.record, created=result.created, changed=result.changed)
@@ -452,7 +516,7 @@ class EndpointSliceStore:
     async def delete(self, cluster_id: str, namespace: str, name: str) -> EndpointSliceExport:
         """Withdraw one slice; answers its last state. NotFound."""
         try:
-            (result,) = await self._write(cluster_id, [SliceMutation(namespace, name, None)])
+            result = await self._batcher.write(SliceMutation(cluster_id, namespace, name, None))
         except NotFound:
             raise _not_found(cluster_id, namespace, name) from None
         if not result.existed or result.record is None:
@@ -523,10 +587,10 @@ class EndpointSliceStore:
         result.unchanged = len(wanted) - len(changed)
         for start in range(0, len(changed), SYNC_BATCH):
             batch = [
-                SliceMutation(ns, name, wanted[ns, name])
+                SliceMutation(cluster_id, ns, name, wanted[ns, name])
                 for ns, name in changed[start : start + SYNC_BATCH]
             ]
-            for r in await self._write(cluster_id, batch, answer_records=False):
+            for r in await self._write(batch, answer_records=False):
                 if r.created:
                     result.created += 1
                 elif r.changed:
@@ -536,9 +600,10 @@ class EndpointSliceStore:
         stale = sorted(slice_id for slice_id in stored if slice_id not in wanted)
         for start in range(0, len(stale), SYNC_BATCH):
             batch = [
-                SliceMutation(ns, name, None) for ns, name in stale[start : start + SYNC_BATCH]
+                SliceMutation(cluster_id, ns, name, None)
+                for ns, name in stale[start : start + SYNC_BATCH]
             ]
-            outcome = await self._write(cluster_id, batch, answer_records=False)
+            outcome = await self._write(batch, answer_records=False)
             result.withdrawn += sum(1 for r in outcome if r.existed)
         async with self._ctx.read() as conn:
             result.resource_version = str(await read_current_revision(conn))
