@@ -32,6 +32,7 @@ from shared.models import (
     ImportPortStatus,
     InternalServiceExport,
     MemberCluster,
+    MemberClusterStatus,
     ServiceImport,
     ServicePort,
     VersionInfo,
@@ -189,7 +190,17 @@ def conflict_condition(export: InternalServiceExport) -> Condition | None:
 
 # --- clusters -------------------------------------------------------------------------
 
-CLUSTER_HEADERS: Cells = ("NAME", "STATE", "LAST-HEARTBEAT", "EXPORTS", "CONFLICTS", "AGE")
+CLUSTER_HEADERS: Cells = (
+    "NAME", "STATE", "LAST-HEARTBEAT", "EXPORTS", "CONFLICTS", "IMPORTS", "AGE",
+)
+
+
+def imports_cell(status: MemberClusterStatus) -> str:
+    """`services/endpoints` the cluster imports, as its agent's heartbeat said; `<none>`
+    for an agent that does not import (or has not said)."""
+    if status.imported_services is None:
+        return "<none>"
+    return f"{status.imported_services}/{status.imported_endpoints or 0}"
 CLUSTER_WIDE_HEADERS: Cells = ("AGENT-VERSION", "LABELS")
 
 
@@ -201,6 +212,7 @@ def cluster_row(cluster: MemberCluster, *, now: datetime, wide: bool = False) ->
         age(status.last_heartbeat_time, now=now),
         str(status.export_count),
         str(status.conflict_count),
+        imports_cell(status),
         age(cluster.metadata.creation_timestamp, now=now),
     )
     if wide:
@@ -506,6 +518,9 @@ def describe_cluster(cluster: MemberCluster, *, now: datetime) -> str:
             ("Agent version", or_none(status.agent_version)),
             ("Exports", str(status.export_count)),
             ("Conflicts", str(status.conflict_count)),
+            ("Imports", "<none>" if status.imported_services is None
+             else f"{status.imported_services} ServiceImports, "
+                  f"{status.imported_endpoints or 0} endpoints"),
             ("Labels", labels(cluster.metadata.labels)),
             ("Registered", timestamp(cluster.metadata.creation_timestamp)),
             ("Age", age(cluster.metadata.creation_timestamp, now=now)),

@@ -196,13 +196,6 @@ class Agent:
         self.metrics.watch_informers(lambda: [(i.name, i.relists) for i in self._informers()])
 
         self.gate = VersionGate(metrics=self.metrics)
-        self.heartbeat = HeartbeatLoop(
-            hub=self.hub,
-            interval=settings.heartbeat_interval,
-            gate=self.gate,
-            metrics=self.metrics,
-            on_recovered=self._repair_if_leading,
-        )
         self._leading = threading.Event()
         self.events = EventRecorder(api=self.api, host=settings.identity)
         # Import (SPEC §2.8): its own informers, queues and reconcilers (`member.importer`).
@@ -221,6 +214,14 @@ class Agent:
                 may_write=self._leading.is_set,
                 tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
             )
+        self.heartbeat = HeartbeatLoop(
+            hub=self.hub,
+            interval=settings.heartbeat_interval,
+            gate=self.gate,
+            metrics=self.metrics,
+            on_recovered=self._repair_if_leading,
+            import_counts=self.importer.counts if self.importer is not None else None,
+        )
         self.reconciler = ExportReconciler(
             cluster_id=settings.cluster_id,
             service_exports=self.service_exports,

@@ -100,6 +100,7 @@ class HeartbeatLoop:
         gate: VersionGate,
         metrics: AgentMetrics | None = None,
         on_recovered: Callable[[], None] | None = None,
+        import_counts: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
         """`on_recovered` is called (on the heartbeat thread) when the hub answers again
         after failed heartbeats: the agent repairs then, since keys that failed too often
@@ -107,6 +108,8 @@ class HeartbeatLoop:
         or change; this is that relist's moral equivalent for the hub side)."""
         self._hub = hub
         self._on_recovered = on_recovered
+        # (imported ServiceImports, imported endpoints) for the heartbeat; None: no import.
+        self._import_counts = import_counts
         self._interval = interval
         self._gate = gate
         self._metrics = metrics
@@ -129,7 +132,8 @@ class HeartbeatLoop:
     def beat_once(self) -> bool:
         """One heartbeat; True when the hub answered it. Never raises."""
         try:
-            answer = self._hub.heartbeat(agent_version=self._gate.agent_version)
+            counts = self._import_counts() if self._import_counts is not None else None
+            answer = self._hub.heartbeat(agent_version=self._gate.agent_version, imports=counts)
         except HubRejected as exc:
             # 401/403/404: a wrong token or an unregistered cluster — the operator's to fix,
             # and not something retrying sooner would help.

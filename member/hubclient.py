@@ -414,11 +414,15 @@ class HubClient:
 
     # -- cluster ---------------------------------------------------------------------------
 
-    def heartbeat(self, *, agent_version: str = __version__) -> HeartbeatResponse:
-        """Say this cluster's agent is alive; answers the hub's version and minAgentVersion."""
-        answer = self._call(
-            "POST", ROUTE_HEARTBEAT, json_body=to_wire(Heartbeat(agent_version=agent_version))
-        )
+    def heartbeat(
+        self, *, agent_version: str = __version__, imports: tuple[int, int] | None = None
+    ) -> HeartbeatResponse:
+        """Say this cluster's agent is alive, and what it imports (ServiceImports,
+        endpoints); answers the hub's version and minAgentVersion."""
+        beat = Heartbeat(agent_version=agent_version)
+        if imports is not None:
+            beat.imported_services, beat.imported_endpoints = imports
+        answer = self._call("POST", ROUTE_HEARTBEAT, json_body=to_wire(beat))
         return self._parse(answer, HeartbeatResponse, ROUTE_HEARTBEAT)
 
     def version(self) -> VersionInfo:

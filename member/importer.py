@@ -216,10 +216,15 @@ class Importer:
             watched=self._scope,
             denied=deny_namespaces,
         )
-        self.metrics.count_with(
-            imported=lambda: sum(1 for o in cached_imports.cached() if is_managed(o)),
-            endpoints=lambda: sum(len(o.get("endpoints") or []) for o in cached_slices.cached()),
-        )
+        def imported() -> int:
+            return sum(1 for o in cached_imports.cached() if is_managed(o))
+
+        def endpoints() -> int:
+            return sum(len(o.get("endpoints") or []) for o in cached_slices.cached())
+
+        self.metrics.count_with(imported=imported, endpoints=endpoints)
+        # (managed ServiceImports, endpoints over managed slices): the heartbeat says them.
+        self.counts: Callable[[], tuple[int, int]] = lambda: (imported(), endpoints())
         foreign = ForeignImports(on_change=self.metrics.unmanaged.set)
         common: dict[str, Any] = {
             "imports": self.view,

@@ -564,6 +564,9 @@ class MemberClusterStatus(WireModel):
     agent_version: str | None = None
     export_count: int = 0
     conflict_count: int = 0
+    # As the agent's last heartbeat said (None: it does not import, or has not said).
+    imported_services: int | None = None
+    imported_endpoints: int | None = None
 
 
 class MemberCluster(WireModel):
@@ -592,6 +595,10 @@ class Heartbeat(WireModel):
     agent_version: str = Field(
         min_length=1, max_length=64, pattern=r"^[0-9A-Za-z][0-9A-Za-z.+_~-]*$"
     )
+    # What the agent's cluster holds of the fleet's imports (SPEC §2.8), so that
+    # `mcsync clusters` shows it; absent from an agent that does not import.
+    imported_services: int | None = Field(default=None, ge=0, le=2**31)
+    imported_endpoints: int | None = Field(default=None, ge=0, le=2**31)
 
 
 class HeartbeatResponse(WireModel):

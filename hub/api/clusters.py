@@ -103,7 +103,12 @@ async def heartbeat(
     store: StoreDep,
     settings: SettingsDep,
 ) -> Response:
-    record = await store.clusters.heartbeat(cluster, agent_version=beat.agent_version)
+    record = await store.clusters.heartbeat(
+        cluster,
+        agent_version=beat.agent_version,
+        imported_services=beat.imported_services,
+        imported_endpoints=beat.imported_endpoints,
+    )
     try:
         too_old = is_older(beat.agent_version, settings.min_agent_version)
     except ValueError:

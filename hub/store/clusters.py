@@ -71,6 +71,8 @@ class ClusterStore:
                 ),
                 last_heartbeat_time=row["last_heartbeat"],
                 agent_version=row["agent_version"],
+                imported_services=row.get("imported_services"),
+                imported_endpoints=row.get("imported_endpoints"),
                 export_count=int(row.get("export_count") or 0),
                 conflict_count=int(row.get("conflict_count") or 0),
             ),
@@ -125,13 +127,25 @@ class ClusterStore:
             rows = (await conn.execute(self._query())).mappings().all()
         return [self._model(r) for r in rows]
 
-    async def heartbeat(self, name: str, *, agent_version: str) -> MemberCluster:
-        """Record that the cluster's agent is alive (and its version)."""
+    async def heartbeat(
+        self,
+        name: str,
+        *,
+        agent_version: str,
+        imported_services: int | None = None,
+        imported_endpoints: int | None = None,
+    ) -> MemberCluster:
+        """Record that the cluster's agent is alive (its version, what it imports)."""
         async with self._ctx.write() as conn:
             updated = await conn.execute(
                 update(clusters)
                 .where(clusters.c.name == name, clusters.c.deleting.is_(False))
-                .values(last_heartbeat=utcnow(), agent_version=agent_version)
+                .values(
+                    last_heartbeat=utcnow(),
+                    agent_version=agent_version,
+                    imported_services=imported_services,
+                    imported_endpoints=imported_endpoints,
+                )
             )
             if updated.rowcount == 0:
                 raise NotFound(f"cluster {name!r} is not registered")

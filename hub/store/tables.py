@@ -89,6 +89,9 @@ clusters = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("last_heartbeat", UTCDateTime, nullable=True),
     Column("agent_version", String(64), nullable=True),
+    # What the agent's cluster imports, as its last heartbeat said (migration 0003).
+    Column("imported_services", BigInteger, nullable=True),
+    Column("imported_endpoints", BigInteger, nullable=True),
     # Set by the first step of a cluster delete: new writes are refused while its exports
     # are withdrawn batch by batch, and a crashed delete can be resumed.
     Column("deleting", Boolean, nullable=False, server_default=false()),

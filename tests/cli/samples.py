@@ -92,6 +92,7 @@ def cluster(
     created: datetime | None = None,
     labels: dict[str, str] | None = None,
     agent_version: str | None = "0.1.0",
+    imports: tuple[int, int] | None = None,
 ) -> MemberCluster:
     return MemberCluster(
         metadata=MemberClusterMeta(
@@ -103,6 +104,8 @@ def cluster(
             agent_version=agent_version,
             export_count=exports,
             conflict_count=conflicts,
+            imported_services=imports[0] if imports else None,
+            imported_endpoints=imports[1] if imports else None,
         ),
     )
 

@@ -80,17 +80,19 @@ def test_format_table_aligns_columns_with_three_spaces() -> None:
 
 def test_clusters_table() -> None:
     items = [
-        cluster("east", heartbeat=ago(seconds=5), exports=2, conflicts=1, created=ago(days=4)),
+        cluster("east", heartbeat=ago(seconds=5), exports=2, conflicts=1, created=ago(days=4),
+                imports=(12, 340)),
         cluster("west-long", state="Stale", heartbeat=ago(hours=2), exports=1,
-                created=ago(minutes=3)),
+                created=ago(minutes=3), imports=(0, 0)),
         cluster("new", state="Pending", heartbeat=None, created=ago(seconds=10)),
     ]
     text = render.format_table(render.clusters_table(items, now=NOW))
+    # IMPORTS: ServiceImports/endpoints the agent's heartbeat reported; <none> before any.
     assert text.splitlines() == [
-        "NAME        STATE     LAST-HEARTBEAT   EXPORTS   CONFLICTS   AGE",
-        "east        Ready     5s               2         1           4d",
-        "west-long   Stale     120m             1         0           3m",
-        "new         Pending   <none>           0         0           10s",
+        "NAME        STATE     LAST-HEARTBEAT   EXPORTS   CONFLICTS   IMPORTS   AGE",
+        "east        Ready     5s               2         1           12/340    4d",
+        "west-long   Stale     120m             1         0           0/0       3m",
+        "new         Pending   <none>           0         0           <none>    10s",
     ]
 
 
@@ -99,7 +101,8 @@ def test_clusters_wide_adds_agent_version_and_sorted_labels() -> None:
     table = render.clusters_table(items, now=NOW, wide=True)
     assert table.headers[-2:] == ("AGENT-VERSION", "LABELS")
     assert table.rows[0][-2:] == ("0.1.0", "env=prod,zone=a")
-    assert table.headers[:6] == render.CLUSTER_HEADERS  # wide appends, never reorders
+    width = len(render.CLUSTER_HEADERS)
+    assert table.headers[:width] == render.CLUSTER_HEADERS  # wide appends, never reorders
 
 
 def test_exports_table() -> None:

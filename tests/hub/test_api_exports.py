@@ -273,6 +273,27 @@ async def test_cluster_records_and_heartbeat(hub: Hub) -> None:
     assert record["status"]["state"] == "Ready"
     assert record["status"]["exportCount"] == 1
     assert record["status"]["agentVersion"] == "0.1.0"
+    assert "importedServices" not in record["status"]  # this agent has not said
+
+    # An importing agent says what its cluster holds of the fleet's imports.
+    beat = await hub.client.post(
+        "/api/v1/clusters/east/heartbeat",
+        json={"agentVersion": "0.1.0", "importedServices": 12, "importedEndpoints": 340},
+        headers=east,
+    )
+    assert beat.status_code == 200
+    record = (await hub.client.get("/api/v1/clusters/east", headers=east)).json()
+    assert (record["status"]["importedServices"], record["status"]["importedEndpoints"]) == (
+        12,
+        340,
+    )
+    negative = await hub.client.post(
+        "/api/v1/clusters/east/heartbeat",
+        json={"agentVersion": "0.1.0", "importedServices": -1},
+        headers=east,
+    )
+    assert negative.status_code == 422
+    assert "importedServices" in negative.text
     listed = (await hub.client.get("/api/v1/clusters", headers=READER)).json()
     assert [c["metadata"]["name"] for c in listed["items"]] == ["east"]
 

@@ -145,6 +145,12 @@ def test_heartbeat_and_version(hub_process: HubProcess) -> None:
         answer = hub.heartbeat(agent_version=__version__)
         assert answer.min_agent_version and answer.hub_version
         assert hub.version().hub_version == answer.hub_version
+        hub.heartbeat(agent_version=__version__, imports=(3, 30))
+    record = hub_process.request("GET", "/api/v1/clusters/east").json()
+    assert (record["status"]["importedServices"], record["status"]["importedEndpoints"]) == (
+        3,
+        30,
+    )
 
 
 def test_unreachable_hub_is_unavailable_after_retries() -> None:
