@@ -7,19 +7,30 @@ transaction that withdraws the export (a DELETE, a sync, a cluster's deregistrat
 
 Every write is one transaction through `write_slices`, in the store-wide lock order:
 
-1. the cluster, `FOR SHARE` (`writer.lock_cluster`): a slice write and the cluster's
+1. the clusters, `FOR SHARE` (`writer.lock_clusters`): a slice write and the cluster's
    deregistration exclude each other, as export writes and the deregistration do;
-2. the slices' keys, sorted (`writer.lock_keys`, the ServiceImport rows every export
+2. whether each slice's Service is exported by its cluster, checked BEFORE the keys are
+   locked, so that a refused slice (409) neither waits on a key nor leaves a lock row;
+3. the slices' keys, sorted (`writer.lock_keys`, the ServiceImport rows every export
    writer locks first): a slice write and an export write of one key take turns, so the
    export cannot be withdrawn, nor the key's per-port cluster lists change, between the
    check and the commit. A slice's key is its Service; a slice whose Service changed is
    locked under both. The rows are read once before locking to learn their keys; on
    PostgreSQL they are read again under the locks, and a key changed in between (another
-   writer moved the slice to another Service) makes the transaction start again;
-3. the slices' rows by primary key; an unchanged slice writes nothing and takes no
+   writer moved the slice to another Service) makes the transaction start again; the
+   exports are checked again too (one withdrawn since step 2 fails the transaction);
+4. the slices' rows by primary key; an unchanged slice writes nothing and takes no
    revision;
-4. LAST, the revision counter (`feed.allocate_revisions`) and the change rows, each slice
+5. LAST, the revision counter (`feed.allocate_revisions`) and the change rows, each slice
    cut to what its source serves (`importfeed`).
+
+Single-slice PUTs and DELETEs are group-committed (`SliceBatcher`, on `batch.GroupCommit`
+as export PUTs are): the revision counter is one row every writer holds until its commit,
+so one transaction per slice meant commits one at a time, and at 100 changes/s 32 of the
+pool's 40 sessions queued on it (docs/benchmarks.md §7). Now the slices that arrived
+while the previous transaction was in the database share the next one, each with its own
+revision and answer; an unregistered cluster or an unexported Service refuses only its
+own slice. A sync keeps its own all-or-nothing transactions of `SYNC_BATCH` slices.
 
 Cost per write: a few indexed statements for the slices written, whatever the number of
 slices stored. A sync finds the slices already stored as given from one read of its

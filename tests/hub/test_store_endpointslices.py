@@ -6,14 +6,16 @@ per-port cluster lists change."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
 from sqlalchemy import func, select
 
 from hub.store import Conflict, Gone, NotFound, Store
+from hub.store import endpointslices as endpointslices_module
 from hub.store.feed import event_line
 from hub.store.importfeed import ImportRow, importer_view, served_ports
 from hub.store.tables import changes, endpoint_slices, service_imports
@@ -465,8 +467,6 @@ async def test_slice_writes_racing_the_export_withdrawal_leave_no_orphan(
     """Two stores (two hub replicas) over one database: slice PUTs race the withdrawal of
     their export. Each PUT either lands before the withdrawal (and goes with it) or is
     refused with Conflict; no slice outlives its export, nothing answers another error."""
-    import asyncio
-
     first = await open_store(database_url)
     second = await Store.open(database_url)
     try:
@@ -539,3 +539,116 @@ def test_served_ports_reads_the_per_port_cluster_lists() -> None:
         "beta": frozenset({"http"}),
     }
     assert served_ports(None) == {}
+
+
+# --- group commit of single-slice writes (hub/store/batch.py's GroupCommit) ------------------
+
+
+async def test_concurrent_slice_writes_commit_together_each_with_its_own_revision(
+    store: Store,
+) -> None:
+    await store.exports.put("alpha", make_export("alpha"))
+    await store.exports.put("beta", make_export("beta"))
+    await store.endpointslices.put("alpha", make_slice("web-old"))
+    start = await store.feed.current_revision()
+    batches = store.endpointslices._batcher.batches
+
+    writes = [
+        *(store.endpointslices.put("alpha", make_slice(f"web-a{i}")) for i in range(6)),
+        *(store.endpointslices.put("beta", make_slice(f"web-b{i}")) for i in range(6)),
+        store.endpointslices.put("alpha", make_slice("web-old")),  # unchanged: no revision
+        store.endpointslices.delete("alpha", "demo", "web-old"),  # same slice: later batch
+    ]
+    *puts, unchanged, deleted = await asyncio.gather(*writes)
+
+    assert 0 < store.endpointslices._batcher.batches - batches < len(writes), "none shared"
+    revisions = [int(p.object.metadata.resource_version or 0) for p in puts]
+    assert all(p.created and p.changed for p in puts)
+    assert len(set(revisions)) == len(puts) and min(revisions) > start
+    assert not unchanged.changed and int(unchanged.object.metadata.resource_version or 0) <= start
+    assert deleted.metadata.name == "web-old"
+    newest = await store.feed.current_revision()
+    assert newest == start + len(puts) + 1  # one revision per change, none for the unchanged
+    for answer in puts:
+        cluster = answer.object.spec.cluster_id
+        assert cluster is not None
+        stored = await store.endpointslices.get(cluster, "demo", answer.object.metadata.name)
+        assert stored == answer.object  # the answer is the row, its revision included
+    events = await import_events(store, start)
+    assert sorted(name for _, _, name, _ in events) == sorted(
+        [p.object.metadata.name for p in puts] + ["web-old"]
+    )
+    assert events[-1][:3] == ("DELETED", "EndpointSliceExport", "web-old")
+
+
+async def test_a_slice_refused_in_a_shared_batch_is_refused_alone(store: Store) -> None:
+    """An unexported Service (409) and an unregistered cluster (404) are answered per write;
+    the slices batched with them commit, and the refused ones leave nothing behind."""
+    await store.exports.put("alpha", make_export("alpha"))
+    await store.exports.put("beta", make_export("beta"))
+    imports_before = await count(store, service_imports)
+    batches = store.endpointslices._batcher.batches
+
+    answers = await asyncio.gather(
+        store.endpointslices.put("alpha", make_slice("web-1")),
+        store.endpointslices.put("alpha", make_slice("nope-1", service="nope")),
+        store.endpointslices.put("beta", make_slice("web-2")),
+        store.endpointslices.put("ghost", make_slice("web-3")),
+        store.endpointslices.delete("ghost", "demo", "web-3"),
+        store.endpointslices.put("beta", make_slice("web-4")),
+        return_exceptions=True,
+    )
+
+    assert 0 < store.endpointslices._batcher.batches - batches < len(answers)
+    ok_1, nope, ok_2, ghost, ghost_delete, ok_4 = answers
+    assert isinstance(nope, Conflict) and "'alpha' does not export Service demo/nope" in str(nope)
+    assert isinstance(ghost, NotFound) and "'ghost' is not registered" in str(ghost)
+    assert isinstance(ghost_delete, NotFound) and "demo/web-3 of cluster 'ghost'" in str(
+        ghost_delete
+    )
+    stored = {
+        (s.spec.cluster_id, s.metadata.name) for s in (await store.endpointslices.list()).items
+    }
+    assert stored == {("alpha", "web-1"), ("beta", "web-2"), ("beta", "web-4")}
+    for answer in (ok_1, ok_2, ok_4):
+        assert not isinstance(answer, BaseException) and answer.created
+    assert await count(store, service_imports) == imports_before  # no lock row for demo/nope
+
+
+async def test_a_failing_slice_write_fails_alone(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = endpointslices_module.write_slices
+    poisoned_sizes: list[int] = []
+
+    async def poisoned(conn: Any, ctx: Any, mutations: Sequence[Any], **kw: Any) -> Any:
+        if any(m.name == "poison" for m in mutations):
+            poisoned_sizes.append(len(mutations))
+            raise RuntimeError("this slice cannot be written")
+        return await real(conn, ctx, mutations, **kw)
+
+    await store.exports.put("alpha", make_export("alpha"))
+    await store.exports.put("beta", make_export("beta"))
+    monkeypatch.setattr(endpointslices_module, "write_slices", poisoned)
+    fine = [(c, f"fine-{c}-{i}") for c in ("alpha", "beta") for i in range(4)]
+    answers = await asyncio.gather(
+        *(store.endpointslices.put(c, make_slice(n)) for c, n in fine[:4]),
+        store.endpointslices.put("alpha", make_slice("poison")),
+        *(store.endpointslices.put(c, make_slice(n)) for c, n in fine[4:]),
+        return_exceptions=True,
+    )
+
+    assert max(poisoned_sizes) > 1, "the poisoned write should have shared a batch"
+    assert poisoned_sizes[-1] == 1, "then been retried alone"
+    failures = [a for a in answers if isinstance(a, BaseException)]
+    assert len(failures) == 1 and "cannot be written" in str(failures[0])
+    stored = {
+        (s.spec.cluster_id, s.metadata.name) for s in (await store.endpointslices.list()).items
+    }
+    assert stored == set(fine)
+    revisions = [
+        int(a.object.metadata.resource_version or 0)
+        for a in answers
+        if not isinstance(a, BaseException)
+    ]
+    assert len(set(revisions)) == len(fine)
