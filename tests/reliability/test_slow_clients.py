@@ -247,7 +247,7 @@ def test_slow_connections_are_dropped_after_the_header_timeout_and_others_served
     assert max(slow.closed) <= HEADER_TIMEOUT + 10, text
     assert set(legit.answers) <= {"200", "201"}, text  # every legitimate request served
     assert sum(legit.answers.values()) >= 40, text
-    assert legit.p99_ms() < 5000, text  # generous: a shared CI machine
+    assert legit.p99_ms() < 10_000, text  # generous: a shared CI machine (quiet: 95-294 ms)
     assert big in (400, "RemoteProtocolError", "WriteError") and big_seconds < 5, text
     assert len(_warnings(lines)) < 10, text  # a few rate-limited lines, not one each
     assert elapsed < DEADLINE, text
