@@ -1,7 +1,7 @@
 """Agent import benchmark (b): one agent importing 10,000 Services x 10 endpoints — RSS, cold
 start, and a fresh change during the startup repair.
 
-    python -m bench.import_scale [--services 10000] [--sources 10] [--smoke]
+    python -m bench.import_scale [--services 10000] [--sources 25] [--smoke]
 
 Only the importing agent runs. The fleet it imports is made on the hub directly, through
 the real sync API, as `--sources` other clusters' exports and slices (`bench.slices.Fleet`,
@@ -255,7 +255,9 @@ def run(args: Any) -> dict[str, Any]:
 def main() -> None:
     parser = base_parser(__doc__.splitlines()[0])
     parser.add_argument("--services", type=int, default=10_000, help="imported keys")
-    parser.add_argument("--sources", type=int, default=10, help="clusters exporting them")
+    parser.add_argument(
+        "--sources", type=int, default=25, help="clusters exporting them (a sync body is ≤ 1 MiB)"
+    )
     parser.add_argument("--workers", type=int, default=4, help="the agent's --workers")
     parser.add_argument("--idle", type=float, default=10.0, help="seconds idle before RSS")
     parser.add_argument("--timeout", type=float, default=900.0, help="bound of every wait")
