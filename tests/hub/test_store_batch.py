@@ -4,6 +4,8 @@ What a writer relies on whether or not its PUT shared a transaction: its own ver
 revision, its own error (an unregistered cluster or a failing write fails only itself),
 its own record's writes in arrival order, and a write that commits even when its caller
 went away.
+Slice writes share the same group commit (their own cases: test_store_endpointslices);
+here, that the two kinds in flight together both commit.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from opentelemetry import trace
 from hub.store import NotFound, Store
 from hub.store import batch as batch_module
 from hub.store.writer import Mutation
+from shared.models import EndpointSliceExport
 from tests.hub.test_store_support import at, conflict_of, make_export, open_store, port
 from tests.hub.test_store_verdicts import assert_verdicts_match_fresh_judgement
 
@@ -173,3 +176,37 @@ async def test_each_transaction_reports_how_many_writes_it_carried(store: Store)
     await asyncio.gather(*(store.exports.put(c, make_export(c, name="many")) for c in CLUSTERS))
     assert sum(sizes) == len(CLUSTERS)
     assert len(sizes) < len(CLUSTERS)
+
+
+async def test_export_and_slice_batches_in_flight_together_each_commit(store: Store) -> None:
+    """The two kinds of group commit run side by side on the same keys (a slice write locks
+    its export's key): both take clusters, keys, then the revision row, so neither waits
+    on the other for ever, and every write gets its own revision."""
+    for cluster in CLUSTERS[:8]:
+        await store.exports.put(cluster, make_export(cluster, name="web"))
+    slices = [
+        store.endpointslices.put(
+            cluster,
+            EndpointSliceExport.model_validate(
+                {
+                    "metadata": {"name": f"web-{cluster}", "namespace": "demo"},
+                    "spec": {
+                        "serviceName": "web",
+                        "addressType": "IPv4",
+                        "ports": [{"name": "http", "port": 8080}],
+                        "endpoints": [{"addresses": ["10.1.0.7"]}],
+                    },
+                }
+            ),
+        )
+        for cluster in CLUSTERS[:8]
+    ]
+    exports = [
+        store.exports.put(cluster, make_export(cluster, name="web", ports=[port(8000 + i, "http")]))
+        for i, cluster in enumerate(CLUSTERS[:8])
+    ]
+    answers = await asyncio.wait_for(asyncio.gather(*slices, *exports), timeout=60)
+    revisions = [int(a.object.metadata.resource_version or 0) for a in answers]
+    assert len(set(revisions)) == len(answers)
+    assert len((await store.endpointslices.list()).items) == 8
+    await assert_verdicts_match_fresh_judgement(store, name="web")
