@@ -15,20 +15,28 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
-from pydantic import BaseModel
 
 from hub.api.auth import MemberAccess, MemberOrReaderAccess, ReaderAccess
 from hub.api.deps import StoreDep
 from hub.api.errors import ApiError, documented
 from hub.api.gcpause import GcPausedJsonRoute
 from hub.api.jsonbody import StrictJsonRoute
-from hub.api.params import MAX_LIST_LIMIT, ClusterPath, NamespacePath
+from hub.api.params import (
+    ClusterPath,
+    ClusterQuery,
+    ContinueQuery,
+    LimitQuery,
+    NamespacePath,
+    NamespaceQuery,
+    read_page,
+)
+from hub.api.sync import apply_sync
+from hub.api.wire import wire
 from hub.logs import fields
 from hub.store import Store
 from shared.constants import API_PREFIX
 from shared.models import (
     DNS1035_LABEL_RE,
-    DNS1123_LABEL_RE,
     DNS1123_SUBDOMAIN_RE,
     EndpointSliceExport,
     EndpointSliceExportList,
@@ -54,15 +62,6 @@ SlicePath = Annotated[
 ]
 
 
-def _answer(model: BaseModel, *, status_code: int = 200) -> Response:
-    """The model as it travels (`to_wire`'s JSON), serialised by pydantic-core in one step."""
-    return Response(
-        model.model_dump_json(by_alias=True, exclude_none=True),
-        status_code=status_code,
-        media_type="application/json",
-    )
-
-
 def _check_agreement(
     item: EndpointSliceExport,
     *,
@@ -73,23 +72,20 @@ def _check_agreement(
 ) -> None:
     """422 unless the body describes the slice the path names (None: the path names none)."""
     if name is not None and item.metadata.name != name:
-        raise ApiError.invalid(
-            f"{prefix}metadata.name",
-            f"{item.metadata.name!r} differs from the slice name in the path, {name!r}",
+        raise ApiError.differs_from_path(
+            f"{prefix}metadata.name", item.metadata.name, "slice name", name
         )
     if item.metadata.namespace is None:
         if namespace is None:
             raise ApiError.invalid(f"{prefix}metadata.namespace", "is required")
         item.metadata.namespace = namespace
     elif namespace is not None and item.metadata.namespace != namespace:
-        raise ApiError.invalid(
-            f"{prefix}metadata.namespace",
-            f"{item.metadata.namespace!r} differs from the namespace in the path, {namespace!r}",
+        raise ApiError.differs_from_path(
+            f"{prefix}metadata.namespace", item.metadata.namespace, "namespace", namespace
         )
     if item.spec.cluster_id not in (None, cluster):
-        raise ApiError.invalid(
-            f"{prefix}spec.clusterId",
-            f"{item.spec.cluster_id!r} differs from the cluster in the path, {cluster!r}",
+        raise ApiError.differs_from_path(
+            f"{prefix}spec.clusterId", item.spec.cluster_id, "cluster", cluster
         )
 
 
@@ -135,7 +131,7 @@ async def put_slice(
         raise ApiError.invalid("spec.clusterId", str(exc)) from None
     outcome = "created" if result.created else "replaced" if result.changed else "unchanged"
     _log_decision(f"endpointslice {outcome}", result.object, cluster=cluster)
-    return _answer(result.object, status_code=201 if result.created else 200)
+    return wire(result.object, status_code=201 if result.created else 200)
 
 
 @router.get(
@@ -151,7 +147,7 @@ async def get_slice(
     _access: MemberOrReaderAccess,
     store: StoreDep,
 ) -> Response:
-    return _answer(await store.endpointslices.get(cluster, namespace, slice))
+    return wire(await store.endpointslices.get(cluster, namespace, slice))
 
 
 @router.delete(
@@ -169,7 +165,7 @@ async def delete_slice(
 ) -> Response:
     last = await store.endpointslices.delete(cluster, namespace, slice)
     _log_decision("endpointslice withdrawn", last, cluster=cluster)
-    return _answer(last)
+    return wire(last)
 
 
 async def sync_cluster_slices(
@@ -182,21 +178,10 @@ async def sync_cluster_slices(
         _check_agreement(
             item, cluster=cluster, namespace=None, name=None, prefix=f"items[{index}]."
         )
-    try:
-        result = await store.endpointslices.sync(cluster, body.items)
-    except ValueError as exc:  # e.g. the same slice listed twice
-        raise ApiError.invalid("items", str(exc)) from None
-    log.info(
-        "endpointslices synced",
-        extra=fields(
-            cluster=cluster,
-            created=result.created,
-            updated=result.updated,
-            unchanged=result.unchanged,
-            withdrawn=result.withdrawn,
-        ),
+    result = await apply_sync(
+        log, "endpointslices synced", cluster, store.endpointslices.sync(cluster, body.items)
     )
-    return _answer(result)
+    return wire(result)
 
 
 # As the export sync: its own route class, so the request runs with the cyclic garbage
@@ -212,20 +197,9 @@ router.add_api_route(
 )
 
 
-NamespaceQuery = Annotated[
-    str | None,
-    Query(max_length=63, pattern=DNS1123_LABEL_RE.pattern, description="only this namespace"),
-]
 ServiceQuery = Annotated[
     str | None,
     Query(max_length=63, pattern=DNS1035_LABEL_RE.pattern, description="only this Service"),
-]
-LimitQuery = Annotated[
-    int | None, Query(ge=1, le=MAX_LIST_LIMIT, description="page size (default: all)")
-]
-ContinueQuery = Annotated[
-    str | None,
-    Query(alias="continue", max_length=4096, description="token from the previous page"),
 ]
 
 
@@ -238,17 +212,16 @@ async def _list(
     limit: int | None,
     continue_: str | None,
 ) -> Response:
-    try:
-        page = await store.endpointslices.list(
+    page = await read_page(
+        store.endpointslices.list(
             cluster_id=cluster,
             namespace=namespace,
             service_name=name,
             limit=limit,
             continue_token=continue_,
         )
-    except ValueError as exc:  # the store checks the opaque continue token
-        raise ApiError.invalid("continue", str(exc)) from None
-    return _answer(
+    )
+    return wire(
         EndpointSliceExportList(
             metadata=ListMeta(
                 resource_version=page.resource_version, continue_=page.continue_token
@@ -289,10 +262,7 @@ async def list_slices(
     store: StoreDep,
     namespace: NamespaceQuery = None,
     name: ServiceQuery = None,
-    cluster: Annotated[
-        str | None,
-        Query(max_length=63, pattern=DNS1123_LABEL_RE.pattern, description="only this cluster"),
-    ] = None,
+    cluster: ClusterQuery = None,
     limit: LimitQuery = None,
     continue_: ContinueQuery = None,
 ) -> Response:

@@ -86,6 +86,11 @@ class ApiError(Exception):
             causes=[StatusCause(field=field, message=message, reason="FieldValueInvalid")],
         )
 
+    @classmethod
+    def differs_from_path(cls, field: str, value: object, what: str, path_value: str) -> ApiError:
+        """The 422 for a body field that names another object than the URL path does."""
+        return cls.invalid(field, f"{value!r} differs from the {what} in the path, {path_value!r}")
+
 
 def unauthorized(message: str) -> ApiError:
     return ApiError(401, message, headers={"WWW-Authenticate": 'Bearer realm="mcsync"'})

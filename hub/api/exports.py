@@ -6,9 +6,9 @@ own transaction, so a handler never computes a verdict; it only reports what the
 answered. A request refused here (401/403/413/422) never reaches the store, so nothing
 stored changes on a rejected request.
 
-Answers are rendered with `shared.models.to_wire` (camelCase, no nulls) — the same form
-the agent sends — rather than FastAPI's response serialisation; the `response_model`
-declarations still document them in OpenAPI.
+Answers are rendered by `hub.api.wire` (camelCase, no nulls) — the same form the agent
+sends — rather than FastAPI's response serialisation; the `response_model` declarations
+still document them in OpenAPI.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Query, Request
+from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import Response
 
 from hub.api.auth import MemberAccess, MemberOrReaderAccess, ReaderAccess
@@ -26,20 +26,23 @@ from hub.api.gcpause import GcPausedJsonRoute
 from hub.api.jsonbody import StrictJsonRoute
 from hub.api.params import (
     ClusterPath,
+    ClusterQuery,
     ListOptions,
     ListOptionsDep,
     NamePath,
     NamespacePath,
     WatchOptionsDep,
     parse_revision,
+    read_page,
 )
+from hub.api.sync import apply_sync
 from hub.api.watch import WATCH_RESPONSE, ExportFeedSource, open_watch
+from hub.api.wire import wire
 from hub.logs import fields
 from hub.store import Store
 from shared.conditions import CONFLICT
 from shared.constants import API_PREFIX
 from shared.models import (
-    DNS1123_LABEL_RE,
     AnnotationPatch,
     InternalServiceExport,
     InternalServiceExportList,
@@ -55,17 +58,6 @@ ONE = "/clusters/{cluster}/serviceexports/{namespace}/{name}"
 COLLECTION = "/clusters/{cluster}/serviceexports"
 PATCH_CONTENT_TYPES = ("application/merge-patch+json", "application/json")
 
-def wire(
-    model: InternalServiceExport | InternalServiceExportList | SyncResult, *, status_code: int = 200
-) -> Response:
-    """The model as it travels (`to_wire`'s JSON), serialised by pydantic-core in one
-    step: building the dict and then `json.dumps` of it was a tenth of a PUT's CPU."""
-    return Response(
-        model.model_dump_json(by_alias=True, exclude_none=True),
-        status_code=status_code,
-        media_type="application/json",
-    )
-
 
 def _check_agreement(
     export: InternalServiceExport, *, cluster: str, namespace: str, name: str, prefix: str = ""
@@ -73,19 +65,16 @@ def _check_agreement(
     """422 unless the body describes the export the path names."""
     ref = export.spec.service_reference
     if ref.cluster_id != cluster:
-        raise ApiError.invalid(
-            f"{prefix}spec.serviceReference.clusterId",
-            f"{ref.cluster_id!r} differs from the cluster in the path, {cluster!r}",
+        raise ApiError.differs_from_path(
+            f"{prefix}spec.serviceReference.clusterId", ref.cluster_id, "cluster", cluster
         )
     if ref.namespace != namespace:
-        raise ApiError.invalid(
-            f"{prefix}spec.serviceReference.namespace",
-            f"{ref.namespace!r} differs from the namespace in the path, {namespace!r}",
+        raise ApiError.differs_from_path(
+            f"{prefix}spec.serviceReference.namespace", ref.namespace, "namespace", namespace
         )
     if export.metadata.name != name:
-        raise ApiError.invalid(
-            f"{prefix}metadata.name",
-            f"{export.metadata.name!r} differs from the name in the path, {name!r}",
+        raise ApiError.differs_from_path(
+            f"{prefix}metadata.name", export.metadata.name, "name", name
         )
 
 
@@ -113,8 +102,8 @@ def _log_decision(
 
 
 async def _list(store: Store, *, cluster_id: str | None, options: ListOptions) -> Response:
-    try:
-        page = await store.exports.list(
+    page = await read_page(
+        store.exports.list(
             cluster_id=cluster_id,
             namespace=options.namespace,
             name=options.name,
@@ -122,8 +111,7 @@ async def _list(store: Store, *, cluster_id: str | None, options: ListOptions) -
             limit=options.limit,
             continue_token=options.continue_token,
         )
-    except ValueError as exc:  # the store checks the opaque continue token
-        raise ApiError.invalid("continue", str(exc)) from None
+    )
     return wire(
         InternalServiceExportList(
             metadata=ListMeta(
@@ -296,10 +284,9 @@ async def sync_cluster_exports(
             name=ref.name,
             prefix=f"items[{index}].",
         )
-    try:
-        result = await store.exports.sync(cluster, exports.items)
-    except ValueError as exc:  # e.g. the same export listed twice
-        raise ApiError.invalid("items", str(exc)) from None
+    result = await apply_sync(
+        log, "exports synced", cluster, store.exports.sync(cluster, exports.items)
+    )
     for outcome, count in (
         ("created", result.created),
         ("replaced", result.updated),
@@ -308,16 +295,6 @@ async def sync_cluster_exports(
     ):
         if count:
             ctx.metrics.export_writes.labels(outcome).inc(count)
-    log.info(
-        "exports synced",
-        extra=fields(
-            cluster=cluster,
-            created=result.created,
-            updated=result.updated,
-            unchanged=result.unchanged,
-            withdrawn=result.withdrawn,
-        ),
-    )
     return wire(result)
 
 
@@ -346,10 +323,7 @@ async def list_all_exports(
     watch: WatchOptionsDep,
     store: StoreDep,
     ctx: ContextDep,
-    cluster: Annotated[
-        str | None,
-        Query(max_length=63, pattern=DNS1123_LABEL_RE.pattern, description="only this cluster"),
-    ] = None,
+    cluster: ClusterQuery = None,
 ) -> Response:
     if watch.watch:
         return await open_watch(

@@ -9,19 +9,27 @@ EndpointSliceExports of its key, cut to the ports their source clusters serve.
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from hub.api.auth import MemberOrReaderAccess, ReaderAccess
 from hub.api.deps import ContextDep, StoreDep
-from hub.api.errors import ApiError, documented
-from hub.api.params import MAX_LIST_LIMIT, ClusterPath, NamePath, NamespacePath, WatchOptionsDep
+from hub.api.errors import documented
+from hub.api.params import (
+    ClusterPath,
+    ConflictQuery,
+    ContinueQuery,
+    LimitQuery,
+    NamePath,
+    NamespacePath,
+    NamespaceQuery,
+    WatchOptionsDep,
+    read_page,
+)
 from hub.api.watch import WATCH_RESPONSE, ImportFeedSource, open_watch
+from hub.api.wire import wire
 from shared.constants import API_PREFIX
 from shared.models import (
-    DNS1123_LABEL_RE,
     ClusterImportList,
     ListMeta,
     ServiceImport,
@@ -41,22 +49,16 @@ router = APIRouter(prefix=API_PREFIX, tags=["serviceimports"])
 async def list_imports(
     _access: ReaderAccess,
     store: StoreDep,
-    namespace: Annotated[
-        str | None,
-        Query(max_length=63, pattern=DNS1123_LABEL_RE.pattern, description="only this namespace"),
-    ] = None,
-    conflict: Annotated[
-        bool | None, Query(description="true: only conflicting; false: only clean")
-    ] = None,
-    limit: Annotated[int | None, Query(ge=1, le=MAX_LIST_LIMIT)] = None,
-    continue_: Annotated[str | None, Query(alias="continue", max_length=4096)] = None,
+    namespace: NamespaceQuery = None,
+    conflict: ConflictQuery = None,
+    limit: LimitQuery = None,
+    continue_: ContinueQuery = None,
 ) -> Response:
-    try:
-        page = await store.imports.list(
+    page = await read_page(
+        store.imports.list(
             namespace=namespace, conflict=conflict, limit=limit, continue_token=continue_
         )
-    except ValueError as exc:
-        raise ApiError.invalid("continue", str(exc)) from None
+    )
     answer = ServiceImportList(
         metadata=ListMeta(resource_version=page.resource_version, continue_=page.continue_token),
         items=page.items,
@@ -89,13 +91,8 @@ async def list_cluster_imports(
     watch: WatchOptionsDep,
     store: StoreDep,
     ctx: ContextDep,
-    limit: Annotated[
-        int | None, Query(ge=1, le=MAX_LIST_LIMIT, description="page size (default: all)")
-    ] = None,
-    continue_: Annotated[
-        str | None,
-        Query(alias="continue", max_length=4096, description="token from the previous page"),
-    ] = None,
+    limit: LimitQuery = None,
+    continue_: ContinueQuery = None,
 ) -> Response:
     """Each slice carries only the ports its source cluster serves in the import; a slice
     whose source serves none of them is left out. `metadata.resourceVersion` is the
@@ -107,14 +104,9 @@ async def list_cluster_imports(
         return await open_watch(
             source=ImportFeedSource(store.import_feed), ctx=ctx, options=watch, principal=access
         )
-    try:
-        page = await store.import_feed.list_imports(limit=limit, continue_token=continue_)
-    except ValueError as exc:
-        raise ApiError.invalid("continue", str(exc)) from None
+    page = await read_page(store.import_feed.list_imports(limit=limit, continue_token=continue_))
     answer = ClusterImportList(
         metadata=ListMeta(resource_version=page.resource_version, continue_=page.continue_token),
         items=page.items,
     )
-    return Response(
-        answer.model_dump_json(by_alias=True, exclude_none=True), media_type="application/json"
-    )
+    return wire(answer)

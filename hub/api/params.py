@@ -18,8 +18,9 @@ the stream opens; the store is the shared database, so no replica is "behind" an
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, Path, Query
 
@@ -56,6 +57,7 @@ NamePath = Annotated[
 ]
 
 MAX_LIST_LIMIT = 10_000
+PageT = TypeVar("PageT")
 
 
 @dataclass(frozen=True)
@@ -69,29 +71,48 @@ class ListOptions:
     continue_token: str | None
 
 
+NamespaceQuery = Annotated[
+    str | None,
+    Query(max_length=63, pattern=DNS1123_LABEL_RE.pattern, description="only this namespace"),
+]
+NameQuery = Annotated[
+    str | None,
+    Query(max_length=63, pattern=DNS1035_LABEL_RE.pattern, description="only this name"),
+]
+ClusterQuery = Annotated[
+    str | None,
+    Query(max_length=63, pattern=DNS1123_LABEL_RE.pattern, description="only this cluster"),
+]
+ConflictQuery = Annotated[
+    bool | None, Query(description="true: only conflicting; false: only clean")
+]
+LimitQuery = Annotated[
+    int | None, Query(ge=1, le=MAX_LIST_LIMIT, description="page size (default: all)")
+]
+ContinueQuery = Annotated[
+    str | None,
+    Query(alias="continue", max_length=4096, description="token from the previous page"),
+]
+
+
 async def list_options(
-    namespace: Annotated[
-        str | None,
-        Query(max_length=63, pattern=DNS1123_LABEL_RE.pattern, description="only this namespace"),
-    ] = None,
-    name: Annotated[
-        str | None,
-        Query(max_length=63, pattern=DNS1035_LABEL_RE.pattern, description="only this name"),
-    ] = None,
-    conflict: Annotated[
-        bool | None, Query(description="true: only conflicting; false: only clean")
-    ] = None,
-    limit: Annotated[
-        int | None, Query(ge=1, le=MAX_LIST_LIMIT, description="page size (default: all)")
-    ] = None,
-    continue_: Annotated[
-        str | None,
-        Query(alias="continue", max_length=4096, description="token from the previous page"),
-    ] = None,
+    namespace: NamespaceQuery = None,
+    name: NameQuery = None,
+    conflict: ConflictQuery = None,
+    limit: LimitQuery = None,
+    continue_: ContinueQuery = None,
 ) -> ListOptions:
     return ListOptions(
         namespace=namespace, name=name, conflict=conflict, limit=limit, continue_token=continue_
     )
+
+
+async def read_page(listing: Awaitable[PageT]) -> PageT:
+    """Await a store's list call; a `continue` token the store refuses is a 422 naming it."""
+    try:
+        return await listing
+    except ValueError as exc:  # the store checks the opaque continue token
+        raise ApiError.invalid("continue", str(exc)) from None
 
 
 ListOptionsDep = Annotated[ListOptions, Depends(list_options)]
