@@ -34,9 +34,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
-from sqlalchemy import Text, cast, delete, func, select, update
+from sqlalchemy import Row, Select, Text, cast, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import codec, unnest
@@ -62,6 +63,41 @@ def event_line(event: WatchEvent) -> bytes:
         return orjson.dumps(wire, option=orjson.OPT_APPEND_NEWLINE)
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         return (json.dumps(wire, separators=(",", ":")) + "\n").encode("utf-8", "surrogatepass")
+
+
+def check_history_read(revision: int, limit: int) -> None:
+    """The arguments of a history read (`Feed.rows_since`, `ImportFeed.imports_since`)."""
+    if revision < 0:
+        raise ValueError(f"revision must be 0 or more, got {revision}")
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+
+
+async def read_retained(
+    ctx: StoreContext, query: Select[Any], *, revision: int, relist: str
+) -> Sequence[Row[Any]]:
+    """The rows of `query`, a read of the history after `revision`; Gone (advising
+    `relist`) when a change after `revision` has been pruned.
+
+    The prune mark is read AFTER the rows, in the same read transaction: a prune that
+    committed in between makes us answer Gone (conservative), never a silently incomplete
+    replay. Every history reader (the export and the import feed) goes through here.
+    """
+    async with ctx.read() as conn:
+        rows = (await conn.execute(query)).all()
+        pruned = (
+            await conn.execute(
+                select(revision_table.c.pruned_through).where(
+                    revision_table.c.id == REVISION_ROW_ID
+                )
+            )
+        ).scalar_one()
+    if revision < pruned:
+        raise Gone(
+            f"revision {revision} is older than the retained history "
+            f"(changes up to {pruned} were pruned); {relist}"
+        )
+    return rows
 
 
 @dataclass(frozen=True)
@@ -229,10 +265,7 @@ class Feed:
     ) -> list[HistoryRow]:
         """`changes_since`, undecoded: each change's cluster and revision, decoded on demand
         (the shared reader decodes only the changes somebody watches)."""
-        if revision < 0:
-            raise ValueError(f"revision must be 0 or more, got {revision}")
-        if limit < 1:
-            raise ValueError(f"limit must be at least 1, got {limit}")
+        check_history_read(revision, limit)
         query = (
             select(
                 changes.c.revision,
@@ -250,23 +283,12 @@ class Feed:
         )
         if cluster_id is not None:
             query = query.where(changes.c.cluster_id == cluster_id)
-        async with self._ctx.read() as conn:
-            rows = (await conn.execute(query)).all()
-            # Checked AFTER reading: a prune that committed in between makes us answer Gone
-            # (conservative), never a silently incomplete replay.
-            pruned = (
-                await conn.execute(
-                    select(revision_table.c.pruned_through).where(
-                        revision_table.c.id == REVISION_ROW_ID
-                    )
-                )
-            ).scalar_one()
-        if revision < pruned:
-            raise Gone(
-                f"revision {revision} is older than the retained history "
-                f"(changes up to {pruned} were pruned); relist and watch from the list's "
-                "resourceVersion"
-            )
+        rows = await read_retained(
+            self._ctx,
+            query,
+            revision=revision,
+            relist="relist and watch from the list's resourceVersion",
+        )
         now = utcnow()
         ttl = self._ctx.cluster_ttl
         return [

@@ -43,12 +43,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import codec, paging, unnest
 from hub.store.context import StoreContext
-from hub.store.errors import Gone
 from hub.store.fanout import BufferLimits, FeedFanout, Subscription
-from hub.store.feed import ChangeRecord, read_current_revision
+from hub.store.feed import (
+    ChangeRecord,
+    check_history_read,
+    read_current_revision,
+    read_retained,
+)
 from hub.store.results import Page
-from hub.store.tables import REVISION_ROW_ID, changes, endpoint_slices, service_imports
-from hub.store.tables import revision as revision_table
+from hub.store.tables import changes, endpoint_slices, service_imports
 from shared import constants
 from shared.models import EndpointSliceExport, ServiceImport, WatchEvent
 from shared.timefmt import format_millis, utcnow
@@ -546,10 +549,7 @@ class ImportFeed:
 
         Gone when a change after `revision` has been pruned from the history.
         """
-        if revision < 0:
-            raise ValueError(f"revision must be 0 or more, got {revision}")
-        if limit < 1:
-            raise ValueError(f"limit must be at least 1, got {limit}")
+        check_history_read(revision, limit)
         query = (
             select(
                 changes.c.revision,
@@ -562,23 +562,12 @@ class ImportFeed:
             .order_by(changes.c.revision)
             .limit(limit)
         )
-        async with self._ctx.read() as conn:
-            rows = (await conn.execute(query)).all()
-            # Checked AFTER reading, as `Feed.rows_since` does: a prune in between answers
-            # Gone, never a silently incomplete replay.
-            pruned = (
-                await conn.execute(
-                    select(revision_table.c.pruned_through).where(
-                        revision_table.c.id == REVISION_ROW_ID
-                    )
-                )
-            ).scalar_one()
-        if revision < pruned:
-            raise Gone(
-                f"revision {revision} is older than the retained history "
-                f"(changes up to {pruned} were pruned); relist the imports and watch from "
-                "the list's resourceVersion"
-            )
+        rows = await read_retained(
+            self._ctx,
+            query,
+            revision=revision,
+            relist="relist the imports and watch from the list's resourceVersion",
+        )
         return [
             ImportRow(
                 revision=int(r.revision),
