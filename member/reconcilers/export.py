@@ -43,7 +43,6 @@ same-spec update keeps the stopwatch running, and a real change re-stamps it.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Protocol
@@ -65,6 +64,13 @@ from member.hubfeed import HubView
 from member.kube.events import EventRecorder
 from member.kube.resources import NotFoundError, ServiceExportClient
 from member.metrics import AgentMetrics
+from member.reconcilers.instrumented import (
+    OUTCOME_ERROR,
+    OUTCOME_NOT_LEADING,
+    NotLeading,
+    declare_series,
+    run_reconcile,
+)
 from member.status import (
     condition_from_hub,
     find_condition,
@@ -98,8 +104,6 @@ OUTCOME_NOT_EXPORTABLE = "not_exportable"  # a Service the contract cannot expre
 OUTCOME_REJECTED = "rejected"  # the hub refused the export for good (4xx)
 OUTCOME_EXPORTED = "exported"  # PUT to the hub; the verdict reported back
 OUTCOME_UP_TO_DATE = "up_to_date"  # the hub already had this spec; status checked
-OUTCOME_ERROR = "error"  # raised: the key is retried with backoff
-OUTCOME_NOT_LEADING = "not_leading"  # abandoned: this replica lost its Lease
 OUTCOMES = (
     OUTCOME_ABSENT,
     OUTCOME_WITHDRAWN,
@@ -121,10 +125,6 @@ class Lister(Protocol):
     """A read-only cache of objects by "namespace/name" (an informer, or several)."""
 
     def get(self, key: str) -> dict[str, Any] | None: ...
-
-
-class NotLeading(Exception):
-    """This replica may not write any more (it lost its Lease): abandon the reconcile."""
 
 
 class ExportReconciler:
@@ -162,12 +162,7 @@ class ExportReconciler:
         self._may_write = may_write
         self._clock = clock
         self._tracer = tracer if tracer is not None else trace.get_tracer("mcsync.agent")
-        # Every series of this controller exists from start at 0 (SPEC §6), so the first
-        # error is an increase that `rate()` and `increase()` see.
-        for outcome in OUTCOMES:
-            metrics.reconciles.labels(CONTROLLER, outcome)
-        metrics.reconcile_errors.labels(CONTROLLER)
-        metrics.reconcile_duration.labels(CONTROLLER)
+        declare_series(metrics, CONTROLLER, OUTCOMES)
 
     # -- entry point ------------------------------------------------------------------------
 
@@ -176,30 +171,14 @@ class ExportReconciler:
 
         Raises to have the key retried with backoff (hub unavailable, a stale write …).
         """
-        started = time.monotonic()
-        outcome = OUTCOME_ERROR
-        with self._tracer.start_as_current_span(
-            RECONCILE_SPAN,
+        run_reconcile(
+            lambda: self._reconcile(key),
+            tracer=self._tracer,
+            metrics=self._metrics,
+            controller=CONTROLLER,
+            span_name=RECONCILE_SPAN,
             attributes={"mcsync.key": key, "mcsync.cluster": self._cluster_id},
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
-                outcome = self._reconcile(key)
-            except NotLeading:
-                outcome = OUTCOME_NOT_LEADING
-                raise
-            except Exception as exc:
-                self._metrics.reconcile_errors.labels(CONTROLLER).inc()
-                span.record_exception(exc)
-                span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
-                raise
-            finally:
-                span.set_attribute("mcsync.outcome", outcome)
-                self._metrics.reconciles.labels(CONTROLLER, outcome).inc()
-                self._metrics.reconcile_duration.labels(CONTROLLER).observe(
-                    time.monotonic() - started
-                )
+        )
 
     def _reconcile(self, key: str) -> str:
         """One pass over `key`; answers its outcome (one of the `OUTCOME_*` names)."""

@@ -9,9 +9,10 @@ bottom on their own (`member.reconcilers.serviceimport`, `.derivedservice`,
   denied (`--deny-namespace`).
   Out of scope means "nothing of ours may exist for the key", so the reconcilers delete
   what they made there (a namespace newly denied, say) rather than leave it behind.
-* `ImportReconciler` — the span, the reconciles / duration / errors metrics labelled by
-  controller, and `check_write()`: a replica that lost its Lease stops writing at once
-  (`NotLeading`, as for exports), and a write is counted by kind and operation.
+* `ImportReconciler` — the controllers' instrumented pass (`member.reconcilers.instrumented`)
+  with the import lag observed after a write, and `check_write()`: a replica that lost its
+  Lease stops writing at once (`NotLeading`, as for exports), and a write is counted by
+  kind and operation.
 * `ManagedIndex` — managed objects of a kind by the Service key they belong to (their
   `multicluster.kubernetes.io/service-name` label and namespace), kept by the informer's
   handler, so a reconcile of one key never scans every slice of the cluster.
@@ -20,7 +21,6 @@ bottom on their own (`member.reconcilers.serviceimport`, `.derivedservice`,
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Protocol
@@ -30,14 +30,11 @@ from opentelemetry import trace
 from member.importfeed import ImportView
 from member.importmetrics import ImportMetrics
 from member.metrics import AgentMetrics
-from member.reconcilers.export import NotLeading
+from member.reconcilers.instrumented import NotLeading, run_reconcile
 from shared.constants import LABEL_MCS_SERVICE_NAME
 from shared.timefmt import utcnow
 
 __all__ = ["ImportReconciler", "ImportScope", "ManagedIndex", "NamespaceLister"]
-
-OUTCOME_ERROR = "error"
-OUTCOME_NOT_LEADING = "not_leading"
 
 
 class NamespaceLister(Protocol):
@@ -155,32 +152,20 @@ class ImportReconciler:
 
     def reconcile(self, key: str) -> None:
         """Bring this kind's objects of `key` in line with the hub; raises to be retried."""
-        started = time.monotonic()
-        outcome = OUTCOME_ERROR
-        with self._tracer.start_as_current_span(
-            self.SPAN,
+
+        def succeeded(outcome: str) -> None:
+            if outcome in WROTE:
+                self._observe_lag(key)
+
+        run_reconcile(
+            lambda: self._reconcile(key),
+            tracer=self._tracer,
+            metrics=self._metrics,
+            controller=self.CONTROLLER,
+            span_name=self.SPAN,
             attributes={"mcsync.key": key},
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
-                outcome = self._reconcile(key)
-                if outcome in WROTE:
-                    self._observe_lag(key)
-            except NotLeading:
-                outcome = OUTCOME_NOT_LEADING
-                raise
-            except Exception as exc:
-                self._metrics.reconcile_errors.labels(self.CONTROLLER).inc()
-                span.record_exception(exc)
-                span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
-                raise
-            finally:
-                span.set_attribute("mcsync.outcome", outcome)
-                self._metrics.reconciles.labels(self.CONTROLLER, outcome).inc()
-                self._metrics.reconcile_duration.labels(self.CONTROLLER).observe(
-                    time.monotonic() - started
-                )
+            succeeded=succeeded,
+        )
 
     def _reconcile(self, key: str) -> str:
         raise NotImplementedError

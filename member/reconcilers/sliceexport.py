@@ -73,7 +73,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, Protocol
 
@@ -84,7 +83,14 @@ from member.exportspec import validate
 from member.heartbeat import VersionGate
 from member.hubclient import HubConflict, HubRejected, HubUnavailable
 from member.metrics import AgentMetrics
-from member.reconcilers.export import Lister, NotLeading
+from member.reconcilers.export import Lister
+from member.reconcilers.instrumented import (
+    OUTCOME_ERROR,
+    OUTCOME_NOT_LEADING,
+    NotLeading,
+    declare_series,
+    run_reconcile,
+)
 from shared.constants import (
     ENDPOINTSLICE_MANAGER,
     LABEL_ENDPOINTSLICE_MANAGED_BY,
@@ -117,8 +123,6 @@ OUTCOME_WITHDRAWN = "withdrawn"  # not exported (any more): its slices withdrawn
 OUTCOME_UNSUPPORTED = "agent_unsupported"  # older than the hub's minAgentVersion
 OUTCOME_SENT = "sent"  # one or more slices PUT or DELETEd
 OUTCOME_UP_TO_DATE = "up_to_date"  # the hub had every slice at its resourceVersion
-OUTCOME_ERROR = "error"  # raised: the key is retried with backoff
-OUTCOME_NOT_LEADING = "not_leading"  # abandoned: this replica lost its Lease
 OUTCOMES = (
     OUTCOME_NOT_EXPORTED,
     OUTCOME_AWAITING_EXPORT,
@@ -421,11 +425,7 @@ class SliceExportReconciler:
         self._tracer = tracer if tracer is not None else trace.get_tracer("mcsync.agent")
         self._live_lock = threading.Lock()
         self._live_waits: set[str] = set()  # keys whose live change awaits the hub's record
-        # Every series of this controller exists from start at 0 (SPEC §6).
-        for outcome in OUTCOMES:
-            metrics.reconciles.labels(CONTROLLER, outcome)
-        metrics.reconcile_errors.labels(CONTROLLER)
-        metrics.reconcile_duration.labels(CONTROLLER)
+        declare_series(metrics, CONTROLLER, OUTCOMES)
         metrics.slices_exported.set_function(sent.on_hub)
 
     # -- entry points -----------------------------------------------------------------------
@@ -451,34 +451,21 @@ class SliceExportReconciler:
 
         Raises to have the key retried with backoff (hub unavailable, a 409 …).
         """
-        started = time.monotonic()
-        outcome = OUTCOME_ERROR
-        with self._tracer.start_as_current_span(
-            RECONCILE_SPAN,
+
+        def finished(outcome: str) -> None:
+            if outcome not in (OUTCOME_AWAITING_EXPORT, OUTCOME_DEFERRED, OUTCOME_ERROR):
+                with self._live_lock:
+                    self._live_waits.discard(key)
+
+        return run_reconcile(
+            lambda: self._reconcile(key),
+            tracer=self._tracer,
+            metrics=self._metrics,
+            controller=CONTROLLER,
+            span_name=RECONCILE_SPAN,
             attributes={"mcsync.key": key, "mcsync.cluster": self._cluster_id},
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span:
-            try:
-                outcome = self._reconcile(key)
-            except NotLeading:
-                outcome = OUTCOME_NOT_LEADING
-                raise
-            except Exception as exc:
-                self._metrics.reconcile_errors.labels(CONTROLLER).inc()
-                span.record_exception(exc)
-                span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
-                raise
-            finally:
-                if outcome not in (OUTCOME_AWAITING_EXPORT, OUTCOME_DEFERRED, OUTCOME_ERROR):
-                    with self._live_lock:
-                        self._live_waits.discard(key)
-                span.set_attribute("mcsync.outcome", outcome)
-                self._metrics.reconciles.labels(CONTROLLER, outcome).inc()
-                self._metrics.reconcile_duration.labels(CONTROLLER).observe(
-                    time.monotonic() - started
-                )
-        return outcome
+            finished=finished,
+        )
 
     def repair(self) -> Repaired:
         """List the hub's EndpointSliceExports of this cluster, make them the memory of what
