@@ -17,13 +17,8 @@ ServiceImport reconciler (a Service event queues the key there).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
-from opentelemetry import trace
-
-from member.importfeed import ImportView
-from member.importmetrics import ImportMetrics
 from member.importspec import (
     create_body,
     derived_service_name,
@@ -32,10 +27,7 @@ from member.importspec import (
     matches,
     overlay,
 )
-from member.kube.importobjects import ObjectWriter
-from member.metrics import AgentMetrics
-from member.reconcilers.export import Lister
-from member.reconcilers.importbase import ImportReconciler, ImportScope
+from member.reconcilers.importbase import ImportReconciler
 
 __all__ = ["DerivedServiceReconciler"]
 
@@ -57,28 +49,6 @@ class DerivedServiceReconciler(ImportReconciler):
     CONTROLLER = "derivedservice"
     KIND = KIND
     SPAN = "reconcile derived Service"
-
-    def __init__(
-        self,
-        *,
-        imports: ImportView,
-        service_imports: Lister,
-        services: Lister,
-        scope: ImportScope,
-        writer: ObjectWriter,
-        metrics: AgentMetrics,
-        import_metrics: ImportMetrics,
-        may_write: Callable[[], bool] = lambda: True,
-        tracer: trace.Tracer | None = None,
-    ) -> None:
-        super().__init__(
-            metrics=metrics, import_metrics=import_metrics, may_write=may_write, tracer=tracer
-        )
-        self._imports = imports
-        self._service_imports = service_imports
-        self._services = services
-        self._scope = scope
-        self._writer = writer
 
     def _reconcile(self, key: str) -> str:
         namespace, _, name = key.partition("/")

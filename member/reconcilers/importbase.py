@@ -23,18 +23,20 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict, Unpack
 
 from opentelemetry import trace
 
 from member.importfeed import ImportView
 from member.importmetrics import ImportMetrics
+from member.kube.importobjects import ObjectWriter
 from member.metrics import AgentMetrics
+from member.reconcilers.export import Lister
 from member.reconcilers.instrumented import NotLeading, run_reconcile
 from shared.constants import LABEL_MCS_SERVICE_NAME
 from shared.timefmt import utcnow
 
-__all__ = ["ImportReconciler", "ImportScope", "ManagedIndex", "NamespaceLister"]
+__all__ = ["ImportDeps", "ImportReconciler", "ImportScope", "ManagedIndex", "NamespaceLister"]
 
 
 class NamespaceLister(Protocol):
@@ -126,26 +128,43 @@ class ManagedIndex:
 WROTE = frozenset({"created", "updated", "written"})
 
 
+def _always() -> bool:
+    return True
+
+
+class ImportDeps(TypedDict):
+    """What every import reconciler is built with: the hub's view, this cluster's
+    ServiceImports and Services, the scope, the writer, the metrics, the write gate
+    (default: always) and the tracer (default: the agent's)."""
+
+    imports: ImportView
+    service_imports: Lister
+    services: Lister
+    scope: ImportScope
+    writer: ObjectWriter
+    metrics: AgentMetrics
+    import_metrics: ImportMetrics
+    may_write: NotRequired[Callable[[], bool]]
+    tracer: NotRequired[trace.Tracer | None]
+
+
 class ImportReconciler:
     """Base of the import reconcilers: `reconcile(key)` wraps the subclass's `_reconcile`."""
 
     CONTROLLER = "import"
     SPAN = "reconcile import"
     KIND = "ServiceImport"  # the object kind it writes: the import lag's label
-    _imports: ImportView
 
-    def __init__(
-        self,
-        *,
-        metrics: AgentMetrics,
-        import_metrics: ImportMetrics,
-        may_write: Callable[[], bool],
-        tracer: trace.Tracer | None = None,
-    ) -> None:
-        self._metrics = metrics
-        self._import_metrics = import_metrics
-        self._may_write = may_write
-        self._tracer = tracer or trace.get_tracer("mcsync.agent")
+    def __init__(self, **deps: Unpack[ImportDeps]) -> None:
+        self._imports = deps["imports"]
+        self._service_imports = deps["service_imports"]
+        self._services = deps["services"]
+        self._scope = deps["scope"]
+        self._writer = deps["writer"]
+        self._metrics = deps["metrics"]
+        self._import_metrics = deps["import_metrics"]
+        self._may_write = deps.get("may_write", _always)
+        self._tracer = deps.get("tracer") or trace.get_tracer("mcsync.agent")
         # Per key, the newest hub change whose lag was observed: a change counts once.
         self._lag_seen: dict[str, datetime] = {}
         self._lag_lock = threading.Lock()

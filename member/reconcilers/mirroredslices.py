@@ -18,12 +18,8 @@ slices of it (SPEC §2.8).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from typing import Unpack
 
-from opentelemetry import trace
-
-from member.importfeed import ImportView
-from member.importmetrics import ImportMetrics
 from member.importspec import (
     create_body,
     derived_service_name,
@@ -32,10 +28,7 @@ from member.importspec import (
     matches,
     overlay,
 )
-from member.kube.importobjects import ObjectWriter
-from member.metrics import AgentMetrics
-from member.reconcilers.export import Lister
-from member.reconcilers.importbase import ImportReconciler, ImportScope, ManagedIndex
+from member.reconcilers.importbase import ImportDeps, ImportReconciler, ManagedIndex
 
 __all__ = ["MirroredSliceReconciler"]
 
@@ -49,29 +42,10 @@ class MirroredSliceReconciler(ImportReconciler):
     KIND = KIND
     SPAN = "reconcile mirrored EndpointSlices"
 
-    def __init__(
-        self,
-        *,
-        imports: ImportView,
-        service_imports: Lister,
-        services: Lister,
-        slices: ManagedIndex,
-        scope: ImportScope,
-        writer: ObjectWriter,
-        metrics: AgentMetrics,
-        import_metrics: ImportMetrics,
-        may_write: Callable[[], bool] = lambda: True,
-        tracer: trace.Tracer | None = None,
-    ) -> None:
-        super().__init__(
-            metrics=metrics, import_metrics=import_metrics, may_write=may_write, tracer=tracer
-        )
-        self._imports = imports
-        self._service_imports = service_imports
-        self._services = services
+    def __init__(self, *, slices: ManagedIndex, **deps: Unpack[ImportDeps]) -> None:
+        """`slices`: the managed EndpointSlices by key; `deps`: every import reconciler's."""
+        super().__init__(**deps)
         self._slices = slices
-        self._scope = scope
-        self._writer = writer
 
     def _reconcile(self, key: str) -> str:
         namespace, _, name = key.partition("/")

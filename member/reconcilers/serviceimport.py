@@ -23,12 +23,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
-from opentelemetry import trace
-
-from member.importfeed import ImportView
-from member.importmetrics import ImportMetrics
 from member.importspec import (
     OPTIONAL_IMPORT_FIELDS,
     create_body,
@@ -40,10 +36,7 @@ from member.importspec import (
     overlay,
 )
 from member.kube.events import EventRecorder
-from member.kube.importobjects import ObjectWriter
-from member.metrics import AgentMetrics
-from member.reconcilers.export import Lister
-from member.reconcilers.importbase import ImportReconciler, ImportScope
+from member.reconcilers.importbase import ImportDeps, ImportReconciler
 from shared.constants import MCS_GROUP
 
 __all__ = ["ForeignImports", "ServiceImportReconciler"]
@@ -90,31 +83,16 @@ class ServiceImportReconciler(ImportReconciler):
     def __init__(
         self,
         *,
-        imports: ImportView,
-        service_imports: Lister,
-        services: Lister,
-        scope: ImportScope,
-        writer: ObjectWriter,
         events: EventRecorder,
         foreign: ForeignImports,
-        metrics: AgentMetrics,
-        import_metrics: ImportMetrics,
-        may_write: Callable[[], bool] = lambda: True,
-        tracer: trace.Tracer | None = None,
         optional_fields: frozenset[str] = OPTIONAL_IMPORT_FIELDS,
+        **deps: Unpack[ImportDeps],
     ) -> None:
-        super().__init__(
-            metrics=metrics, import_metrics=import_metrics, may_write=may_write, tracer=tracer
-        )
+        super().__init__(**deps)
         self._optional_fields = optional_fields
-        self._imports = imports
-        self._service_imports = service_imports
-        self._services = services
-        self._scope = scope
-        self._writer = writer
         self._events = events
         self._foreign = foreign
-        self._api_version = f"{MCS_GROUP}/{writer.version}"
+        self._api_version = f"{MCS_GROUP}/{self._writer.version}"
 
     def _reconcile(self, key: str) -> str:
         namespace, _, name = key.partition("/")
