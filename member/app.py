@@ -67,6 +67,7 @@ from member.kube.listwatch import (
 )
 from member.kube.resources import ServiceExportClient
 from member.metrics import AgentMetrics
+from member.namespaced import NamespacedLister, per_namespace
 from member.reconcilers.export import ExportReconciler, NotLeading
 from member.reconcilers.sliceexport import (
     REPAIR_KEY,
@@ -92,21 +93,6 @@ QUEUE_NAME = "serviceexport"
 SLICE_QUEUE_NAME = "endpointslice"
 # How long a stopping agent waits for workers to finish the keys in hand.
 _WORKER_JOIN_SECONDS = 30.0
-
-
-class NamespacedLister:
-    """A lister over one informer per namespace (or one for all): `get("ns/name")`."""
-
-    def __init__(self, informers: dict[str | None, Informer]) -> None:
-        self._informers = informers
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        namespace = key.partition("/")[0]
-        informer = self._informers.get(namespace) or self._informers.get(None)
-        return informer.get(key) if informer is not None else None
-
-    def keys(self) -> set[str]:
-        return {key for informer in self._informers.values() for key in informer.keys()}
 
 
 class Agent:
@@ -149,36 +135,32 @@ class Agent:
         namespaces = settings.watched_namespaces()
         self._scope = {ns for ns in namespaces if ns is not None}
         timeout = settings.watch_timeout
-        self.service_informers = {
-            ns: Informer(
-                name=f"services[{ns or '*'}]",
-                list_watch=ServiceListWatch(self.api, namespace=ns),
-                handler=self._on_kube_event,
-                watch_timeout_seconds=timeout,
-                transform=transform_service,
-            )
-            for ns in namespaces
-        }
-        self.export_informers = {
-            ns: Informer(
-                name=f"serviceexports[{ns or '*'}]",
-                list_watch=ServiceExportListWatch(self.api, version=self.mcs_version, namespace=ns),
-                handler=self._on_kube_event,
-                watch_timeout_seconds=timeout,
-                transform=transform_service_export,
-            )
-            for ns in namespaces
-        }
-        self.slice_informers = {
-            ns: Informer(
-                name=f"endpointslices[{ns or '*'}]",
-                list_watch=EndpointSliceListWatch(self.api, namespace=ns),
-                handler=self._on_slice_event,
-                watch_timeout_seconds=timeout,
-                transform=transform_endpointslice,
-            )
-            for ns in namespaces
-        }
+        self.service_informers = per_namespace(
+            namespaces,
+            name="services",
+            list_watch=lambda ns: ServiceListWatch(self.api, namespace=ns),
+            handler=self._on_kube_event,
+            watch_timeout_seconds=timeout,
+            transform=transform_service,
+        )
+        self.export_informers = per_namespace(
+            namespaces,
+            name="serviceexports",
+            list_watch=lambda ns: ServiceExportListWatch(
+                self.api, version=self.mcs_version, namespace=ns
+            ),
+            handler=self._on_kube_event,
+            watch_timeout_seconds=timeout,
+            transform=transform_service_export,
+        )
+        self.slice_informers = per_namespace(
+            namespaces,
+            name="endpointslices",
+            list_watch=lambda ns: EndpointSliceListWatch(self.api, namespace=ns),
+            handler=self._on_slice_event,
+            watch_timeout_seconds=timeout,
+            transform=transform_endpointslice,
+        )
         self.hub_informer = Informer(
             name="hub",
             list_watch=HubExportListWatch(self.hub),

@@ -66,6 +66,7 @@ from member.kube.resources import (
     endpointslices_path,
 )
 from member.metrics import AgentMetrics
+from member.namespaced import NamespacedLister, per_namespace
 from member.ownwrites import OwnWrites, RememberingWriter
 from member.reconcilers.derivedservice import DerivedServiceReconciler
 from member.reconcilers.export import NotLeading
@@ -96,21 +97,6 @@ def without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(metadata, dict) or "managedFields" not in metadata:
         return obj
     return {**obj, "metadata": {k: v for k, v in metadata.items() if k != "managedFields"}}
-
-
-class _Lister:
-    """`get("ns/name")` over one informer per namespace (or one for all)."""
-
-    def __init__(self, informers: dict[str | None, Informer]) -> None:
-        self._informers = informers
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        namespace = key.partition("/")[0]
-        informer = self._informers.get(namespace) or self._informers.get(None)
-        return informer.get(key) if informer is not None else None
-
-    def cached(self) -> list[dict[str, Any]]:
-        return [obj for i in self._informers.values() for obj in i.list_cached()]
 
 
 class _NamespaceLister:
@@ -167,19 +153,17 @@ class Importer:
         def informers(
             kind: str, path: Callable[[str | None], str], api_version: str, selector: str | None
         ) -> dict[str | None, Informer]:
-            return {
-                ns: Informer(
-                    name=f"{_INFORMER_NAMES[kind]}[{ns or '*'}]",
-                    list_watch=KubeListWatch(
-                        api, path=path(ns), api_version=api_version, kind=kind,
-                        label_selector=selector,
-                    ),
-                    handler=self._handler(kind),
-                    watch_timeout_seconds=watch_timeout,
-                    transform=without_managed_fields,
-                )
-                for ns in namespaces
-            }
+            return per_namespace(
+                namespaces,
+                name=_INFORMER_NAMES[kind],
+                list_watch=lambda ns: KubeListWatch(
+                    api, path=path(ns), api_version=api_version, kind=kind,
+                    label_selector=selector,
+                ),
+                handler=self._handler(kind),
+                watch_timeout_seconds=watch_timeout,
+                transform=without_managed_fields,
+            )
 
         self.import_informers = informers(
             "ServiceImport",
@@ -203,11 +187,11 @@ class Importer:
             )
             for ns in namespaces
         ]
-        cached_imports = _Lister(self.import_informers)
-        cached_slices = _Lister(self.slice_informers)
+        cached_imports = NamespacedLister(self.import_informers)
+        cached_slices = NamespacedLister(self.slice_informers)
         # The caches, corrected by our own writes until their events arrive.
         service_imports = OwnWrites(cached_imports)
-        services = OwnWrites(_Lister(self.service_informers))
+        services = OwnWrites(NamespacedLister(self.service_informers))
         slices = OwnWrites(cached_slices)
         self.slice_index = ManagedIndex(slices)
         self.service_index = ManagedIndex(services)
