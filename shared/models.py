@@ -63,7 +63,6 @@ ServiceName = Annotated[
 ClusterId = Annotated[
     str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL_RE.pattern)
 ]
-PortName = Annotated[str, Field(max_length=63)]
 
 
 def _utc_representable(value: datetime) -> datetime:
@@ -96,6 +95,16 @@ def is_dns1035_label(value: str) -> bool:
 
 def is_dns1123_subdomain(value: str) -> bool:
     return len(value) <= 253 and _full(DNS1123_SUBDOMAIN_RE, value)
+
+
+def _port_name(value: str) -> str:
+    if value and not is_dns1123_label(value):
+        raise ValueError(f"port name {value!r} is not a DNS-1123 label")
+    return value
+
+
+# A port's name (a Service's, an EndpointSlice's): empty, or a DNS-1123 label.
+PortName = Annotated[str, Field(max_length=63), AfterValidator(_port_name)]
 
 
 def _check_string_map(value: dict[str, str] | None, what: str) -> dict[str, str] | None:
@@ -191,13 +200,6 @@ class ServicePort(StrictWireModel):
     protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
     port: int = Field(ge=1, le=65535)
     app_protocol: str | None = Field(default=None, min_length=1, max_length=316)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if value and not is_dns1123_label(value):
-            raise ValueError(f"port name {value!r} is not a DNS-1123 label")
-        return value
 
 
 class ClientIPConfig(StrictWireModel):
@@ -460,13 +462,6 @@ class EndpointPort(StrictWireModel):
     protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
     port: int | None = Field(default=None, ge=1, le=65535)
     app_protocol: str | None = Field(default=None, min_length=1, max_length=316)
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if value and not is_dns1123_label(value):
-            raise ValueError(f"port name {value!r} is not a DNS-1123 label")
-        return value
 
 
 class EndpointSliceExportSpec(StrictWireModel):
