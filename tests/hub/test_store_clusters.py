@@ -11,16 +11,13 @@ from sqlalchemy import select
 
 from hub.store import AlreadyExists, NotFound, Store
 from hub.store.tables import clusters
-from tests.hub.test_store_support import at, conflict_of, make_export, open_store
+from tests.hub.test_store_support import at, conflict_of, make_export, open_store, opened_store
 
 
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[Store]:
-    s = await open_store(database_url)
-    try:
+    async with opened_store(database_url) as s:
         yield s
-    finally:
-        await s.close()
 
 
 async def test_register_stores_only_a_hash_of_the_token(store: Store) -> None:

@@ -10,17 +10,13 @@ from sqlalchemy import func, select
 from hub.store import Conflict, NotFound, Store
 from hub.store.tables import changes
 from shared.constants import ANNOTATION_LAST_OBSERVED_RESOURCE_VERSION as LAST_OBSERVED
-from tests.hub.test_store_support import at, conflict_of, make_export, open_store, register
+from tests.hub.test_store_support import at, conflict_of, make_export, opened_store
 
 
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[Store]:
-    s = await open_store(database_url)
-    await register(s, "alpha", "beta")
-    try:
+    async with opened_store(database_url, "alpha", "beta") as s:
         yield s
-    finally:
-        await s.close()
 
 
 async def change_rows(store: Store) -> int:

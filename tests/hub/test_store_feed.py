@@ -8,19 +8,15 @@ from collections.abc import AsyncIterator
 import pytest
 
 from hub.store import Gone, Store
-from tests.hub.test_store_support import at, make_export, open_store, register
+from tests.hub.test_store_support import at, make_export, open_store, opened_store, register
 
 DEADLINE = 30.0  # generous: these waits normally end in milliseconds
 
 
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[Store]:
-    s = await open_store(database_url)
-    await register(s, "alpha", "beta")
-    try:
+    async with opened_store(database_url, "alpha", "beta") as s:
         yield s
-    finally:
-        await s.close()
 
 
 async def test_changes_come_in_revision_order_and_resume(store: Store) -> None:

@@ -6,6 +6,8 @@ collects it and finds nothing to run.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -60,6 +62,18 @@ async def open_store(url: str, **options: Any) -> Store:
     """Migrate the fresh database at `url` to head and open a Store on it."""
     await migrate.upgrade_async(url)
     return await Store.open(url, **options)
+
+
+@asynccontextmanager
+async def opened_store(url: str, *clusters: str, **options: Any) -> AsyncIterator[Store]:
+    """A Store on the fresh database at `url` (`open_store`) with `clusters` registered;
+    closed on the way out. What the store tests' `store` fixtures yield."""
+    store = await open_store(url, **options)
+    try:
+        await register(store, *clusters)
+        yield store
+    finally:
+        await store.close()
 
 
 async def register(store: Store, *names: str) -> dict[str, str]:

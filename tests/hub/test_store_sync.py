@@ -8,17 +8,13 @@ import pytest
 
 from hub.store import NotFound, Store
 from shared.models import InternalServiceExport
-from tests.hub.test_store_support import at, conflict_of, make_export, open_store, register
+from tests.hub.test_store_support import at, conflict_of, make_export, opened_store
 
 
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[Store]:
-    s = await open_store(database_url)
-    await register(s, "alpha", "beta")
-    try:
+    async with opened_store(database_url, "alpha", "beta") as s:
         yield s
-    finally:
-        await s.close()
 
 
 async def test_sync_counts_created_updated_unchanged_withdrawn(store: Store) -> None:

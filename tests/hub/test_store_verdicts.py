@@ -20,20 +20,15 @@ from tests.hub.test_store_support import (
     at,
     conflict_of,
     make_export,
-    open_store,
+    opened_store,
     port,
-    register,
 )
 
 
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[Store]:
-    s = await open_store(database_url)
-    await register(s, "alpha", "beta", "gamma")
-    try:
+    async with opened_store(database_url, "alpha", "beta", "gamma") as s:
         yield s
-    finally:
-        await s.close()
 
 
 async def assert_verdicts_match_fresh_judgement(
