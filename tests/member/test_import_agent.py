@@ -95,6 +95,24 @@ def agent(
     )
 
 
+def export_from_east(
+    kube_cluster_factory: Any, hub: HubProcess, agents: AgentFactory, **west: Any
+) -> KubeCluster:
+    """East exports shop/web (its agent running); answers west, which has the namespace."""
+    east = kube_cluster_factory("east")
+    west_cluster: KubeCluster = kube_cluster_factory("west", **west)
+    west_cluster.state.create_namespace(NS)
+    east.state.create("services", NS, service_body("web", NS))
+    east.state.create("endpointslices", NS, source_slice("10.0.0.1"))
+    east.state.create("serviceexports", NS, service_export_body("web", NS))
+    agent("east", east, hub, agents)
+    wait_for(
+        lambda: hub.request("GET", "/api/v1/endpointslices").json()["items"],
+        what="east's slice on the hub",
+    )
+    return west_cluster
+
+
 def test_an_export_is_imported_everywhere_and_unexported_everywhere(
     kube_cluster_factory: Any, hub_process: HubProcess, agent_factory: AgentFactory
 ) -> None:
@@ -163,16 +181,7 @@ def test_an_agent_started_later_imports_what_the_hub_lists(
     kube_cluster_factory: Any, hub_process: HubProcess, agent_factory: AgentFactory,
     scope: list[str],
 ) -> None:
-    east, west = kube_cluster_factory("east"), kube_cluster_factory("west")
-    west.state.create_namespace(NS)
-    east.state.create("services", NS, service_body("web", NS))
-    east.state.create("endpointslices", NS, source_slice("10.0.0.1"))
-    east.state.create("serviceexports", NS, service_export_body("web", NS))
-    agent("east", east, hub_process, agent_factory)
-    wait_for(
-        lambda: hub_process.request("GET", "/api/v1/endpointslices").json()["items"],
-        what="east's slice on the hub",
-    )
+    west = export_from_east(kube_cluster_factory, hub_process, agent_factory)
     west_agent = agent("west", west, hub_process, agent_factory, extra=scope)
     for kind in ("ServiceImport", "Service", "EndpointSlice"):
         for operation in ("create", "update", "status", "delete"):

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from tests.kube.fixtures import KubeCluster
 from tests.member.agent_support import (
     AgentFactory,
     AgentProcess,
@@ -23,6 +22,7 @@ from tests.member.test_import_agent import (
     MIRRORED,
     NS,
     agent,
+    export_from_east,
     import_settled,
     import_writes,
     imported,
@@ -30,24 +30,6 @@ from tests.member.test_import_agent import (
 )
 
 pytestmark = pytest.mark.e2e
-
-
-def export_from_east(
-    kube_cluster_factory: Any, hub: HubProcess, agents: AgentFactory, **west: Any
-) -> KubeCluster:
-    """East exports shop/web (its agent running); answers west, which has the namespace."""
-    east = kube_cluster_factory("east")
-    west_cluster: KubeCluster = kube_cluster_factory("west", **west)
-    west_cluster.state.create_namespace(NS)
-    east.state.create("services", NS, service_body("web", NS))
-    east.state.create("endpointslices", NS, source_slice("10.0.0.1"))
-    east.state.create("serviceexports", NS, service_export_body("web", NS))
-    agent("east", east, hub, agents)
-    wait_for(
-        lambda: hub.request("GET", "/api/v1/endpointslices").json()["items"],
-        what="east's slice on the hub",
-    )
-    return west_cluster
 
 
 def test_a_foreign_service_import_is_left_alone_with_a_warning_event(
