@@ -21,7 +21,15 @@ import pytest
 from shared.constants import ANNOTATION_CHANGED_AT as CHANGED_AT
 from shared.timefmt import parse_rfc3339, utcnow
 from tests.hub.test_api_endpointslices import slice_body, slice_path
-from tests.hub.test_api_support import READER, Hub, at, port, running_hub, serving
+from tests.hub.test_api_support import (
+    READER,
+    Hub,
+    at,
+    port,
+    running_hub,
+    serving,
+    watch_events,
+)
 from tests.hub.test_watch_fanout import until
 
 DEADLINE = 30.0  # generous: a slow shared machine must not fail these
@@ -31,10 +39,6 @@ DEADLINE = 30.0  # generous: a slow shared machine must not fail these
 async def hub(database_url: str) -> AsyncIterator[Hub]:
     async with running_hub(database_url, watch_bookmark_seconds=0.3) as running:
         yield running
-
-
-def _lines(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def _what(event: dict[str, Any]) -> tuple[str, str, str]:
@@ -76,7 +80,7 @@ async def test_replay_carries_imports_and_slices_in_revision_order(hub: Hub) -> 
     )
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("application/x-ndjson")
-    events = [e for e in _lines(answer.text) if e["type"] != "BOOKMARK"]
+    events = [e for e in watch_events(answer.text) if e["type"] != "BOOKMARK"]
     # No InternalServiceExport: those belong to the export feed.
     assert [_what(e) for e in events] == [
         ("ADDED", "ServiceImport", "web"),
@@ -94,7 +98,7 @@ async def test_replay_carries_imports_and_slices_in_revision_order(hub: Hub) -> 
         "&timeoutSeconds=1",
         headers=members["west"],
     )
-    assert [_what(e) for e in _lines(rest.text) if e["type"] != "BOOKMARK"] == [
+    assert [_what(e) for e in watch_events(rest.text) if e["type"] != "BOOKMARK"] == [
         _what(e) for e in events[2:]
     ]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -100,6 +101,11 @@ def conflict_of(obj: dict[str, Any]) -> tuple[str, str]:
         if condition["type"] == "Conflict":
             return condition["status"], condition["reason"]
     raise AssertionError(f"no Conflict condition in {obj['status']}")
+
+
+def watch_events(text: str) -> list[dict[str, Any]]:
+    """The events of a watch answer's body (newline-delimited JSON), blank lines skipped."""
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def traced() -> tuple[TracerProvider, InMemorySpanExporter]:

@@ -26,6 +26,7 @@ from tests.hub.test_api_support import (
     port,
     running_hub,
     serving,
+    watch_events,
 )
 
 DEADLINE = 30.0  # generous: a slow shared machine must not fail these
@@ -35,10 +36,6 @@ DEADLINE = 30.0  # generous: a slow shared machine must not fail these
 async def hub(database_url: str) -> AsyncIterator[Hub]:
     async with running_hub(database_url, watch_bookmark_seconds=0.3) as running:
         yield running
-
-
-def _lines(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def _changes(events: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
@@ -69,7 +66,7 @@ async def test_watch_replays_changes_after_a_revision_in_order(hub: Hub) -> None
     )
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("application/x-ndjson")
-    events = _lines(answer.text)
+    events = watch_events(answer.text)
     # east/web is re-judged (MODIFIED) when west's clashing export arrives; west's own
     # records are not in east's feed.
     assert _changes(events) == [
@@ -91,14 +88,14 @@ async def test_watch_replays_changes_after_a_revision_in_order(hub: Hub) -> None
         "&timeoutSeconds=1",
         headers=members["east"],
     )
-    assert _changes(_lines(rest.text)) == _changes(events)[2:]
+    assert _changes(watch_events(rest.text)) == _changes(events)[2:]
 
     # The fleet-wide watch (reader) sees both clusters.
     fleet = await hub.client.get(
         f"/api/v1/serviceexports?watch=true&resourceVersion={rv0}&timeoutSeconds=1",
         headers=READER,
     )
-    assert ("ADDED", "west", "web") in _changes(_lines(fleet.text))
+    assert ("ADDED", "west", "web") in _changes(watch_events(fleet.text))
     forbidden = await hub.client.get(
         "/api/v1/serviceexports?watch=true&timeoutSeconds=1", headers=members["east"]
     )
