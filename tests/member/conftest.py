@@ -19,3 +19,15 @@ def kube_namespaces() -> tuple[str, ...]:
     """Namespaces the emulated clusters of these tests start with; `mcsync` holds the
     Lease of the leader-election tests (content namespaces are created by seeding)."""
     return (*FIXTURE_NAMESPACES, "mcsync")
+
+
+@pytest.fixture
+def settings_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An environment with no `MCSYNC_*` variable but the hub token (`t0ken`), so a test of
+    `member.settings` sees only the flags it passes. Used by the settings test modules."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("MCSYNC_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("MCSYNC_HUB_TOKEN", "t0ken")

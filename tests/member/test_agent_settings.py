@@ -9,16 +9,7 @@ import pytest
 from member.settings import SettingsError, parse_args
 
 BASE = ["--hub-url", "https://hub.example.com/", "--cluster-id", "east"]
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
-    for name in list(os.environ):
-        if name.startswith("MCSYNC_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("MCSYNC_HUB_TOKEN", "t0ken")
+pytestmark = pytest.mark.usefixtures("settings_env")
 
 
 def test_defaults() -> None:

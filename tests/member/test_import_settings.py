@@ -19,16 +19,7 @@ from tests.kube.fixtures import KubeCluster
 from tests.kube.support import wait_for
 
 BASE = ["--hub-url", "https://hub.example.com/", "--cluster-id", "east"]
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    import os
-
-    for name in list(os.environ):
-        if name.startswith("MCSYNC_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("MCSYNC_HUB_TOKEN", "t0ken")
+pytestmark = pytest.mark.usefixtures("settings_env")
 
 
 def test_default_identity_is_the_host_name_and_a_suffix_per_process() -> None:
