@@ -39,6 +39,7 @@ from tests.member.agent_support import (  # noqa: F401
     hub_process,
     service_body,
     service_export_body,
+    source_slice_body,
     wait_for,
 )
 
@@ -238,21 +239,7 @@ def kube_namespaces() -> tuple[str, ...]:
 
 
 def source_slice(ip: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": "web-abc",
-            "namespace": NS,
-            "labels": {
-                "kubernetes.io/service-name": "web",
-                "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
-            },
-        },
-        "addressType": "IPv4",
-        "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
-        "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
-    }
+    return source_slice_body(ip, NS)
 
 
 def chart_flags(rendered: Rendered) -> list[str]:

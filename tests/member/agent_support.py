@@ -369,6 +369,26 @@ def service_export_body(name: str, namespace: str, **spec: Any) -> dict[str, Any
     }
 
 
+def source_slice_body(ip: str, namespace: str) -> dict[str, Any]:
+    """The EndpointSlice `web-abc` of Service `web`, one ready endpoint at `ip`, as
+    kube-controller-manager writes it: what an exporting cluster's slice looks like."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": "web-abc",
+            "namespace": namespace,
+            "labels": {
+                "kubernetes.io/service-name": "web",
+                "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
+            },
+        },
+        "addressType": "IPv4",
+        "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
+    }
+
+
 def conditions_of(obj: dict[str, Any] | None) -> dict[str, tuple[str, str]]:
     """{type: (status, reason)} of an object's status conditions."""
     if not obj:

@@ -21,6 +21,7 @@ from tests.member.agent_support import (
     HubProcess,
     service_body,
     service_export_body,
+    source_slice_body,
     wait_for,
 )
 
@@ -32,21 +33,7 @@ MIRRORED = mirrored_slice_name("web", "east", "web-abc")
 
 
 def source_slice(ip: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": "web-abc",
-            "namespace": NS,
-            "labels": {
-                "kubernetes.io/service-name": "web",
-                "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io",
-            },
-        },
-        "addressType": "IPv4",
-        "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
-        "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
-    }
+    return source_slice_body(ip, NS)
 
 
 def imported(kube: KubeCluster) -> dict[str, Any] | None:
