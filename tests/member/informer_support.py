@@ -1,4 +1,5 @@
-"""What the informer tests share: a handler that records every event it is given, and a stop flag.
+"""What the informer tests share: a handler that records every event it is given, a stop flag,
+and `Cache`, an informer's cache as its readers (listers, views) see it.
 
 Both the unit tests of `member.informer` (over an in-memory list-watch) and the tests of the
 Kubernetes list-watches (over the emulator) check *what the informer delivered*, so they use one
@@ -16,6 +17,22 @@ import pytest
 from member.informer import namespaced_key
 
 Event = tuple[str, str, str | None, bool]  # (type, key, rv of new-or-old, from_relist)
+
+
+class Cache:
+    """An informer's cache, filled by the test through `items`: get / keys / has_synced."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, dict[str, Any]] = {}
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.items.get(key)
+
+    def keys(self) -> list[str]:
+        return list(self.items)
+
+    def has_synced(self) -> bool:
+        return True
 
 
 class Recorder:

@@ -5,17 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from member.importfeed import ImportView, import_item_key, service_key_of
-
-
-class Cache:
-    def __init__(self) -> None:
-        self.items: dict[str, dict[str, Any]] = {}
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        return self.items.get(key)
-
-    def keys(self) -> list[str]:
-        return list(self.items)
+from tests.member.informer_support import Cache
 
 
 def service_import(namespace: str, name: str) -> dict[str, Any]:

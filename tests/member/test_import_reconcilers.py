@@ -27,26 +27,11 @@ from member.reconcilers.serviceimport import ForeignImports, ServiceImportReconc
 from shared.constants import ANNOTATION_CHANGED_AT
 from shared.models import EndpointSliceExport, ServiceImport, to_wire
 from shared.timefmt import format_millis, utcnow
+from tests.member.informer_support import Cache
 
 KEY = "demo/hello"
 DERIVED = derived_service_name("hello")
 MANAGED = {"app.kubernetes.io/managed-by": "mcsync"}
-
-
-class Cache:
-    """An informer's cache: get / keys / list_cached."""
-
-    def __init__(self) -> None:
-        self.items: dict[str, dict[str, Any]] = {}
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        return self.items.get(key)
-
-    def keys(self) -> list[str]:
-        return list(self.items)
-
-    def has_synced(self) -> bool:
-        return True
 
 
 class Writer:
