@@ -25,6 +25,7 @@ from collections.abc import Callable
 from prometheus_client import Counter, Gauge, Histogram
 
 from member.metrics import AgentMetrics
+from member.reconcilers.instrumented import declare_series
 from shared.metrics import EXPORT_DURATION_BUCKETS_MS
 
 __all__ = ["IMPORT_CONTROLLERS", "IMPORT_KINDS", "IMPORT_OPERATIONS", "ImportMetrics"]
@@ -73,8 +74,7 @@ class ImportMetrics:
         for kind in IMPORT_KINDS:
             self.lag.labels(kind)
         for controller in IMPORT_CONTROLLERS:
-            metrics.reconcile_errors.labels(controller)
-            metrics.reconcile_duration.labels(controller)
+            declare_series(metrics, controller, ())
 
     def count_with(
         self, imported: Callable[[], float], endpoints: Callable[[], float]
