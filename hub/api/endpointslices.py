@@ -28,6 +28,7 @@ from hub.api.params import (
     LimitQuery,
     NamespacePath,
     NamespaceQuery,
+    list_meta,
     read_page,
 )
 from hub.api.sync import apply_sync
@@ -40,7 +41,6 @@ from shared.models import (
     DNS1123_SUBDOMAIN_RE,
     EndpointSliceExport,
     EndpointSliceExportList,
-    ListMeta,
     SyncResult,
 )
 
@@ -223,9 +223,7 @@ async def _list(
     )
     return wire(
         EndpointSliceExportList(
-            metadata=ListMeta(
-                resource_version=page.resource_version, continue_=page.continue_token
-            ),
+            metadata=list_meta(page),
             items=page.items,
         )
     )

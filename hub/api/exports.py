@@ -32,6 +32,7 @@ from hub.api.params import (
     NamePath,
     NamespacePath,
     WatchOptionsDep,
+    list_meta,
     parse_revision,
     read_page,
 )
@@ -46,7 +47,6 @@ from shared.models import (
     AnnotationPatch,
     InternalServiceExport,
     InternalServiceExportList,
-    ListMeta,
     SyncResult,
 )
 
@@ -114,9 +114,7 @@ async def _list(store: Store, *, cluster_id: str | None, options: ListOptions) -
     )
     return wire(
         InternalServiceExportList(
-            metadata=ListMeta(
-                resource_version=page.resource_version, continue_=page.continue_token
-            ),
+            metadata=list_meta(page),
             items=page.items,
         )
     )

@@ -24,6 +24,7 @@ from hub.api.params import (
     NamespacePath,
     NamespaceQuery,
     WatchOptionsDep,
+    list_meta,
     read_page,
 )
 from hub.api.watch import WATCH_RESPONSE, ImportFeedSource, open_watch
@@ -31,7 +32,6 @@ from hub.api.wire import wire
 from shared.constants import API_PREFIX
 from shared.models import (
     ClusterImportList,
-    ListMeta,
     ServiceImport,
     ServiceImportList,
     to_wire,
@@ -60,7 +60,7 @@ async def list_imports(
         )
     )
     answer = ServiceImportList(
-        metadata=ListMeta(resource_version=page.resource_version, continue_=page.continue_token),
+        metadata=list_meta(page),
         items=page.items,
     )
     return JSONResponse(to_wire(answer))
@@ -106,7 +106,7 @@ async def list_cluster_imports(
         )
     page = await read_page(store.import_feed.list_imports(limit=limit, continue_token=continue_))
     answer = ClusterImportList(
-        metadata=ListMeta(resource_version=page.resource_version, continue_=page.continue_token),
+        metadata=list_meta(page),
         items=page.items,
     )
     return wire(answer)

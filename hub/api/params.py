@@ -20,13 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Path, Query
 
 from hub.api.deps import StoreDep
 from hub.api.errors import ApiError
-from shared.models import DNS1035_LABEL_RE, DNS1123_LABEL_RE, StatusCause
+from hub.store.results import Page
+from shared.models import DNS1035_LABEL_RE, DNS1123_LABEL_RE, ListMeta, StatusCause
 
 ClusterPath = Annotated[
     str,
@@ -105,6 +106,11 @@ async def list_options(
     return ListOptions(
         namespace=namespace, name=name, conflict=conflict, limit=limit, continue_token=continue_
     )
+
+
+def list_meta(page: Page[Any]) -> ListMeta:
+    """A list answer's metadata: the revision to watch from, the next page's token."""
+    return ListMeta(resource_version=page.resource_version, continue_=page.continue_token)
 
 
 async def read_page(listing: Awaitable[PageT]) -> PageT:
