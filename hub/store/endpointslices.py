@@ -65,8 +65,8 @@ from hub.store.importfeed import (
     served_ports,
 )
 from hub.store.results import Page
-from hub.store.tables import clusters, endpoint_slices, exports, service_imports
-from hub.store.writer import lock_clusters, lock_keys
+from hub.store.tables import endpoint_slices, exports, service_imports
+from hub.store.writer import check_registered, lock_clusters, lock_keys
 from shared.models import (
     EndpointSliceExport,
     EndpointSliceExportSpec,
@@ -561,15 +561,7 @@ class EndpointSliceStore:
             wanted[slice_id] = item.spec
         result = SyncResult()
         async with self._ctx.read() as conn:
-            registered = (
-                await conn.execute(
-                    select(clusters.c.name).where(
-                        clusters.c.name == cluster_id, clusters.c.deleting.is_(False)
-                    )
-                )
-            ).first()
-            if registered is None:
-                raise NotFound(f"cluster {cluster_id!r} is not registered")
+            await check_registered(conn, cluster_id)
             # The cluster's stored slices and exported Services, one indexed read each.
             stored = {
                 (ns, name): spec

@@ -25,6 +25,7 @@ from hub.store.tables import clusters, exports
 from hub.store.writer import (
     Mutation,
     MutationResult,
+    check_registered,
     drop_empty_imports,
     lock_cluster,
     lock_keys,
@@ -270,15 +271,7 @@ class ExportStore:
             wanted[key] = export
         result = SyncResult()
         async with self._ctx.read() as conn:
-            registered = (
-                await conn.execute(
-                    select(clusters.c.name).where(
-                        clusters.c.name == cluster_id, clusters.c.deleting.is_(False)
-                    )
-                )
-            ).first()
-            if registered is None:
-                raise NotFound(f"cluster {cluster_id!r} is not registered")
+            await check_registered(conn, cluster_id)
             # The cluster's stored specs, in one indexed read: an export whose spec and
             # annotations are already stored is unchanged, and needs no lock, no judge and
             # no batch at all (an agent's relist re-syncs mostly unchanged exports).

@@ -106,6 +106,18 @@ async def lock_cluster(conn: AsyncConnection, ctx: StoreContext, cluster_id: str
     return row
 
 
+async def check_registered(conn: AsyncConnection, cluster_id: str) -> None:
+    """NotFound unless the cluster is registered and not being deleted: a sync's first
+    read, which takes no lock (the write that follows locks it, `lock_clusters`)."""
+    found = await conn.execute(
+        select(clusters.c.name).where(
+            clusters.c.name == cluster_id, clusters.c.deleting.is_(False)
+        )
+    )
+    if found.first() is None:
+        raise NotFound(f"cluster {cluster_id!r} is not registered")
+
+
 async def lock_clusters(
     conn: AsyncConnection, ctx: StoreContext, names: Sequence[str]
 ) -> dict[str, RowMapping]:
