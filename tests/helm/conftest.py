@@ -28,7 +28,10 @@ RELEASE = "mc"
 NAMESPACE = "mcsync-system"
 
 # Kinds with no model in the kubernetes client, checked by hand where used.
-_NO_MODEL = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+_NO_MODEL = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
+}
 
 
 @dataclass

@@ -57,6 +57,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "metrics": {
             "serviceMonitor": {"enabled": True, "labels": {"release": "prom"}},
             "grafanaDashboard": {"enabled": True},
+            "prometheusRule": {"enabled": True, "labels": {"release": "prom"}},
         },
     },
     "bundled-postgres": {"postgresql": {"enabled": True, "auth": {"password": "Pgpass123"}}},
