@@ -115,7 +115,7 @@ def test_http_date_without_now_reads_the_clock() -> None:
 
 @pytest.mark.parametrize(
     "value",
-    [None, "", "   ", "soon", "1.5", "-3", "+3", "\uff15", "Sun, 31 Feb 2026 08:49:37 GMT", "Sun, 06"],
+    [None, "", "   ", "soon", "1.5", "-3", "+3", "\uff15", "Sun, 31 Feb 2026 08:49:37 GMT"],
 )
 def test_unreadable_values_are_ignored(value: str | None) -> None:
     assert retry_after(value, NOW) is None
