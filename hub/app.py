@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 from opentelemetry import trace
 
-from hub.api import clusters, docs, endpointslices, exports, health, imports
 from hub.api.bodylimit import BodyTooLargeMiddleware
 from hub.api.credentials import Credentials, load_credentials
 from hub.api.deps import STATE_ATTR, HubContext, context_of
 from hub.api.errors import install_error_handlers
 from hub.api.observe import RequestObserverMiddleware
+from hub.api.routes import ROUTERS
 from hub.logs import fields
 from hub.metrics import HubMetrics
 from hub.settings import HubSettings
@@ -120,7 +120,7 @@ def create_app(
         description=DESCRIPTION,
         lifespan=lifespan,
         openapi_url="/openapi.json",
-        # `/docs` is served from the package's own Swagger UI (hub.api.docs), not a CDN.
+        # `/docs` is served from the package's own Swagger UI (hub.api.routes.docs), not a CDN.
         docs_url=None,
         redoc_url=None,
         # Starlette's trailing-slash redirect built its Location from the request's Host
@@ -130,8 +130,8 @@ def create_app(
     )
     setattr(app.state, STATE_ATTR, ctx)
     install_error_handlers(app)
-    for module in (clusters, exports, endpointslices, imports, health, docs):
-        app.include_router(module.router)
+    for router in ROUTERS:
+        app.include_router(router)
     # add_middleware wraps: the last added is the outermost.
     app.add_middleware(BodyTooLargeMiddleware, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(RequestObserverMiddleware, metrics=ctx.metrics)

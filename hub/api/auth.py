@@ -25,7 +25,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from hub.api.deps import ContextDep, StoreDep
-from hub.api.errors import forbidden, unauthorized
+from hub.api.status import forbidden, unauthorized
 
 Role = Literal["admin", "reader", "member"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hub.api.errors import make_status, status_response
+from hub.api.status import make_status, status_response
 
 
 class BodyTooLargeMiddleware:

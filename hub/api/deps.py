@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Protocol
 
 from fastapi import Depends, Request
 from starlette.applications import Starlette
@@ -22,11 +22,17 @@ from hub.metrics import HubMetrics
 from hub.settings import HubSettings
 from hub.store import DatabaseUnavailable, Store
 
-if TYPE_CHECKING:
-    from hub.api.watch import WatchStream
-
 STATE_ATTR = "mcsync"
 WATCH_WRITE_TURNS = 16
+
+
+class OpenWatch(Protocol):
+    """What the context needs of an open watch stream (`hub.api.watch.WatchStream`): the
+    revision it has sent everything up to, which the feed-lag metric reads. Naming only
+    this keeps the dependencies free of the watch module, which itself depends on them."""
+
+    @property
+    def position(self) -> int: ...
 
 
 @dataclass
@@ -38,7 +44,7 @@ class HubContext:
     # Set when the server starts draining (SIGTERM) or the app shuts down: watches end.
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
     # The watch streams open on this replica (their positions give the feed lag metric).
-    open_watches: set[WatchStream] = field(default_factory=set)
+    open_watches: set[OpenWatch] = field(default_factory=set)
     # Open watches by token (`hub.api.watch.take_watch_slot`): one token may hold at most
     # `settings.watch_limit_per_token` of them on this replica.
     watches_by_token: Counter[str] = field(default_factory=Counter)

@@ -2,7 +2,7 @@
 store, or what it cannot parse without blowing the stack, is a 422 "malformed JSON body".
 
 FastAPI parses a body with `json.loads` and answers a syntax error with a 422 (which
-`hub.api.errors` words as "malformed JSON body"), but two kinds of hostile input slip past
+`hub.api.status` words as "malformed JSON body"), but two kinds of hostile input slip past
 that path:
 
 * a document nested thousands of levels deep makes `json.loads` raise RecursionError,

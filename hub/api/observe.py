@@ -21,7 +21,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hub.api.errors import make_status, status_response
+from hub.api.status import make_status, status_response
 from hub.logs import fields
 from hub.metrics import HubMetrics
 

@@ -25,7 +25,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Depends, Path, Query
 
 from hub.api.deps import StoreDep
-from hub.api.errors import ApiError
+from hub.api.status import ApiError
 from hub.store.results import Page
 from shared.models import DNS1035_LABEL_RE, DNS1123_LABEL_RE, ListMeta, StatusCause
 

@@ -1,39 +1,27 @@
-"""Every failed request answers a shared `Status` (SPEC §4.1): this module makes them.
+"""The `Status` answers of the API (SPEC §4.1), made without touching the app's state.
 
-Three sources of failure meet here:
+Every failed request answers a shared `Status`. This module holds what makes one: the
+reasons by code, `ApiError` (raised by routes and dependencies for decisions of their own:
+401, 403, 422 for a path/body disagreement, 415 …), `make_status`, the 503 of an outage,
+and the reshaping of FastAPI's validation errors so that the message and
+`details.causes[].field` name the field in Kubernetes' notation (`spec.ports[1].port`).
 
-* `ApiError`, raised by routes and dependencies for decisions of their own (401, 403,
-  422 for a path/body disagreement, 415 …);
-* FastAPI's `RequestValidationError` (422) and Starlette's `HTTPException` (404 for an
-  unknown path, 405 …), re-shaped so that the message and `details.causes[].field`
-  name the field in Kubernetes' notation (`spec.ports[1].port`);
-* the store's exceptions, each mapped to exactly one answer: NotFound → 404,
-  AlreadyExists → 409, Conflict → 409, Gone → 410, DatabaseUnavailable → 503 with
-  `Retry-After` (SPEC §5: an outage is never a 500).
-
-Unexpected exceptions are answered 500 by the request observer (`hub.api.observe`), which
-also logs them; no answer ever carries a stack trace or a submitted value.
+It is pure — it imports nothing of `hub.api` but the JSON parser's marker type — so that
+every other API module (dependencies, parameters, auth, watch, middleware, routes) may use
+it without an import cycle. The exception handlers that need the app's context (the 503's
+`Retry-After` from the settings, the database-error metric) are in `hub.api.errors`.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from hub.api.deps import context_of
 from hub.api.jsonbody import IntegerTooLong
-from hub.logs import fields
-from hub.store import AlreadyExists, Conflict, DatabaseUnavailable, Gone, NotFound
 from shared.models import Status, StatusCause, StatusDetails, to_wire
-
-log = logging.getLogger("mcsync.hub.api")
 
 REASONS: Mapping[int, str] = {
     400: "BadRequest",
@@ -196,59 +184,3 @@ def validation_status(errors: Sequence[Mapping[str, Any]]) -> Status:
             parts.append(cause.message)
     message = "invalid request: " + "; ".join(parts) if parts else "invalid request"
     return make_status(422, message, causes=causes)
-
-
-# --- handlers ---------------------------------------------------------------------------
-
-
-async def _api_error(_request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, ApiError)
-    return status_response(exc.status, headers=exc.headers)
-
-
-async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, RequestValidationError)
-    return status_response(validation_status(list(exc.errors())))
-
-
-async def _http_error(request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, StarletteHTTPException)
-    code = exc.status_code
-    message = str(exc.detail) if exc.detail else HTTPStatus(code).phrase
-    if code == 404 and message == HTTPStatus(404).phrase:
-        message = f"no such path: {request.url.path}"
-    elif code == 405:
-        message = f"{request.method} is not allowed on {request.url.path}"
-    return status_response(make_status(code, message), headers=exc.headers)
-
-
-def _store_error(code: int, reason: str) -> Any:
-    async def handler(_request: Request, exc: Exception) -> JSONResponse:
-        return status_response(make_status(code, str(exc), reason=reason))
-
-    return handler
-
-
-async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
-    ctx = context_of(request.app)
-    ctx.metrics.database_errors.inc()
-    log.warning(
-        "database unavailable; answering 503",
-        extra=fields(method=request.method, path=request.url.path, error=str(exc)),
-    )
-    status, headers = unavailable_status(
-        str(exc), retry_after_seconds=ctx.settings.retry_after_seconds
-    )
-    return status_response(status, headers=headers)
-
-
-def install_error_handlers(app: FastAPI) -> None:
-    """Answer every anticipated failure of `app` with a Status."""
-    app.add_exception_handler(ApiError, _api_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
-    app.add_exception_handler(NotFound, _store_error(404, "NotFound"))
-    app.add_exception_handler(AlreadyExists, _store_error(409, "AlreadyExists"))
-    app.add_exception_handler(Conflict, _store_error(409, "Conflict"))
-    app.add_exception_handler(Gone, _store_error(410, "Gone"))
-    app.add_exception_handler(DatabaseUnavailable, _database_unavailable)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable
 
-from hub.api.errors import ApiError
+from hub.api.status import ApiError
 from hub.logs import fields
 from shared.models import SyncResult
 

@@ -87,8 +87,8 @@ from starlette.types import Receive, Scope, Send
 
 from hub.api.auth import Principal
 from hub.api.deps import HubContext
-from hub.api.errors import ApiError, make_status
 from hub.api.params import WatchOptions
+from hub.api.status import ApiError, make_status
 from hub.logs import fields
 from hub.store import DatabaseUnavailable, Feed, Gone, ImportFeed
 from hub.store.fanout import BufferLimits, Subscription
@@ -178,9 +178,7 @@ class ExportFeedSource:
             revision=revision, cluster_id=self.cluster_id, limit=limit
         )
 
-    def subscribe(
-        self, *, limits: BufferLimits, on_overflow: Callable[[], object]
-    ) -> Subscription:
+    def subscribe(self, *, limits: BufferLimits, on_overflow: Callable[[], object]) -> Subscription:
         return self.feed.subscribe(self.cluster_id, limits=limits, on_overflow=on_overflow)
 
 
@@ -200,9 +198,7 @@ class ImportFeedSource:
     async def changes_since(self, revision: int, limit: int) -> list[WatchEvent]:
         return await self.feed.changes_since(revision=revision, limit=limit)
 
-    def subscribe(
-        self, *, limits: BufferLimits, on_overflow: Callable[[], object]
-    ) -> Subscription:
+    def subscribe(self, *, limits: BufferLimits, on_overflow: Callable[[], object]) -> Subscription:
         return self.feed.subscribe(limits=limits, on_overflow=on_overflow)
 
 

@@ -15,9 +15,9 @@ from fastapi.responses import JSONResponse, Response
 
 from hub.api.auth import AdminAccess, MemberAccess, MemberOrReaderAccess, ReaderAccess
 from hub.api.deps import SettingsDep, StoreDep
-from hub.api.errors import documented
 from hub.api.jsonbody import StrictJsonRoute
 from hub.api.params import ClusterPath
+from hub.api.status import documented
 from hub.logs import fields
 from shared.constants import API_PREFIX
 from shared.models import (

@@ -17,7 +17,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse
 from swagger_ui_bundle import swagger_ui_path  # type: ignore[import-untyped]
 
-from hub.api.errors import ApiError
+from hub.api.status import ApiError
 
 ASSETS_PREFIX = "/docs/assets"
 ASSETS = {

@@ -18,7 +18,6 @@ from fastapi.responses import Response
 
 from hub.api.auth import MemberAccess, MemberOrReaderAccess, ReaderAccess
 from hub.api.deps import StoreDep
-from hub.api.errors import ApiError, documented
 from hub.api.gcpause import GcPausedJsonRoute
 from hub.api.jsonbody import StrictJsonRoute
 from hub.api.params import (
@@ -31,6 +30,7 @@ from hub.api.params import (
     list_meta,
     read_page,
 )
+from hub.api.status import ApiError, documented
 from hub.api.sync import apply_sync
 from hub.api.wire import wire
 from hub.logs import fields

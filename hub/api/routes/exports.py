@@ -21,7 +21,6 @@ from fastapi.responses import Response
 
 from hub.api.auth import MemberAccess, MemberOrReaderAccess, ReaderAccess
 from hub.api.deps import ContextDep, StoreDep
-from hub.api.errors import ApiError, documented
 from hub.api.gcpause import GcPausedJsonRoute
 from hub.api.jsonbody import StrictJsonRoute
 from hub.api.params import (
@@ -36,6 +35,7 @@ from hub.api.params import (
     parse_revision,
     read_page,
 )
+from hub.api.status import ApiError, documented
 from hub.api.sync import apply_sync
 from hub.api.watch import WATCH_RESPONSE, ExportFeedSource, open_watch
 from hub.api.wire import wire

@@ -14,7 +14,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from hub.api.deps import ContextDep
-from hub.api.errors import documented, status_response, unavailable_status
+from hub.api.status import documented, status_response, unavailable_status
 from hub.store import DatabaseUnavailable
 from hub.store import migrate as migrations
 from shared.constants import API_PREFIX

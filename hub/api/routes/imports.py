@@ -14,7 +14,6 @@ from fastapi.responses import JSONResponse, Response
 
 from hub.api.auth import MemberOrReaderAccess, ReaderAccess
 from hub.api.deps import ContextDep, StoreDep
-from hub.api.errors import documented
 from hub.api.params import (
     ClusterPath,
     ConflictQuery,
@@ -27,6 +26,7 @@ from hub.api.params import (
     list_meta,
     read_page,
 )
+from hub.api.status import documented
 from hub.api.watch import WATCH_RESPONSE, ImportFeedSource, open_watch
 from hub.api.wire import wire
 from shared.constants import API_PREFIX

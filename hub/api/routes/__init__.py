@@ -1,0 +1,16 @@
+"""The API's routers, one module per resource (SPEC §4); `ROUTERS` is what the app mounts.
+
+Routers sit apart from the machinery they use (`hub.api.deps`, `params`, `auth`, `status`,
+`watch`): they depend on it and nothing depends on them, so the dependency graph of
+`hub.api` stays a tree that `hub.app` assembles (tests/hub/test_api_imports.py keeps it so).
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from hub.api.routes import clusters, docs, endpointslices, exports, health, imports
+
+ROUTERS: tuple[APIRouter, ...] = tuple(
+    module.router for module in (clusters, exports, endpointslices, imports, health, docs)
+)
