@@ -14,11 +14,12 @@ explicit `HubClientConfig` (timeouts, retry budget, TLS), typed methods that ans
 * `HubProtocolError` — a 2xx answer that is not what the contract says (bad JSON, wrong
   shape): a clear error, not a crash deep in a reconcile.
 
-Retries: connection errors, timeouts, 5xx and 429 are retried with exponential backoff and
-full jitter, honouring `Retry-After` (capped, so a confused proxy cannot park a worker for
-an hour). Every method the agent uses is idempotent on the hub (PUT replaces, DELETE of a
-gone record is a 404 the caller accepts, PATCH carries a precondition), so a retry after a
-lost answer is safe: at worst a precondition turns into a 409 that the caller re-reads.
+Retries: connection errors, timeouts, 5xx and 429 are retried with `shared.backoff`'s
+exponential backoff and full jitter, never sooner than the hub's `Retry-After` (seconds or
+an HTTP-date; capped, so a confused proxy cannot park a worker for an hour). Every method
+the agent uses is idempotent on the hub (PUT replaces, DELETE of a gone record is a 404 the
+caller accepts, PATCH carries a precondition), so a retry after a lost answer is safe: at
+worst a precondition turns into a 409 that the caller re-reads.
 
 The bearer token is sent in the Authorization header and nowhere else: it is not in
 `repr(config)`, log lines or metric labels. A W3C `traceparent` header is added when a span
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import socket
 import threading
 import time
@@ -44,6 +44,7 @@ from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel, ValidationError
 
 from member.metrics import HubRequestMetrics
+from shared.backoff import Backoff, retry_after
 from shared.constants import API_PREFIX, WATCH_DEFAULT_TIMEOUT_SECONDS
 from shared.models import (
     AnnotationPatch,
@@ -132,6 +133,14 @@ class HubClientConfig:
             raise ValueError("hub token is empty")
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        if self.retry_after_max < 0:
+            raise ValueError("retry_after_max must be at least 0")
+        self.backoff  # noqa: B018 -- refuses a backoff that makes no sense, here and now
+
+    @property
+    def backoff(self) -> Backoff:
+        """The pacing of retries within one call's budget."""
+        return Backoff(base=self.backoff_initial, cap=self.backoff_max)
 
 
 class HubError(Exception):
@@ -181,9 +190,12 @@ class HubClient:
         *,
         metrics: HubRequestMetrics | None = None,
         transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.config = config
         self._metrics = metrics
+        self._backoff = config.backoff
+        self._sleep = sleep
         if metrics is not None:
             for method, route in CALLS:
                 for code in EXPECTED_ERROR_CODES:
@@ -461,7 +473,7 @@ class HubClient:
             if content is not None:
                 headers["Content-Type"] = content_type
             started = time.monotonic()
-            delay: float | None = None
+            asked: float | None = None  # the hub's Retry-After, when it gave one
             try:
                 response = self._http.request(
                     method, path, content=content, params=params, headers=headers
@@ -478,13 +490,12 @@ class HubClient:
                 if code < 500 and code != 429:
                     raise self._rejection(response, route)
                 last_problem = f"{code} {_status_message(response)}"
-                delay = _retry_after(response)
+                asked = retry_after(
+                    response.headers.get("Retry-After"), maximum=self.config.retry_after_max
+                )
             if attempt == self.config.max_attempts:
                 break
-            backoff = self._backoff(attempt)
-            wait = backoff
-            if delay is not None:
-                wait = min(max(delay, backoff), self.config.retry_after_max)
+            wait = self._backoff.wait(attempt - 1, retry_after=asked)
             logger.info(
                 "hub %s %s failed (attempt %d of %d: %s); retrying in %.2fs",
                 method,
@@ -494,16 +505,11 @@ class HubClient:
                 last_problem,
                 wait,
             )
-            time.sleep(wait)
+            self._sleep(wait)
         raise HubUnavailable(
             f"hub at {self.config.base_url} did not answer {method} {route} after "
             f"{self.config.max_attempts} attempts: {last_problem}"
         )
-
-    def _backoff(self, attempt: int) -> float:
-        """Exponential backoff with full jitter (so agents of a fleet do not retry in step)."""
-        ceiling = min(self.config.backoff_max, self.config.backoff_initial * 2 ** (attempt - 1))
-        return random.uniform(ceiling / 2, ceiling)
 
     def _rejection(self, response: httpx.Response, route: str) -> HubRejected:
         reason, message = _status_of(response)
@@ -603,16 +609,6 @@ def _status_of(response: httpx.Response) -> tuple[str, str]:
 
 def _status_message(response: httpx.Response) -> str:
     return _status_of(response)[1]
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("Retry-After")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP-date: fall back to our own backoff
 
 
 def _short(exc: BaseException) -> str:
