@@ -44,7 +44,13 @@ from kubernetes import client as k8s
 from opentelemetry import trace
 
 from member.hubclient import HubClient
-from member.importfeed import HubImportListWatch, ImportView, import_item_key
+from member.importfeed import (
+    HubImportListWatch,
+    ImportView,
+    SliceRef,
+    import_item_key,
+    slice_ref,
+)
 from member.importmetrics import ImportMetrics
 from member.importspec import OPTIONAL_IMPORT_FIELDS, is_managed
 from member.informer import Informer, namespaced_key
@@ -71,7 +77,7 @@ from member.ownwrites import OwnWrites, RememberingWriter
 from member.reconcilers.derivedservice import DerivedServiceReconciler
 from member.reconcilers.export import NotLeading
 from member.reconcilers.importbase import ImportReconciler, ImportScope, ManagedIndex
-from member.reconcilers.mirroredslices import MirroredSliceReconciler
+from member.reconcilers.mirroredslices import ChangedSlices, MirroredSliceReconciler
 from member.reconcilers.serviceimport import ForeignImports, ServiceImportReconciler
 from member.workqueue import WorkQueue, WorkQueueMetrics, run_workers
 from shared.constants import MCS_GROUP
@@ -149,6 +155,8 @@ class Importer:
             on_list=self.repair,
         )
         self.view = ImportView(self.hub_informer)
+        # Which source slices a queued key's mirrored-slice reconcile must look at.
+        self.changed_slices = ChangedSlices()
 
         def informers(
             kind: str, path: Callable[[str | None], str], api_version: str, selector: str | None
@@ -242,6 +250,7 @@ class Importer:
                     ImportObjectClient(api, kind="EndpointSlice"), slices, self.slice_index
                 ),
                 slices=self.slice_index,
+                changed=self.changed_slices,
                 **common,
             ),
         }
@@ -292,10 +301,16 @@ class Importer:
 
         return process
 
-    def _queue(self, key: str, *, bulk: bool, which: Iterable[str] | None = None) -> None:
+    def _queue(
+        self, key: str, *, bulk: bool, which: Iterable[str] | None = None,
+        source: SliceRef | None = None,
+    ) -> None:
+        """`source`: the one source slice that changed (None: the whole key)."""
         if not self._watched(key):
             return
         for name in which if which is not None else self.queues:
+            if name == "mirroredslices":
+                self.changed_slices.mark(key, source)
             self.queues[name].add(key, bulk=bulk)
 
     def _watched(self, key: str) -> bool:
@@ -308,7 +323,9 @@ class Importer:
         obj = new if new is not None else old
         for key in self.view.observe(old, new):
             if obj is not None and obj.get("kind") == "EndpointSliceExport":
-                self._queue(key, bulk=from_relist, which=("mirroredslices",))
+                self._queue(
+                    key, bulk=from_relist, which=("mirroredslices",), source=slice_ref(obj)
+                )
             else:
                 self._queue(key, bulk=from_relist)
 

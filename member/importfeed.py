@@ -4,14 +4,23 @@ reconcilers read from it (SPEC §2.8, §4.3).
 `GET …/clusters/{c}/imports` lists every ServiceImport and EndpointSliceExport of the fleet
 and `?watch=true` streams their changes: the same list-then-watch, relist-on-410 protocol as
 the export feed, so `HubImportListWatch` plugs into `member.informer.Informer` exactly as
-`member.hubfeed.HubExportListWatch` does (and reuses its event-stream adapter). The feed is
-pushed, never polled.
+`member.hubfeed.HubExportListWatch` does. The feed is pushed, never polled.
+
+What the informer caches of each object is a `feed_entry()`: its kind, resourceVersion and
+change time, and the object itself in the one form the reconcilers read — the hub client's
+validated `ServiceImport`, or a slice's `member.importspec.SourceSlice` (immutable, its
+endpoints one JSON bytes). Each object is thus parsed once, when it arrives, never per
+reconcile; and a key's slices cost what a reconcile needs of them, not their wire dicts
+(a mirrored-slice reconcile used to re-validate all 50 source slices of a key, at 50
+clusters, for each endpoint change of one of them).
 
 One informer caches both kinds, so each needs a key of its own (`import_item_key`): a
 ServiceImport is "namespace/name", the same key as the Kubernetes objects made from it; an
 EndpointSliceExport is "slice:<cluster>/<namespace>/<slice>" (two clusters may have slices
-of one name). `ImportView` answers what the reconcilers ask — the hub's ServiceImport of a
-key, and the source slices of that key — from the cache, with an index from a Service key
+of one name); a feed event of a slice names it (`slice_ref`: source cluster and slice name),
+so that the mirrored-slice reconcile of a slice's change looks at that slice alone.
+`ImportView` answers what the reconcilers ask — the hub's ServiceImport of a key, its
+source slices, one source slice — from the cache, with an index from a Service key
 to its slices kept current by `observe()` (called from the informer's handler).
 """
 
@@ -20,65 +29,129 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import datetime
-from typing import Any
-
-from pydantic import ValidationError
+from typing import Any, NamedTuple
 
 from member.hubclient import HubClient, HubGone
 from member.hubfeed import HubEventStream
+from member.importspec import SourceSlice
 from member.informer import Informer, ItemTransform, ResourceExpired
 from shared.constants import ANNOTATION_CHANGED_AT, KIND_ENDPOINT_SLICE, KIND_IMPORT
-from shared.models import EndpointSliceExport, ServiceImport, to_wire
+from shared.models import EndpointSliceExport, ServiceImport, WatchEvent, to_wire
 from shared.timefmt import parse_rfc3339
 
-__all__ = ["HubImportListWatch", "ImportView", "import_item_key", "service_key_of"]
+__all__ = [
+    "HubImportListWatch",
+    "ImportEventStream",
+    "ImportView",
+    "SliceRef",
+    "feed_entry",
+    "import_item_key",
+    "service_key_of",
+    "slice_item_key",
+    "slice_ref",
+]
 
 logger = logging.getLogger(__name__)
 
 _SLICE_PREFIX = "slice:"
+_ITEM = "item"
+_CHANGED_AT = "changedAt"
 
 
-def import_item_key(obj: dict[str, Any]) -> str:
-    """The informer key of an import-feed object (wire dict); see the module doc."""
-    metadata = obj.get("metadata") or {}
-    namespace = metadata.get("namespace") or ""
-    name = metadata.get("name") or ""
-    if obj.get("kind") == KIND_ENDPOINT_SLICE:
-        cluster = (obj.get("spec") or {}).get("clusterId") or ""
-        return f"{_SLICE_PREFIX}{cluster}/{namespace}/{name}"
-    return f"{namespace}/{name}"
+def _changed_at(item: ServiceImport | EndpointSliceExport) -> datetime | None:
+    stamp = (item.metadata.annotations or {}).get(ANNOTATION_CHANGED_AT)
+    if not stamp:
+        return None
+    try:
+        return parse_rfc3339(stamp)
+    except ValueError:
+        logger.warning(
+            "%s %s: unreadable %s %r", item.kind, item.metadata.name, ANNOTATION_CHANGED_AT, stamp
+        )
+        return None
 
 
-def service_key_of(obj: dict[str, Any]) -> str:
-    """"namespace/name" of the Service an import-feed object belongs to."""
-    metadata = obj.get("metadata") or {}
-    namespace = metadata.get("namespace") or ""
-    if obj.get("kind") == KIND_ENDPOINT_SLICE:
-        return f"{namespace}/{(obj.get('spec') or {}).get('serviceName') or ''}"
-    return f"{namespace}/{metadata.get('name') or ''}"
+def feed_entry(item: ServiceImport | EndpointSliceExport) -> dict[str, Any]:
+    """What the informer caches of one import-feed object (see the module doc): `kind` and
+    `metadata.resourceVersion` (what the informer diffs by), `changedAt` (the feed's
+    `mcsync.io/changed-at`, parsed) and `item`, the ServiceImport or the SourceSlice."""
+    value: ServiceImport | SourceSlice
+    value = SourceSlice.of(item) if isinstance(item, EndpointSliceExport) else item
+    return {
+        "kind": item.kind,
+        "metadata": {"resourceVersion": item.metadata.resource_version},
+        _CHANGED_AT: _changed_at(item),
+        _ITEM: value,
+    }
+
+
+class SliceRef(NamedTuple):
+    """Which source slice a feed event is about, within its Service's namespace."""
+
+    cluster: str
+    name: str
+
+
+def slice_ref(entry: dict[str, Any] | None) -> SliceRef | None:
+    """The source slice a `feed_entry()` is; None for a ServiceImport (or no entry)."""
+    item = (entry or {}).get(_ITEM)
+    return SliceRef(item.cluster, item.name) if isinstance(item, SourceSlice) else None
+
+
+def slice_item_key(namespace: str, ref: SliceRef) -> str:
+    """The informer key of a source slice: "slice:<cluster>/<namespace>/<slice>"."""
+    return f"{_SLICE_PREFIX}{ref.cluster}/{namespace}/{ref.name}"
+
+
+def import_item_key(entry: dict[str, Any]) -> str:
+    """The informer key of a `feed_entry()`; see the module doc."""
+    item = entry[_ITEM]
+    if isinstance(item, SourceSlice):
+        return slice_item_key(item.namespace, SliceRef(item.cluster, item.name))
+    return f"{item.metadata.namespace or ''}/{item.metadata.name}"
+
+
+def service_key_of(entry: dict[str, Any]) -> str:
+    """ "namespace/name" of the Service a `feed_entry()` belongs to."""
+    item = entry[_ITEM]
+    if isinstance(item, SourceSlice):
+        return f"{item.namespace}/{item.service}"
+    return f"{item.metadata.namespace or ''}/{item.metadata.name}"
+
+
+class ImportEventStream(HubEventStream):
+    """The import feed's watch in the informer's event dialect: each object as its
+    `feed_entry()` (bookmarks and errors as wire dicts, as `HubEventStream` gives them)."""
+
+    def __next__(self) -> dict[str, Any]:
+        event: WatchEvent = next(self._stream)
+        item = event.object
+        if isinstance(item, ServiceImport | EndpointSliceExport):
+            return {"type": event.type, "object": feed_entry(item)}
+        return {"type": event.type, "object": to_wire(item)}
 
 
 class HubImportListWatch:
-    """`member.informer.ListWatch` over this cluster's import feed."""
+    """`member.informer.ListWatch` over this cluster's import feed, in `feed_entry()`s."""
 
     def __init__(self, hub: HubClient) -> None:
         self._hub = hub
 
     def list(self, transform: ItemTransform | None = None) -> tuple[list[dict[str, Any]], str]:
         def each(item: ServiceImport | EndpointSliceExport) -> dict[str, Any]:
-            wire = to_wire(item)
-            return transform(wire) if transform is not None else wire
+            entry = feed_entry(item)
+            return transform(entry) if transform is not None else entry
 
         return self._hub.list_imports(each)
 
-    def watch(self, *, resource_version: str, timeout_seconds: int) -> HubEventStream:
+    def watch(self, *, resource_version: str, timeout_seconds: int) -> ImportEventStream:
         try:
             stream = self._hub.watch_imports(
                 resource_version=resource_version, timeout_seconds=timeout_seconds
             )
         except HubGone as exc:
             raise ResourceExpired(str(exc)) from None
-        return HubEventStream(stream)
+        return ImportEventStream(stream)
 
 
 def _index(index: dict[str, set[str]], group: str, member: str, present: bool) -> None:
@@ -106,15 +179,15 @@ class ImportView:
         """Update the slice index for one change; answers the Service keys it touches."""
         touched: set[str] = set()
         with self._lock:
-            for obj, present in ((old, False), (new, True)):
-                if obj is None:
+            for entry, present in ((old, False), (new, True)):
+                if entry is None:
                     continue
-                service = service_key_of(obj)
+                service = service_key_of(entry)
                 touched.add(service)
-                if obj.get("kind") != KIND_ENDPOINT_SLICE:
+                if entry.get("kind") != KIND_ENDPOINT_SLICE:
                     _index(self._by_namespace, service.partition("/")[0], service, present)
                     continue
-                _index(self._slices, service, import_item_key(obj), present)
+                _index(self._slices, service, import_item_key(entry), present)
         return touched
 
     def keys_in(self, namespace: str) -> set[str]:
@@ -123,15 +196,13 @@ class ImportView:
             return set(self._by_namespace.get(namespace, ()))
 
     def get(self, key: str) -> ServiceImport | None:
-        """The hub's ServiceImport of `key` ("namespace/name"), None when there is none."""
-        raw = self._informer.get(key)
-        if raw is None or raw.get("kind") != KIND_IMPORT:
+        """The hub's ServiceImport of `key` ("namespace/name"), None when there is none.
+        Shared with the cache: read it, never mutate it."""
+        entry = self._informer.get(key)
+        if entry is None or entry.get("kind") != KIND_IMPORT:
             return None
-        try:
-            return ServiceImport.model_validate(raw)
-        except ValidationError as exc:
-            logger.error("hub ServiceImport %s does not parse, ignoring it: %s", key, exc)
-            return None
+        item: ServiceImport = entry[_ITEM]
+        return item
 
     def changed_at(self, key: str) -> datetime | None:
         """When the hub committed the newest change of `key`'s import or slices, as the
@@ -139,34 +210,27 @@ class ImportView:
         (a list says what is, not when it changed)."""
         with self._lock:
             items = [key, *self._slices.get(key, ())]
-        newest: datetime | None = None
-        for item in items:
-            raw = self._informer.get(item)
-            text = ((raw or {}).get("metadata") or {}).get("annotations", {}) or {}
-            stamp = text.get(ANNOTATION_CHANGED_AT)
-            if not stamp:
-                continue
-            try:
-                moment = parse_rfc3339(str(stamp))
-            except ValueError:
-                continue
-            newest = moment if newest is None else max(newest, moment)
-        return newest
+        stamps = [(self._informer.get(item) or {}).get(_CHANGED_AT) for item in items]
+        return max((s for s in stamps if s is not None), default=None)
 
-    def slices(self, key: str) -> list[EndpointSliceExport]:
+    def slice(self, namespace: str, ref: SliceRef) -> SourceSlice | None:
+        """Source slice `ref` of `namespace` (of whichever Service), None when the hub has
+        none. Shared with the cache, and immutable."""
+        return self._source(slice_item_key(namespace, ref))
+
+    def slices(self, key: str) -> list[SourceSlice]:
         """The source slices of `key`'s Service, every cluster's, in a stable order."""
         with self._lock:
             items = sorted(self._slices.get(key, ()))
-        answer: list[EndpointSliceExport] = []
-        for item in items:
-            raw = self._informer.get(item)
-            if raw is None:
-                continue
-            try:
-                answer.append(EndpointSliceExport.model_validate(raw))
-            except ValidationError as exc:
-                logger.error("hub EndpointSliceExport %s does not parse, skipped: %s", item, exc)
-        return answer
+        found = (self._source(item) for item in items)
+        return [source for source in found if source is not None]
+
+    def _source(self, item: str) -> SourceSlice | None:
+        entry = self._informer.get(item)
+        if entry is None or entry.get("kind") != KIND_ENDPOINT_SLICE:
+            return None
+        source: SourceSlice = entry[_ITEM]
+        return source
 
     def keys(self) -> set[str]:
         """Every Service key with a ServiceImport on the hub."""

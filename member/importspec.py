@@ -17,7 +17,10 @@ outcome is a plain data test:
   each named `<derived Service>-<10 hex of sha256(cluster/slice)>` (`mirrored_slice_name`:
   deterministic, so a restarted agent finds what it wrote, and 28 characters at most),
   carrying only the ports its source cluster serves in the import; a source serving none
-  of them contributes no slice. Owned by the derived Service.
+  of them contributes no slice. Owned by the derived Service. A source slice is held as a
+  `SourceSlice` (parsed once, immutable, its endpoints one JSON bytes) and a desired slice
+  as a `MirroredSlice` tuple, so that "is this still what we wrote?" is a tuple equality
+  (`member.reconcilers.mirroredslices`); `mirrored_body()` spells the object out.
 
 "Equal" is `matches(desired, existing)`: every field we state must be what the cluster
 holds; a field we state as None must be absent; a field we do not state is the API
@@ -30,8 +33,12 @@ update that makes an existing object match: the existing object with our fields 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from pydantic import TypeAdapter
 
 from shared.constants import (
     ENDPOINTSLICE_MANAGER,
@@ -43,13 +50,16 @@ from shared.constants import (
     MANAGED_BY_MCSYNC,
     MCS_GROUP,
 )
-from shared.models import EndpointSliceExport, ServiceImport, ServicePort
+from shared.models import Endpoint, EndpointSliceExport, ServiceImport, ServicePort
 
 __all__ = [
     "DERIVED_PREFIX",
     "ENDPOINTSLICE_API_VERSION",
     "OPTIONAL_IMPORT_FIELDS",
     "SERVICEIMPORT_KIND",
+    "MirroredSlice",
+    "SlicePort",
+    "SourceSlice",
     "create_body",
     "derived_service_name",
     "desired_derived_service",
@@ -58,9 +68,12 @@ __all__ = [
     "desired_slices",
     "is_managed",
     "matches",
+    "mirrored_body",
+    "mirrored_slice",
     "mirrored_slice_name",
     "ordered_ips",
     "overlay",
+    "served_ports",
 ]
 
 DERIVED_PREFIX = "mcsync-"
@@ -156,9 +169,9 @@ def desired_service_import(
             else None
         ),
         "ipFamilies": list(spec.ip_families) or None,
-        "ips": None if _is_headless(imported) else (
-            ordered_ips(derived_service, spec.ip_families) or None
-        ),
+        "ips": None
+        if _is_headless(imported)
+        else (ordered_ips(derived_service, spec.ip_families) or None),
     }
     if "internalTrafficPolicy" in optional_fields:
         body["internalTrafficPolicy"] = spec.internal_traffic_policy
@@ -183,9 +196,7 @@ def desired_service_import_status(imported: ServiceImport) -> dict[str, Any]:
     return {"clusters": [{"cluster": cluster} for cluster in clusters]}
 
 
-def desired_derived_service(
-    imported: ServiceImport, *, owner: Mapping[str, Any]
-) -> dict[str, Any]:
+def desired_derived_service(imported: ServiceImport, *, owner: Mapping[str, Any]) -> dict[str, Any]:
     """The derived Service of `imported`, owned by `owner` (this cluster's ServiceImport)."""
     spec = imported.spec
     name = imported.metadata.name
@@ -230,77 +241,158 @@ def desired_derived_service(
     }
 
 
-def _served_ports(imported: ServiceImport) -> dict[str, set[str]]:
+def served_ports(imported: ServiceImport) -> dict[str, frozenset[str]]:
     """cluster → names of the import ports it serves (the per-port cluster lists, §3)."""
     served: dict[str, set[str]] = {}
     for port in imported.status.ports:
         for cluster in port.clusters:
             served.setdefault(cluster, set()).add(port.name)
-    return served
+    return {cluster: frozenset(names) for cluster, names in served.items()}
 
 
-def _slice_ports(
-    imported: ServiceImport, source: EndpointSliceExport
-) -> list[dict[str, Any]] | None:
-    """The ports a mirrored slice carries; None when its source serves none of the import's."""
-    ports = source.spec.ports
-    if not imported.spec.ports:
-        kept = list(ports)  # an import without ports: nothing to cut
-    else:
-        served = _served_ports(imported).get(source.spec.cluster_id or "", set())
-        kept = [p for p in ports if p.name in served]
-        if not kept:
+class SlicePort(NamedTuple):
+    """A port of a source slice, as a mirrored slice states it (None: no appProtocol)."""
+
+    name: str
+    protocol: str
+    port: int | None
+    app_protocol: str | None
+
+
+_ENDPOINTS: TypeAdapter[list[Endpoint]] = TypeAdapter(list[Endpoint])
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSlice:
+    """One source cluster's slice, in the compact immutable form the import feed keeps.
+
+    Made once when the hub's `EndpointSliceExport` arrives (already validated by the hub
+    client) and never parsed again: a reconcile reads these fields, and two slices with
+    the same endpoints compare by one bytes equality. `endpoints` is the JSON of the
+    endpoints exactly as a mirrored slice states them; `mirrored` the name of that slice.
+    """
+
+    namespace: str
+    service: str
+    cluster: str
+    name: str
+    address_type: str
+    ports: tuple[SlicePort, ...]
+    endpoints: bytes
+    mirrored: str
+
+    @classmethod
+    def of(cls, export: EndpointSliceExport) -> SourceSlice:
+        spec = export.spec
+        cluster = spec.cluster_id or ""
+        return cls(
+            namespace=export.metadata.namespace or "",
+            service=spec.service_name,
+            cluster=cluster,
+            name=export.metadata.name,
+            address_type=spec.address_type,
+            ports=tuple(SlicePort(p.name, p.protocol, p.port, p.app_protocol) for p in spec.ports),
+            endpoints=_ENDPOINTS.dump_json(spec.endpoints, by_alias=True, exclude_none=True),
+            mirrored=mirrored_slice_name(spec.service_name, cluster, export.metadata.name),
+        )
+
+
+class MirroredSlice(NamedTuple):
+    """The EndpointSlice that must mirror one source slice, compactly: equal desired
+    states are equal tuples (`mirrored_body()` gives the object itself)."""
+
+    name: str
+    namespace: str
+    service: str
+    cluster: str
+    owner_name: str
+    owner_uid: str
+    address_type: str
+    ports: tuple[SlicePort, ...]
+    endpoints: bytes
+
+
+def mirrored_slice(
+    imported: ServiceImport,
+    source: SourceSlice,
+    *,
+    owner: Mapping[str, Any],
+    served: Mapping[str, frozenset[str]] | None = None,
+) -> MirroredSlice | None:
+    """The mirrored slice of `source`, owned by `owner` (this cluster's derived Service);
+    None when there must be none: a source of another key or without a cluster, or one
+    whose cluster serves none of the import's ports. `served`: `served_ports(imported)`,
+    when the caller mirrors many sources of one import."""
+    name = imported.metadata.name
+    if source.service != name or source.namespace != imported.metadata.namespace:
+        return None
+    if not source.cluster:
+        return None
+    ports = source.ports
+    if imported.spec.ports:  # an import without ports: nothing to cut
+        kept = (served if served is not None else served_ports(imported)).get(source.cluster)
+        ports = tuple(p for p in ports if kept and p.name in kept)
+        if not ports:
             return None
-    return [
-        {"name": p.name, "protocol": p.protocol, "port": p.port, "appProtocol": p.app_protocol}
-        for p in kept
-    ]
+    metadata = owner.get("metadata") or {}
+    return MirroredSlice(
+        name=source.mirrored,
+        namespace=source.namespace,
+        service=name,
+        cluster=source.cluster,
+        owner_name=str(metadata.get("name") or ""),
+        owner_uid=str(metadata.get("uid") or ""),
+        address_type=source.address_type,
+        ports=ports,
+        endpoints=source.endpoints,
+    )
 
 
 def desired_slices(
     imported: ServiceImport,
-    sources: Iterable[EndpointSliceExport],
+    sources: Iterable[SourceSlice],
     *,
     owner: Mapping[str, Any],
-) -> dict[str, dict[str, Any]]:
-    """name → the EndpointSlice mirroring each source slice of `imported`'s key, owned by
-    `owner` (this cluster's derived Service). Sources of another key are ignored."""
-    name = imported.metadata.name
-    namespace = imported.metadata.namespace
-    derived = derived_service_name(name)
-    owner_ref = _owner("v1", "Service", owner)
-    slices: dict[str, dict[str, Any]] = {}
+) -> dict[str, MirroredSlice]:
+    """name → the mirrored slice of each source slice of `imported`'s key (see
+    `mirrored_slice()`); sources of another key are ignored."""
+    served = served_ports(imported)
+    slices: dict[str, MirroredSlice] = {}
     for source in sources:
-        if source.spec.service_name != name or source.metadata.namespace != namespace:
-            continue
-        cluster = source.spec.cluster_id or ""
-        ports = _slice_ports(imported, source)
-        if ports is None or not cluster:
-            continue
-        mirrored = mirrored_slice_name(name, cluster, source.metadata.name)
-        slices[mirrored] = {
-            "apiVersion": ENDPOINTSLICE_API_VERSION,
-            "kind": "EndpointSlice",
-            "metadata": {
-                "name": mirrored,
-                "namespace": namespace,
-                "labels": {
-                    LABEL_SERVICE_NAME: derived,
-                    LABEL_MCS_SERVICE_NAME: name,
-                    LABEL_MCS_SOURCE_CLUSTER: cluster,
-                    LABEL_ENDPOINTSLICE_MANAGED_BY: ENDPOINTSLICE_MANAGER,
-                    LABEL_MANAGED_BY: MANAGED_BY_MCSYNC,
-                },
-                "ownerReferences": [owner_ref],
-            },
-            "addressType": source.spec.address_type,
-            "ports": ports,
-            "endpoints": [
-                e.model_dump(mode="json", by_alias=True, exclude_none=True)
-                for e in source.spec.endpoints
-            ],
-        }
+        want = mirrored_slice(imported, source, owner=owner, served=served)
+        if want is not None:
+            slices[want.name] = want
     return slices
+
+
+def mirrored_body(want: MirroredSlice) -> dict[str, Any]:
+    """The EndpointSlice object of `want`, in the dialect of `matches` and `overlay`."""
+    return {
+        "apiVersion": ENDPOINTSLICE_API_VERSION,
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": want.name,
+            "namespace": want.namespace,
+            "labels": {
+                LABEL_SERVICE_NAME: derived_service_name(want.service),
+                LABEL_MCS_SERVICE_NAME: want.service,
+                LABEL_MCS_SOURCE_CLUSTER: want.cluster,
+                LABEL_ENDPOINTSLICE_MANAGED_BY: ENDPOINTSLICE_MANAGER,
+                LABEL_MANAGED_BY: MANAGED_BY_MCSYNC,
+            },
+            "ownerReferences": [
+                _owner(
+                    "v1", "Service", {"metadata": {"name": want.owner_name, "uid": want.owner_uid}}
+                )
+            ],
+        },
+        "addressType": want.address_type,
+        "ports": [
+            {"name": p.name, "protocol": p.protocol, "port": p.port, "appProtocol": p.app_protocol}
+            for p in want.ports
+        ],
+        "endpoints": json.loads(want.endpoints),
+    }
 
 
 # --- comparing and updating -------------------------------------------------------------------

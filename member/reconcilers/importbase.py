@@ -119,6 +119,13 @@ class ManagedIndex:
                 found[name] = obj
         return found
 
+    def get(self, key: str, name: str) -> dict[str, Any] | None:
+        """The cached managed object `name` of `key`'s Service; None when there is none."""
+        with self._lock:
+            if name not in self._names.get(key, ()):
+                return None
+        return self._lister.get(f"{key.partition('/')[0]}/{name}")
+
     def keys(self) -> set[str]:
         with self._lock:
             return set(self._names)

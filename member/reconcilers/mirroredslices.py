@@ -7,34 +7,81 @@ slices of it (SPEC §2.8).
    someone else's → delete every managed slice of the key.
 2. Our derived Service is not in the cache yet → wait: it is the owner every slice names,
    and its arrival queues this key again.
-3. Compare the desired slices (`member.importspec.desired_slices`, one per source slice
-   whose cluster serves a port of the import) with the managed slices of the key, by name:
-   create the missing, update the differing, delete the rest. An unchanged slice is never
-   rewritten, so one endpoint change in a source cluster — one changed source slice — costs
+3. Which slices to look at. A hub feed event of one source slice names it
+   (`ChangedSlices`, marked by the importer as it queues the key): then that slice alone,
+   so an endpoint change costs the same at 50 source clusters as at 2. Anything else — the
+   hub's ServiceImport (its ports cut every slice), a relist or startup repair, a managed
+   slice's own event (a user's edit, or our write coming back), the owner, the namespace,
+   a retry — looks at every slice of the key, and deletes the managed ones no source wants.
+4. Per slice, the desired `MirroredSlice` (`member.importspec.mirrored_slice`) against the
+   managed slice of that name: create the missing, update the differing, delete the
+   unwanted. An unchanged slice is never rewritten, so one changed source slice costs
    exactly one EndpointSlice write here, as the Kubernetes EndpointSlice reconciler's
    changes do.
+
+"Differing" is cheap on the common path: the reconciler remembers, per slice, the
+resourceVersion it last found or made equal to which desired tuple. The same
+resourceVersion and an equal tuple need no comparison; otherwise the full field-wise
+`matches` decides (a user's edit changes the resourceVersion, so it is always seen).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Unpack
+import threading
+from typing import Any, Unpack
 
+from member.importfeed import SliceRef
 from member.importspec import (
+    MirroredSlice,
     create_body,
     derived_service_name,
     desired_slices,
     is_managed,
     matches,
+    mirrored_body,
+    mirrored_slice,
+    mirrored_slice_name,
     overlay,
 )
 from member.reconcilers.importbase import ImportDeps, ImportReconciler, ManagedIndex
 
-__all__ = ["MirroredSliceReconciler"]
+__all__ = ["ChangedSlices", "MirroredSliceReconciler"]
 
 logger = logging.getLogger(__name__)
 
 KIND = "EndpointSlice"
+
+
+class ChangedSlices:
+    """Per key, the source slices changed since the key's last mirrored-slice reconcile, or
+    "every slice" (`mark(key, None)`, which no later mark narrows). Marked before the key is
+    queued; taken by the reconcile. A key with no mark — a retry after a failure, say — is
+    reconciled whole: looking at every slice is never wrong, only slower."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, set[SliceRef] | None] = {}
+
+    def mark(self, key: str, ref: SliceRef | None) -> None:
+        with self._lock:
+            if ref is None:
+                self._pending[key] = None
+                return
+            refs = self._pending.setdefault(key, set())
+            if refs is not None:
+                refs.add(ref)
+
+    def take(self, key: str) -> frozenset[SliceRef] | None:
+        """The slices to reconcile for `key`; None for all of them."""
+        with self._lock:
+            refs = self._pending.pop(key, None)
+        return frozenset(refs) if refs else None
+
+
+def _rv(obj: dict[str, Any]) -> str | None:
+    value = (obj.get("metadata") or {}).get("resourceVersion")
+    return str(value) if value is not None else None
 
 
 class MirroredSliceReconciler(ImportReconciler):
@@ -42,14 +89,26 @@ class MirroredSliceReconciler(ImportReconciler):
     KIND = KIND
     SPAN = "reconcile mirrored EndpointSlices"
 
-    def __init__(self, *, slices: ManagedIndex, **deps: Unpack[ImportDeps]) -> None:
-        """`slices`: the managed EndpointSlices by key; `deps`: every import reconciler's."""
+    def __init__(
+        self,
+        *,
+        slices: ManagedIndex,
+        changed: ChangedSlices | None = None,
+        **deps: Unpack[ImportDeps],
+    ) -> None:
+        """`slices`: the managed EndpointSlices by key; `changed`: the slices the importer
+        named as it queued a key (default: none, every reconcile looks at the whole key);
+        `deps`: every import reconciler's."""
         super().__init__(**deps)
         self._slices = slices
+        self._changed = changed if changed is not None else ChangedSlices()
+        # key -> mirrored slice name -> (resourceVersion, the desired slice it equals). Only
+        # a key's own reconcile touches its entry (one worker per key).
+        self._equal: dict[str, dict[str, tuple[str | None, MirroredSlice]]] = {}
 
     def _reconcile(self, key: str) -> str:
+        refs = self._changed.take(key)
         namespace, _, name = key.partition("/")
-        existing = {n: s for n, s in self._slices.objects(key).items() if is_managed(s)}
         owner_import = self._service_imports.get(key)
         imported = self._imports.get(key)
         owner = self._services.get(f"{namespace}/{derived_service_name(name)}")
@@ -60,14 +119,16 @@ class MirroredSliceReconciler(ImportReconciler):
             or not self._scope.allows(key)
             or (owner_import is not None and not is_managed(owner_import))
         ):
-            for slice_name, obj in existing.items():
+            self._equal.pop(key, None)
+            ours = self._managed(key)
+            for slice_name, obj in ours.items():
                 self.check_write(KIND, "delete")
                 self._writer.delete(namespace, slice_name, uid=obj["metadata"].get("uid"))
-            if existing:
+            if ours:
                 logger.info(
                     "%s: %d mirrored EndpointSlices deleted",
                     key,
-                    len(existing),
+                    len(ours),
                     extra=self.fields(key),
                 )
                 return "deleted"
@@ -77,25 +138,66 @@ class MirroredSliceReconciler(ImportReconciler):
         if owner is None or not is_managed(owner):
             return "waiting"
 
-        # 3. Minimal writes, slice by slice.
-        desired = desired_slices(imported, self._imports.slices(key), owner=owner)
+        # 3. The changed source slices, or every slice of the key.
+        desired: dict[str, MirroredSlice | None]
+        existing: dict[str, dict[str, Any]]
+        if refs is None:
+            desired = dict(desired_slices(imported, self._imports.slices(key), owner=owner))
+            existing = self._managed(key)
+            equal = self._equal[key] = {
+                n: seen for n, seen in self._equal.get(key, {}).items() if n in desired
+            }
+        else:
+            desired, existing = {}, {}
+            for ref in refs:
+                slice_name = mirrored_slice_name(name, ref.cluster, ref.name)
+                source = self._imports.slice(namespace, ref)
+                desired[slice_name] = (
+                    mirrored_slice(imported, source, owner=owner) if source is not None else None
+                )
+                have = self._slices.get(key, slice_name)
+                if have is not None and is_managed(have):
+                    existing[slice_name] = have
+            equal = self._equal.setdefault(key, {})
+
+        # 4. Minimal writes, slice by slice.
         writes = 0
-        for slice_name, want in desired.items():
-            have = existing.get(slice_name)
-            if have is None:
-                self.check_write(KIND, "create")
-                self._writer.create(create_body(want))
-                writes += 1
-            elif not matches(want, have):
-                self.check_write(KIND, "update")
-                self._writer.replace(overlay(have, want))
-                writes += 1
-        for slice_name, obj in existing.items():
-            if slice_name not in desired:
+        for slice_name in sorted(desired.keys() | existing.keys()):
+            want, have = desired.get(slice_name), existing.get(slice_name)
+            if want is None and have is not None:
                 self.check_write(KIND, "delete")
-                self._writer.delete(namespace, slice_name, uid=obj["metadata"].get("uid"))
-                writes += 1
+                self._writer.delete(namespace, slice_name, uid=have["metadata"].get("uid"))
+                equal.pop(slice_name, None)
+            elif want is not None and have is None:
+                self.check_write(KIND, "create")
+                answer = self._writer.create(create_body(mirrored_body(want)))
+                equal[slice_name] = (_rv(answer), want)
+            elif want is not None and have is not None and not self._equals(equal, want, have):
+                self.check_write(KIND, "update")
+                answer = self._writer.replace(overlay(have, mirrored_body(want)))
+                equal[slice_name] = (_rv(answer), want)
+            else:
+                continue
+            writes += 1
         if writes:
             logger.info("%s: %d mirrored EndpointSlice writes", key, writes, extra=self.fields(key))
             return "written"
         return "up_to_date"
+
+    def _managed(self, key: str) -> dict[str, dict[str, Any]]:
+        return {n: s for n, s in self._slices.objects(key).items() if is_managed(s)}
+
+    @staticmethod
+    def _equals(
+        equal: dict[str, tuple[str | None, MirroredSlice]],
+        want: MirroredSlice,
+        have: dict[str, Any],
+    ) -> bool:
+        """Is `have` what `want` says? Remembered per resourceVersion; else field by field."""
+        seen = (_rv(have), want)
+        if equal.get(want.name) == seen:
+            return True
+        if not matches(mirrored_body(want), have):
+            return False
+        equal[want.name] = seen
+        return True

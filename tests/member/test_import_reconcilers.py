@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from member.importfeed import ImportView, import_item_key
+from member.importfeed import ImportView, feed_entry, import_item_key, slice_ref
 from member.importmetrics import ImportMetrics
 from member.importspec import derived_service_name, mirrored_slice_name
 from member.kube.resources import NotFoundError
@@ -22,10 +22,10 @@ from member.metrics import AgentMetrics
 from member.reconcilers.derivedservice import DerivedServiceReconciler
 from member.reconcilers.export import NotLeading
 from member.reconcilers.importbase import ImportScope, ManagedIndex
-from member.reconcilers.mirroredslices import MirroredSliceReconciler
+from member.reconcilers.mirroredslices import ChangedSlices, MirroredSliceReconciler
 from member.reconcilers.serviceimport import ForeignImports, ServiceImportReconciler
 from shared.constants import ANNOTATION_CHANGED_AT
-from shared.models import EndpointSliceExport, ServiceImport, to_wire
+from shared.models import EndpointSliceExport, ServiceImport
 from shared.timefmt import format_millis, utcnow
 from tests.member.informer_support import Cache
 
@@ -39,8 +39,13 @@ class Writer:
 
     _rv = itertools.count(100)
 
-    def __init__(self, cache: Cache, calls: list[tuple[str, str]], kind: str,
-                 index: ManagedIndex | None = None) -> None:
+    def __init__(
+        self,
+        cache: Cache,
+        calls: list[tuple[str, str]],
+        kind: str,
+        index: ManagedIndex | None = None,
+    ) -> None:
         self.cache, self.calls, self.kind, self.index = cache, calls, kind, index
         self.version = "v1beta1"
 
@@ -48,11 +53,20 @@ class Writer:
         meta = body["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         old = self.cache.items.get(key)
-        stored = {**body, "metadata": {**meta, "uid": uid or f"uid-{meta['name']}",
-                                       "resourceVersion": str(next(self._rv))}}
+        stored = {
+            **body,
+            "metadata": {
+                **meta,
+                "uid": uid or f"uid-{meta['name']}",
+                "resourceVersion": str(next(self._rv)),
+            },
+        }
         if self.kind == "Service" and "clusterIP" not in stored["spec"]:
-            stored["spec"] = {**stored["spec"], "clusterIP": "10.96.0.7",
-                              "clusterIPs": ["10.96.0.7"]}
+            stored["spec"] = {
+                **stored["spec"],
+                "clusterIP": "10.96.0.7",
+                "clusterIPs": ["10.96.0.7"],
+            }
         self.cache.items[key] = stored
         if self.index is not None:
             self.index.observe(old, stored)
@@ -87,22 +101,59 @@ class Events:
         self.recorded.append((type, reason))
 
 
-def hub_import(**spec: Any) -> dict[str, Any]:
-    return to_wire(ServiceImport.model_validate({
-        "metadata": {"name": "hello", "namespace": "demo", "resourceVersion": "5"},
-        "spec": {"type": "ClusterSetIP", "ports": [{"name": "http", "port": 80}], **spec},
-        "status": {"clusters": [{"cluster": "a"}],
-                   "ports": [{"name": "http", "port": 80, "clusters": ["a"]}]},
-    }))
+_hub_rv = itertools.count(5)
 
 
-def hub_slice(name: str, address: str, cluster: str = "a") -> dict[str, Any]:
-    return to_wire(EndpointSliceExport.model_validate({
-        "metadata": {"name": name, "namespace": "demo", "resourceVersion": "6"},
-        "spec": {"serviceName": "hello", "clusterId": cluster, "addressType": "IPv4",
-                 "ports": [{"name": "http", "port": 8080}],
-                 "endpoints": [{"addresses": [address], "conditions": {"ready": True}}]},
-    }))
+def _changed(moment: datetime | None) -> dict[str, str] | None:
+    return {ANNOTATION_CHANGED_AT: format_millis(moment)} if moment is not None else None
+
+
+def hub_import(
+    changed: datetime | None = None, served: tuple[str, ...] = ("a", "b"), **spec: Any
+) -> dict[str, Any]:
+    """The feed's entry of the hub's ServiceImport demo/hello, its port served by `served`."""
+    return feed_entry(
+        ServiceImport.model_validate(
+            {
+                "metadata": {
+                    "name": "hello",
+                    "namespace": "demo",
+                    "resourceVersion": str(next(_hub_rv)),
+                    "annotations": _changed(changed),
+                },
+                "spec": {"type": "ClusterSetIP", "ports": [{"name": "http", "port": 80}], **spec},
+                "status": {
+                    "clusters": [{"cluster": c} for c in served],
+                    "ports": [{"name": "http", "port": 80, "clusters": list(served)}],
+                },
+            }
+        )
+    )
+
+
+def hub_slice(
+    name: str, address: str, cluster: str = "a", changed: datetime | None = None
+) -> dict[str, Any]:
+    """The feed's entry of `cluster`'s source slice `name` of demo/hello."""
+    return feed_entry(
+        EndpointSliceExport.model_validate(
+            {
+                "metadata": {
+                    "name": name,
+                    "namespace": "demo",
+                    "resourceVersion": str(next(_hub_rv)),
+                    "annotations": _changed(changed),
+                },
+                "spec": {
+                    "serviceName": "hello",
+                    "clusterId": cluster,
+                    "addressType": "IPv4",
+                    "ports": [{"name": "http", "port": 8080}],
+                    "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+                },
+            }
+        )
+    )
 
 
 class World:
@@ -121,33 +172,55 @@ class World:
         self.import_metrics = ImportMetrics(self.metrics)
         self.foreign = ForeignImports(on_change=self.import_metrics.unmanaged.set)
         self.index = ManagedIndex(self.slices)
+        self.changed = ChangedSlices()
         scope = ImportScope(namespaces=self.namespaces, watched=(), denied=("kube-system",))
         common: dict[str, Any] = {
-            "imports": self.view, "service_imports": self.imports, "services": self.services,
-            "scope": scope, "metrics": self.metrics, "import_metrics": self.import_metrics,
+            "imports": self.view,
+            "service_imports": self.imports,
+            "services": self.services,
+            "scope": scope,
+            "metrics": self.metrics,
+            "import_metrics": self.import_metrics,
             "may_write": lambda: self.leading,
         }
         self.si = ServiceImportReconciler(
             writer=Writer(self.imports, self.calls, "ServiceImport"),  # type: ignore[arg-type]
-            events=self.events, foreign=self.foreign, **common,  # type: ignore[arg-type]
+            events=self.events,  # type: ignore[arg-type]
+            foreign=self.foreign,
+            **common,  # type: ignore[arg-type]
         )
         self.svc = DerivedServiceReconciler(
-            writer=Writer(self.services, self.calls, "Service"), **common  # type: ignore[arg-type]
+            writer=Writer(self.services, self.calls, "Service"),
+            **common,  # type: ignore[arg-type]
         )
         self.eps = MirroredSliceReconciler(
             writer=Writer(self.slices, self.calls, "EndpointSlice", self.index),  # type: ignore[arg-type]
-            slices=self.index, **common,
+            slices=self.index,
+            changed=self.changed,
+            **common,
         )
 
     def feed(self, obj: dict[str, Any] | None, *, delete: str | None = None) -> None:
+        """A hub feed event; the slices' reconcile is told which slice, as by the importer."""
         if obj is not None:
             key = import_item_key(obj)
             old = self.hub.items.get(key)
             self.hub.items[key] = obj
             self.view.observe(old, obj)
+            self.changed.mark(KEY, slice_ref(obj))
         if delete is not None:
             old = self.hub.items.pop(delete)
             self.view.observe(old, None)
+            self.changed.mark(KEY, slice_ref(old))
+
+    def user_edits_slice(self, name: str, **fields: Any) -> None:
+        """Someone else's update of a managed slice: new fields, a new resourceVersion,
+        and the whole key queued (the managed-slice informer's event)."""
+        key = f"demo/{name}"
+        edited = {**self.slices.items[key], **fields}
+        edited["metadata"] = {**edited["metadata"], "resourceVersion": str(next(Writer._rv))}
+        self.slices.items[key] = edited
+        self.changed.mark(KEY, None)
 
     def converge(self) -> list[tuple[str, str]]:
         """Run the three reconcilers in turn until nothing is written; answers the writes."""
@@ -175,15 +248,19 @@ def test_an_import_yields_the_three_objects_then_nothing_more(world: World) -> N
     world.feed(hub_import(ipFamilies=["IPv4"]))
     world.feed(hub_slice("hello-1", "10.0.0.1"))
     writes = world.converge()
-    assert sorted(writes) == sorted([
-        ("ServiceImport", "create"), ("ServiceImport", "status"), ("Service", "create"),
-        ("ServiceImport", "update"),  # spec.ips once the Service has its clusterIP
-        ("EndpointSlice", "create"),
-    ])
+    assert sorted(writes) == sorted(
+        [
+            ("ServiceImport", "create"),
+            ("ServiceImport", "status"),
+            ("Service", "create"),
+            ("ServiceImport", "update"),  # spec.ips once the Service has its clusterIP
+            ("EndpointSlice", "create"),
+        ]
+    )
     si = world.imports.get(KEY)
     assert si is not None
     assert si["spec"]["ips"] == ["10.96.0.7"]
-    assert si["status"] == {"clusters": [{"cluster": "a"}]}
+    assert si["status"] == {"clusters": [{"cluster": "a"}, {"cluster": "b"}]}
     svc = world.services.get(f"demo/{DERIVED}")
     assert svc is not None
     assert svc["metadata"]["ownerReferences"][0]["uid"] == si["metadata"]["uid"]
@@ -201,13 +278,114 @@ def test_one_endpoint_change_costs_one_slice_write(world: World) -> None:
     assert mirrored is not None and mirrored["endpoints"][0]["addresses"] == ["10.0.0.9"]
 
 
+def _stale_slice(world: World) -> str:
+    """A managed slice no source wants (its source went while the agent was down)."""
+    name = mirrored_slice_name("hello", "gone", "hello-1")
+    body = {**world.slices.items[f"demo/{mirrored_slice_name('hello', 'a', 'hello-1')}"]}
+    body["metadata"] = {**body["metadata"], "name": name, "resourceVersion": "1"}
+    world.slices.items[f"demo/{name}"] = body
+    world.index.observe(None, body)
+    return name
+
+
+M1 = mirrored_slice_name("hello", "a", "hello-1")
+M2 = mirrored_slice_name("hello", "b", "hello-2")
+M3 = mirrored_slice_name("hello", "b", "hello-3")
+
+
+@pytest.mark.parametrize(
+    ("change", "expected", "present", "absent"),
+    [
+        pytest.param(
+            lambda w: w.feed(hub_slice("hello-1", "10.0.0.1")),
+            [],
+            [M1, M2],
+            [],
+            id="source slice unchanged (new revision): no write",
+        ),
+        pytest.param(
+            lambda w: w.feed(hub_slice("hello-1", "10.0.0.9")),
+            ["update"],
+            [M1, M2],
+            [],
+            id="endpoint moved: one update",
+        ),
+        pytest.param(
+            lambda w: w.feed(hub_slice("hello-3", "10.0.0.3", cluster="b")),
+            ["create"],
+            [M1, M2, M3],
+            [],
+            id="new source slice: create",
+        ),
+        pytest.param(
+            lambda w: w.feed(None, delete="slice:b/demo/hello-2"),
+            ["delete"],
+            [M1],
+            [M2],
+            id="source slice gone: delete",
+        ),
+        pytest.param(
+            lambda w: w.user_edits_slice(M2, endpoints=[]),
+            ["update"],
+            [M1, M2],
+            [],
+            id="user-edited managed slice: repaired",
+        ),
+        pytest.param(
+            lambda w: (_stale_slice(w), w.changed.mark(KEY, None)),
+            ["delete"],
+            [M1, M2],
+            [mirrored_slice_name("hello", "gone", "hello-1")],
+            id="key-level relist: stale slice deleted",
+        ),
+        pytest.param(
+            lambda w: (_stale_slice(w), w.feed(hub_slice("hello-1", "10.0.0.9"))),
+            ["update"],
+            [M1, M2, mirrored_slice_name("hello", "gone", "hello-1")],
+            [],
+            id="slice change: that slice alone, the stale one left to a relist",
+        ),
+        pytest.param(
+            lambda w: w.feed(hub_import(served=("a",))),
+            ["delete"],
+            [M1],
+            [M2],
+            id="import no longer served by b: b's slice deleted",
+        ),
+    ],
+)
+def test_mirrored_slices_one_row_per_outcome(
+    world: World, change: Any, expected: list[str], present: list[str], absent: list[str]
+) -> None:
+    world.feed(hub_import())
+    world.feed(hub_slice("hello-1", "10.0.0.1"))
+    world.feed(hub_slice("hello-2", "10.0.0.2", cluster="b"))
+    world.converge()
+    change(world)
+    assert world.writes_of(world.eps.reconcile) == [("EndpointSlice", op) for op in expected]
+    for name in present:
+        assert f"demo/{name}" in world.slices.items, name
+    for name in absent:
+        assert f"demo/{name}" not in world.slices.items, name
+    if expected == ["update"]:  # what was written is the source's state again
+        mirrored = {n.rsplit("/", 1)[1]: o for n, o in world.slices.items.items()}
+        assert mirrored[M1]["endpoints"][0]["addresses"] in (["10.0.0.1"], ["10.0.0.9"])
+        assert mirrored[M2]["endpoints"][0]["addresses"] == ["10.0.0.2"]
+    world.changed.mark(KEY, None)  # a relist then finds only a stale slice left to delete
+    stale = f"demo/{mirrored_slice_name('hello', 'gone', 'hello-1')}" in world.slices.items
+    assert world.writes_of(world.eps.reconcile) == [("EndpointSlice", "delete")] * stale
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
         pytest.param("slice", [("EndpointSlice", "delete")], id="a source slice goes"),
-        pytest.param("import", [("EndpointSlice", "delete")] * 2 + [("Service", "delete"),
-                                                                   ("ServiceImport", "delete")],
-                     id="the last export goes: all three, explicitly"),
+        pytest.param(
+            "import",
+            [("EndpointSlice", "delete")] * 2
+            + [("Service", "delete"), ("ServiceImport", "delete")],
+            id="the last export goes: all three, explicitly",
+        ),
     ],
 )
 def test_withdrawals_delete_explicitly(
@@ -230,7 +408,8 @@ def test_withdrawals_delete_explicitly(
 
 def test_a_foreign_service_import_is_left_alone_with_a_warning(world: World) -> None:
     world.imports.items[KEY] = {
-        "apiVersion": "multicluster.x-k8s.io/v1beta1", "kind": "ServiceImport",
+        "apiVersion": "multicluster.x-k8s.io/v1beta1",
+        "kind": "ServiceImport",
         "metadata": {"name": "hello", "namespace": "demo", "uid": "theirs"},
         "spec": {"type": "Headless"},
     }
@@ -316,29 +495,24 @@ def _lag(world: World, kind: str) -> tuple[float, float]:
     return count, total
 
 
-def _changed(obj: dict[str, Any], moment: datetime) -> dict[str, Any]:
-    obj["metadata"].setdefault("annotations", {})[ANNOTATION_CHANGED_AT] = format_millis(moment)
-    return obj
-
-
 def test_the_import_lag_is_counted_once_per_hub_change(world: World) -> None:
     """SPEC §6: from the hub's commit of a change (the event's `mcsync.io/changed-at`) to
     this cluster's objects written for it; once per change and kind, never for a repair."""
     assert _lag(world, "EndpointSlice") == (0.0, 0.0)
     committed = utcnow() - timedelta(milliseconds=250)
-    world.feed(_changed(hub_import(), committed))
-    world.feed(_changed(hub_slice("hello-1", "10.0.0.1"), committed))
+    world.feed(hub_import(committed))
+    world.feed(hub_slice("hello-1", "10.0.0.1", changed=committed))
     world.converge()
     for kind in ("ServiceImport", "Service", "EndpointSlice"):
         count, total = _lag(world, kind)
         assert count == 1, kind
         assert 250 <= total < 60_000, kind
     # A user's edit repaired: the hub's change was counted already.
-    world.slices.items[next(iter(world.slices.items))]["endpoints"] = []
+    world.user_edits_slice(mirrored_slice_name("hello", "a", "hello-1"), endpoints=[])
     assert world.writes_of(world.eps.reconcile) == [("EndpointSlice", "update")]
     assert _lag(world, "EndpointSlice")[0] == 1
     # A new endpoint change on the hub: one more data point for the slice.
-    world.feed(_changed(hub_slice("hello-1", "10.0.0.2"), utcnow()))
+    world.feed(hub_slice("hello-1", "10.0.0.2", changed=utcnow()))
     assert world.writes_of(world.eps.reconcile) == [("EndpointSlice", "update")]
     assert _lag(world, "EndpointSlice")[0] == 2
 
