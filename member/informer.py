@@ -18,7 +18,8 @@ Rules (SPEC §2.3, §2.7):
   all `from_relist=True`. Unchanged objects are not delivered (a resync is not a change).
 * A MODIFIED whose resourceVersion equals the cached one is dropped. BOOKMARK only advances
   the resourceVersion.
-* `run()` never raises: errors are logged and retried with capped exponential backoff.
+* `run()` never raises: errors are logged and retried with `shared.backoff`'s capped
+  exponential backoff and full jitter, so the agents of a fleet do not relist in step.
 
 The handler runs on the informer's thread, after the cache is updated, so a lister read from
 the handler sees the new state. It must be quick (enqueue a key, not reconcile).
@@ -34,10 +35,11 @@ so a relist holds one copy of the unchanged objects, not two.
 from __future__ import annotations
 
 import logging
-import random
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
+
+from shared.backoff import Backoff, Retries
 
 __all__ = [
     "EventHandler",
@@ -63,8 +65,8 @@ ItemTransform = Callable[[dict[str, Any]], dict[str, Any]]
 """Answers the object to cache for a listed or watched one; pure (it may run twice on a list
 that restarts from page one) and idempotent."""
 
-_BACKOFF_INITIAL = 0.5
-_BACKOFF_MAX = 30.0
+# Between failed lists or watches: the first retry within half a second, then up to 30 s.
+BACKOFF = Backoff(base=0.5, cap=30.0)
 
 
 class ResourceExpired(Exception):
@@ -198,7 +200,7 @@ class Informer:
         )
         interrupter.daemon = True
         interrupter.start()
-        backoff = _Backoff()
+        backoff = Retries(BACKOFF)
         need_list = True
         while not stop.is_set():
             try:
@@ -368,18 +370,3 @@ class Informer:
         except Exception:
             key = self._key(new or old or {})
             logger.exception("%s: handler failed for %s %s", self.name, event_type, key)
-
-
-class _Backoff:
-    """Capped exponential backoff with jitter, so many agents do not retry in lock-step."""
-
-    def __init__(self) -> None:
-        self._next = _BACKOFF_INITIAL
-
-    def reset(self) -> None:
-        self._next = _BACKOFF_INITIAL
-
-    def next(self) -> float:
-        delay = self._next
-        self._next = min(self._next * 2, _BACKOFF_MAX)
-        return delay * random.uniform(0.8, 1.2)

@@ -19,7 +19,6 @@ from tests.member.informer_support import Recorder
 DEADLINE = 30.0
 
 
-
 def wait_for(condition: Callable[[], bool], *, timeout: float = DEADLINE) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -307,6 +306,53 @@ def test_list_failures_are_retried(stop: threading.Event) -> None:
     informer.start(stop)
     assert informer.wait_for_sync(DEADLINE)
     assert informer.keys() == ["ns/a"]
+
+
+class RecordingStop(threading.Event):
+    """A stop flag whose timed waits (the informer's backoff) are recorded, not waited."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if timeout is None:
+            return super().wait()
+        self.waits.append(timeout)
+        return self.is_set()
+
+
+def test_retries_back_off_to_the_cap_and_start_over_after_a_success() -> None:
+    """A source that keeps failing is retried at waits that grow to at most 30 s (full
+    jitter: anywhere below each ceiling); once a list succeeds, the next failure is
+    retried quickly again."""
+
+    class Down(MemoryListWatch):
+        def __init__(self, failures: int) -> None:
+            super().__init__()
+            self.failures = failures
+
+        def list(self, transform: ItemTransform | None = None) -> tuple[list[dict[str, Any]], str]:
+            if self.failures:
+                self.failures -= 1
+                raise ConnectionError("refused")
+            return super().list(transform)
+
+    source = Down(failures=12)
+    source.put("a")
+    stop = RecordingStop()
+    informer = Informer(name="down", list_watch=source, handler=Recorder())
+    try:
+        informer.start(stop)
+        assert informer.wait_for_sync(DEADLINE)
+        assert len(stop.waits) == 12
+        ceilings = [min(30.0, 0.5 * 2**n) for n in range(12)]
+        assert all(0.0 <= w <= c for w, c in zip(stop.waits, ceilings, strict=True))
+        source.break_watches()
+        wait_for(lambda: len(stop.waits) == 13)
+        assert stop.waits[12] <= 0.5  # the successful list started the count over
+    finally:
+        stop.set()
 
 
 def test_stop_ends_run(stop: threading.Event) -> None:
