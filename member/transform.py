@@ -31,6 +31,16 @@ transform before caching them, keeping only what the agent reads:
   ownerReferences, annotations, managedFields … are local to the cluster and dropped: with
   one slice per Service, pod references were the larger half of each cached slice.
 
+* ServiceImport, derived Service, mirrored EndpointSlice (the import side,
+  `member.importer`) — these are ours, and an update of one is a PUT of the cached object
+  with our fields laid on (`member.importspec.overlay`), so whatever the cache drops, the
+  PUT would erase: only what the API server sets and ignores in an update goes
+  (`managedFields`, `creationTimestamp`, `generation`, `selfLink`, a Service's `status`).
+  Everything else is kept, so a user's edit of any field we state is still seen and
+  repaired, and a finalizer someone added survives our updates. What makes these cheaper
+  is interning (below), and one shared dict per distinct endpoint `conditions` (ready /
+  serving / terminating: a handful of combinations over 100,000 endpoints).
+
 Each transform keeps the *shape* of what it keeps — same keys, same nesting — so the code
 that reads the cache needs no change, and is idempotent (the informer may see an object it
 already transformed). A value of an unexpected type (a `spec` that is not an object, a port
@@ -57,6 +67,7 @@ __all__ = [
     "AGENT_ANNOTATION_PREFIX",
     "transform_endpointslice",
     "transform_hub_record",
+    "transform_import_object",
     "transform_service",
     "transform_service_export",
 ]
@@ -85,6 +96,8 @@ _ENDPOINT_FIELDS = ("addresses", "hostname", "zone")
 _ENDPOINT_CONDITIONS = ("ready", "serving", "terminating")
 # Never read, and the largest part of a real object's metadata.
 _DROPPED_METADATA = frozenset({"managedFields", "labels", "ownerReferences"})
+# Set by the API server, ignored by it in an update, and compared by no import reconciler.
+_SERVER_METADATA = frozenset({"managedFields", "creationTimestamp", "generation", "selfLink"})
 
 
 def transform_service(obj: dict[str, Any]) -> dict[str, Any]:
@@ -170,6 +183,42 @@ def transform_endpointslice(obj: dict[str, Any]) -> dict[str, Any]:
         out["endpoints"] = (
             [_endpoint(e) for e in endpoints] if isinstance(endpoints, list) else endpoints
         )
+    return out
+
+
+def transform_import_object(obj: dict[str, Any]) -> dict[str, Any]:
+    """A ServiceImport, derived Service or mirrored EndpointSlice, as the import side
+    caches it: without the server's bookkeeping (`_SERVER_METADATA`; a Service's status),
+    every string interned; everything else whole (see the module doc)."""
+    out: dict[str, Any] = {}
+    for field, value in obj.items():
+        if field == "metadata" and isinstance(value, dict):
+            out["metadata"] = {
+                sys.intern(k): _compact(v) for k, v in value.items() if k not in _SERVER_METADATA
+            }
+        elif field == "status" and obj.get("kind") == "Service":
+            continue
+        elif field == "endpoints" and isinstance(value, list):
+            out["endpoints"] = [_mirrored_endpoint(e) for e in value]
+        else:
+            out[sys.intern(field)] = _compact(value)
+    return out
+
+
+# One dict per distinct endpoint `conditions` (all booleans: a handful of them), shared by
+# every cached endpoint that has it; the cache is never written to, only replaced.
+_SHARED_CONDITIONS: dict[frozenset[tuple[str, Any]], dict[str, Any]] = {}
+
+
+def _mirrored_endpoint(endpoint: Any) -> Any:
+    if not isinstance(endpoint, dict):
+        return endpoint
+    out = _compact(endpoint)
+    conditions = out.get("conditions")
+    if isinstance(conditions, dict) and all(
+        isinstance(v, bool) or v is None for v in conditions.values()
+    ):
+        out["conditions"] = _SHARED_CONDITIONS.setdefault(frozenset(conditions.items()), conditions)
     return out
 
 
