@@ -12,7 +12,10 @@ never starves exports, nor they it, and a slice waiting for its derived Service 
 back off the Service's own reconcile. Which events queue which key where:
 
 * a hub ServiceImport change → all three (its spec shapes all three objects);
-* a hub EndpointSliceExport change → the slices only;
+* a hub EndpointSliceExport change → the slices only, once the key's derived Service is
+  here; before that (a key not yet imported, as during a cold start) a live change goes to
+  the live lane of all three, since its slices wait for their owner, which waits for the
+  ServiceImport: queued in the slices' lane alone, it would wait behind every bulk key;
 * a ServiceImport in the cluster → the ServiceImport (repair a user's edit) and the
   derived Service and slices (their owner appeared, or went foreign);
 * a managed derived Service → itself, the ServiceImport (`spec.ips` from its clusterIPs)
@@ -54,7 +57,7 @@ from member.importfeed import (
     slice_ref,
 )
 from member.importmetrics import ImportMetrics
-from member.importspec import OPTIONAL_IMPORT_FIELDS, is_managed
+from member.importspec import OPTIONAL_IMPORT_FIELDS, derived_service_name, is_managed
 from member.informer import Informer, namespaced_key
 from member.kube.client import KubeConfigError, discover_mcs_version
 from member.kube.events import EventRecorder
@@ -142,7 +145,7 @@ class Importer:
         self.hub_informer = Informer(
             name="hub-imports",
             list_watch=HubImportListWatch(hub),
-            handler=self._on_hub_event,
+            handler=self.on_hub_event,
             watch_timeout_seconds=watch_timeout,
             key_func=import_item_key,
             on_list=self.repair,
@@ -158,7 +161,10 @@ class Importer:
                 namespaces,
                 name=_INFORMER_NAMES[kind],
                 list_watch=lambda ns: KubeListWatch(
-                    api, path=path(ns), api_version=api_version, kind=kind,
+                    api,
+                    path=path(ns),
+                    api_version=api_version,
+                    kind=kind,
                     label_selector=selector,
                 ),
                 handler=self._handler(kind),
@@ -180,7 +186,10 @@ class Importer:
             Informer(
                 name=f"namespaces[{ns or '*'}]",
                 list_watch=KubeListWatch(
-                    api, path=namespaces_path(), api_version="v1", kind="Namespace",
+                    api,
+                    path=namespaces_path(),
+                    api_version="v1",
+                    kind="Namespace",
                     field_selector=f"metadata.name={ns}" if ns else None,
                 ),
                 handler=self._on_namespace_event,
@@ -193,6 +202,7 @@ class Importer:
         # The caches, corrected by our own writes until their events arrive.
         service_imports = OwnWrites(cached_imports)
         services = OwnWrites(NamespacedLister(self.service_informers))
+        self._services = services
         slices = OwnWrites(cached_slices)
         self.slice_index = ManagedIndex(slices)
         self.service_index = ManagedIndex(services)
@@ -201,6 +211,7 @@ class Importer:
             watched=self._scope,
             denied=deny_namespaces,
         )
+
         def imported() -> int:
             return sum(1 for o in cached_imports.cached() if is_managed(o))
 
@@ -295,7 +306,11 @@ class Importer:
         return process
 
     def _queue(
-        self, key: str, *, bulk: bool, which: Iterable[str] | None = None,
+        self,
+        key: str,
+        *,
+        bulk: bool,
+        which: Iterable[str] | None = None,
         source: SliceRef | None = None,
     ) -> None:
         """`source`: the one source slice that changed (None: the whole key)."""
@@ -309,24 +324,38 @@ class Importer:
     def _watched(self, key: str) -> bool:
         return not self._scope or key.partition("/")[0] in self._scope
 
-    def _on_hub_event(
-        self, event_type: str, old: dict[str, Any] | None, new: dict[str, Any] | None,
+    def on_hub_event(
+        self,
+        event_type: str,
+        old: dict[str, Any] | None,
+        new: dict[str, Any] | None,
         from_relist: bool,
     ) -> None:
+        """The hub import feed's handler: queue the keys a change of it touches (module doc)."""
         obj = new if new is not None else old
+        slices_only = obj is not None and obj.get("kind") == "EndpointSliceExport"
         for key in self.view.observe(old, new):
-            if obj is not None and obj.get("kind") == "EndpointSliceExport":
-                self._queue(
-                    key, bulk=from_relist, which=("mirroredslices",), source=slice_ref(obj)
-                )
+            if slices_only and (from_relist or self._owner_here(key)):
+                self._queue(key, bulk=from_relist, which=("mirroredslices",), source=slice_ref(obj))
             else:
+                # A live change of a key whose derived Service is not here yet: its slices
+                # wait for that owner, and the owner for its ServiceImport, so all three go
+                # to the live lane, or the change waits behind a cold start's bulk lanes.
                 self._queue(key, bulk=from_relist)
+
+    def _owner_here(self, key: str) -> bool:
+        """True when `key`'s derived Service is ours in the cache: its slices need nothing
+        else to be reconciled (`MirroredSliceReconciler` step 2)."""
+        namespace, _, name = key.partition("/")
+        return is_managed(self._services.get(f"{namespace}/{derived_service_name(name)}"))
 
     def _handler(
         self, kind: str
     ) -> Callable[[str, dict[str, Any] | None, dict[str, Any] | None, bool], None]:
         def handle(
-            event_type: str, old: dict[str, Any] | None, new: dict[str, Any] | None,
+            event_type: str,
+            old: dict[str, Any] | None,
+            new: dict[str, Any] | None,
             from_relist: bool,
         ) -> None:
             if kind == "ServiceImport":
@@ -343,7 +372,10 @@ class Importer:
         return handle
 
     def _on_namespace_event(
-        self, event_type: str, old: dict[str, Any] | None, new: dict[str, Any] | None,
+        self,
+        event_type: str,
+        old: dict[str, Any] | None,
+        new: dict[str, Any] | None,
         from_relist: bool,
     ) -> None:
         obj = new if new is not None else old
