@@ -25,14 +25,14 @@ import argparse
 import asyncio
 import gc
 import logging
+import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import uvicorn
-from pydantic import ValidationError
 
 from hub import ratelimitlog
 from hub.api.credentials import (
@@ -44,9 +44,10 @@ from hub.api.credentials import (
 from hub.app import begin_shutdown, create_app, open_store
 from hub.connections import guard_for
 from hub.logs import configure_logging, fields
-from hub.settings import ENV_PREFIX, HubSettings, redact_url
+from hub.settings import HubSettings
 from hub.store import DatabaseUnavailable, migrate
 from hub.tracing import tracer_provider_from_env
+from shared import settingscli
 from shared.version import __version__
 
 log = logging.getLogger("mcsync.hub")
@@ -54,55 +55,14 @@ log = logging.getLogger("mcsync.hub")
 PROG = "mcsync-hub"
 EXIT_CONFIG = 2
 EXIT_UNAVAILABLE = 3
-SECRET_FIELDS = frozenset({"admin_token", "reader_token"})
-
-# (flag, settings field, help) of `serve`; `migrate` takes the ones marked shared.
-SERVE_FLAGS: tuple[tuple[str, str, str], ...] = (
-    ("--host", "host", "interface to listen on (default 127.0.0.1; 0.0.0.0 for all)"),
-    ("--port", "port", "TCP port (default 8080)"),
-    ("--database-url", "database_url", "sqlite:///path or postgresql://user@host/db"),
-    ("--admin-token-file", "admin_token_file", "admin token file (generated if absent)"),
-    ("--reader-token-file", "reader_token_file", "reader token file"),
-    ("--cluster-ttl", "cluster_ttl", "seconds without a heartbeat before Stale (default 90)"),
-    ("--max-body-bytes", "max_body_bytes", "largest request body (default 1 MiB)"),
-    ("--log-format", "log_format", "json or text (default text)"),
-    ("--log-level", "log_level", "debug, info, warning or error (default info)"),
-    ("--min-agent-version", "min_agent_version", "oldest agent version that may export"),
-    ("--history-limit", "history_limit", "revisions of change history kept for watches"),
-    ("--pool-size", "pool_size", "database connections per hub process"),
-    ("--watch-bookmark-seconds", "watch_bookmark_seconds", "BOOKMARK interval of idle watches"),
-    (
-        "--watch-limit-per-token",
-        "watch_limit_per_token",
-        "watches one token (one member cluster) may hold open per replica (default 100)",
-    ),
-    (
-        "--watch-buffer-events",
-        "watch_buffer_events",
-        "events a watch may fall behind before it is ended with 410 (default 1000)",
-    ),
-    (
-        "--watch-buffer-bytes",
-        "watch_buffer_bytes",
-        "bytes a watch may fall behind before it is ended with 410 (default 4 MiB)",
-    ),
-    ("--retry-after-seconds", "retry_after_seconds", "Retry-After of 503 answers"),
-    ("--header-timeout-seconds", "header_timeout_seconds", "time a client has to send a head"),
-    (
-        "--keep-alive-timeout-seconds",
-        "keep_alive_timeout_seconds",
-        "idle time before a kept-alive connection closes",
-    ),
-    ("--max-connections", "max_connections", "most client connections held open"),
-    ("--backlog", "backlog", "connections the kernel queues before the hub accepts them"),
-    (
-        "--shutdown-grace-seconds",
-        "shutdown_grace_seconds",
-        "time in-flight requests get on SIGTERM",
-    ),
+# `migrate` takes these of the serve flags; everything else is serve's alone.
+MIGRATE_SETTINGS = settingscli.pick(
+    HubSettings, "config", "database_url", "log_format", "log_level"
 )
-MIGRATE_FLAGS = tuple(f for f in SERVE_FLAGS if f[1] in ("database_url", "log_format", "log_level"))
-FLAG_OF = {field: flag for flag, field, _ in SERVE_FLAGS} | {"migrate": "--no-migrate"}
+EXIT_CODES = """exit codes:
+  0  stopped gracefully (SIGTERM, SIGINT) or migrations applied
+  2  bad configuration: a flag, variable, config file, token file or database URL (named)
+  3  the database did not answer at start (retry; nothing is wrong with the flags)"""
 
 
 class StartupError(Exception):
@@ -113,101 +73,50 @@ class StartupError(Exception):
         self.code = code
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (SPEC §7), not usage text plus error."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_CONFIG, f"{PROG}: error: {message}\n")
-
-
-def _overview() -> str:
-    """`mcsync-hub --help`'s epilog: the serve flags, every variable, the exit codes."""
-    width = max(len(flag) for flag, _, _ in SERVE_FLAGS) + 2
-    lines = ["serve flags (serve is the default command; `mcsync-hub serve --help`):"]
-    lines += [f"  {flag:<{width}}{env_name(field)}" for flag, field, _ in SERVE_FLAGS]
-    lines.append(f"  {'--no-migrate':<{width}}{env_name('migrate')}=false")
-    lines += [
-        "",
-        "tokens (environment or file only, never a flag: a flag shows in `ps`):",
-        f"  {env_name('admin_token'):<{width}}admin token (else --admin-token-file)",
-        f"  {env_name('reader_token'):<{width}}reader token (else --reader-token-file)",
-        "",
-        "precedence: flag > environment > default.",
-        "",
-        "exit codes:",
-        "  0  stopped gracefully (SIGTERM, SIGINT) or migrations applied",
-        "  2  bad configuration: a flag, variable, token file or database URL (named)",
-        "  3  the database did not answer at start (retry; nothing is wrong with the flags)",
-    ]
-    return "\n".join(lines)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
+    """`serve` (the default) and `migrate`, their flags made from `HubSettings`. The top
+    level's help lists every variable with its serve flag, and the exit codes."""
+    every = settingscli.settings_of(HubSettings)
+    epilog = f"{settingscli.environment_help(every)}\n\n{EXIT_CODES}"
+    parser = settingscli.OneLineParser(
         prog=PROG,
-        description="The mcsync hub: REST API over a database.",
-        epilog=_overview(),
+        description="The mcsync hub: REST API over a database. `serve` is the default "
+        "command; `mcsync-hub serve --help` explains each flag.",
+        epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="{serve,migrate}")
-    serve = commands.add_parser("serve", help="run the hub (the default)")
-    for flag, field, text in SERVE_FLAGS:
-        serve.add_argument(flag, dest=field, default=None, help=f"{text} [{env_name(field)}]")
-    serve.add_argument(
-        "--no-migrate",
-        dest="migrate",
-        action="store_const",
-        const=False,
-        default=None,
-        help=f"do not apply migrations at start [{env_name('migrate')}=false]",
-    )
-    migrate_cmd = commands.add_parser("migrate", help="apply the database migrations and exit")
-    for flag, field, text in MIGRATE_FLAGS:
-        migrate_cmd.add_argument(flag, dest=field, default=None, help=f"{text} [{env_name(field)}]")
+    for name, settings, text in (
+        ("serve", every, "run the hub (the default)"),
+        ("migrate", MIGRATE_SETTINGS, "apply the database migrations and exit"),
+    ):
+        sub = commands.add_parser(
+            name,
+            help=text,
+            description=text,
+            epilog=f"{settingscli.environment_help(settings)}\n\n{EXIT_CODES}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        settingscli.add_flags(sub, settings)
     return parser
 
 
-def env_name(field: str) -> str:
-    return f"{ENV_PREFIX}{field.upper()}"
-
-
-def _describe(error: Any, *, given: dict[str, Any]) -> str:
-    loc = error.get("loc") or ()
-    field = str(loc[0]) if loc else ""
-    message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
-    if not field:
-        return message
-    source = FLAG_OF.get(field, env_name(field)) if field in given else env_name(field)
-    value = error.get("input")
-    if (
-        field not in SECRET_FIELDS
-        and isinstance(value, str | int | float)
-        and len(str(value)) < 200
-    ):
-        if field == "database_url":
-            value = redact_url(str(value))
-        if str(value) not in message:
-            message = f"{message} (got {str(value)!r})"
-    return f"{source}: {message}"
-
-
-def build_settings(given: dict[str, Any]) -> HubSettings:
-    """`HubSettings` from the flags given (over the environment); StartupError if invalid."""
-    try:
-        return HubSettings(**given)
-    except ValidationError as exc:
-        raise StartupError(_describe(exc.errors()[0], given=given)) from None
-
-
-def parse(argv: Sequence[str]) -> tuple[str, dict[str, Any]]:
-    """The subcommand and the flags given (unset flags omitted, so the environment counts)."""
+def parse(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> tuple[str, HubSettings]:
+    """The sub-command and its settings (flag > environment > `--config` file > default);
+    `UsageError`, one line naming the flag, when any is bad."""
     args = list(argv)
     if not args or args[0] not in ("serve", "migrate", "-h", "--help", "--version"):
         args.insert(0, "serve")  # `serve` is the default subcommand
-    namespace = build_parser().parse_args(args)
-    given = {k: v for k, v in vars(namespace).items() if k != "command" and v is not None}
-    return namespace.command, given
+    command = "migrate" if args[0] == "migrate" else "serve"
+    settings, _ = settingscli.load(
+        HubSettings,
+        build_parser(),
+        args,
+        os.environ if environ is None else environ,
+        settings=MIGRATE_SETTINGS if command == "migrate" else None,
+    )
+    return command, settings
 
 
 # --- serve ------------------------------------------------------------------------------
@@ -397,9 +306,12 @@ def run_migrate(settings: HubSettings) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    command, given = parse(sys.argv[1:] if argv is None else argv)
     try:
-        settings = build_settings(given)
+        command, settings = parse(sys.argv[1:] if argv is None else argv)
+    except settingscli.UsageError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_CONFIG
+    try:
         configure_logging(log_format=settings.log_format, level=settings.log_level)
         if command == "migrate":
             return run_migrate(settings)

@@ -1,10 +1,12 @@
-"""The hub's configuration: one `HubSettings` object, read from `MCSYNC_*` variables.
+"""The hub's configuration: one `HubSettings` object — flags, `MCSYNC_*` variables, a
+`--config` file.
 
 Built on pydantic-settings (FastAPI's own advice for settings) so that the command line,
-the environment and tests all go through the same validators: the CLI (`hub.__main__`)
-passes only the flags that were given as keyword arguments, which take precedence over
-the environment, and turns a validation error into one line naming the flag (SPEC §7).
-Nothing reads the environment anywhere else in the hub.
+the environment, the config file and tests all go through the same validators. The layers
+are read, in the order flag > variable > file > default, by `shared.settingscli`, the
+layer all three programs share; it also derives the flags, `--help`'s list of variables
+and the one-line errors naming the flag (SPEC §7) from this model. Nothing reads the
+environment anywhere else in the hub.
 
 Defaults and why:
 
@@ -22,16 +24,16 @@ Defaults and why:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
 from sqlalchemy.engine import make_url
 
 from hub.store.db import async_url
+from shared.settingscli import Flag, ProgramSettings
 from shared.version import DEFAULT_MIN_AGENT_VERSION, parse_version
 
-ENV_PREFIX = "MCSYNC_"
 DEFAULT_ADMIN_TOKEN_FILE = Path("mcsync-admin-token")
 
 
@@ -43,42 +45,60 @@ def redact_url(url: str) -> str:
         return url
 
 
-class HubSettings(BaseSettings):
-    """Everything the hub process can be told; every field has its `MCSYNC_<NAME>` variable."""
+class HubSettings(ProgramSettings):
+    """Everything the hub process can be told; every field is a flag of `serve` and an
+    `MCSYNC_<NAME>` variable (`shared.settingscli`), the tokens a variable only."""
 
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        extra="ignore",
-        validate_default=True,
-        frozen=True,
+    model_config = SettingsConfigDict(extra="ignore", validate_default=True)
+
+    host: str = Field(
+        default="127.0.0.1", min_length=1, description="interface to listen on (0.0.0.0: all)"
     )
-
-    host: str = Field(default="127.0.0.1", min_length=1, description="interface to listen on")
     port: int = Field(default=8080, ge=1, le=65535, description="TCP port to listen on")
-    database_url: str = Field(
+    database_url: Annotated[str, Flag(echo=False)] = Field(
         default="sqlite:///./mcsync.db",
         description="sqlite:///path or postgresql://user@host/db",
     )
-    migrate: bool = Field(default=True, description="apply migrations at start")
-    admin_token: SecretStr | None = None
-    reader_token: SecretStr | None = None
+    migrate: Annotated[bool, Flag(names=("--no-migrate",), const=False)] = Field(
+        default=True, description="do not apply migrations at start"
+    )
+    admin_token: Annotated[SecretStr | None, Flag(environment_only=True)] = Field(
+        default=None, description="the admin token itself (else --admin-token-file)"
+    )
+    reader_token: Annotated[SecretStr | None, Flag(environment_only=True)] = Field(
+        default=None, description="the reader token itself (else --reader-token-file)"
+    )
     admin_token_file: Path | None = Field(
         default=None,
-        description=f"admin token file; generated (mode 0600) when absent "
-        f"(default ./{DEFAULT_ADMIN_TOKEN_FILE})",
+        description=f"admin token file; only the default ./{DEFAULT_ADMIN_TOKEN_FILE} is "
+        "generated (mode 0600) when absent",
     )
-    reader_token_file: Path | None = None
+    reader_token_file: Path | None = Field(default=None, description="reader token file")
     cluster_ttl: float = Field(
-        default=90.0, gt=0, le=86400 * 365, description="seconds without heartbeat → Stale"
+        default=90.0, gt=0, le=86400 * 365, description="seconds without a heartbeat → Stale"
     )
-    max_body_bytes: int = Field(default=1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
-    log_format: Literal["json", "text"] = "text"
-    log_level: Literal["debug", "info", "warning", "error"] = "info"
-    min_agent_version: str = DEFAULT_MIN_AGENT_VERSION
-    history_limit: int = Field(default=100_000, ge=1)
-    pool_size: int = Field(default=10, ge=1, le=1000)
-    watch_bookmark_seconds: float = Field(default=10.0, gt=0, le=3600)
-    watch_max_timeout_seconds: int = Field(default=3600, ge=1)
+    max_body_bytes: int = Field(
+        default=1024 * 1024, ge=1024, le=1024 * 1024 * 1024, description="largest request body"
+    )
+    log_format: Literal["json", "text"] = Field(default="text", description="json or text")
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="debug, info, warning or error"
+    )
+    min_agent_version: str = Field(
+        default=DEFAULT_MIN_AGENT_VERSION, description="oldest agent version that may export"
+    )
+    history_limit: int = Field(
+        default=100_000, ge=1, description="revisions of change history kept for watches"
+    )
+    pool_size: int = Field(
+        default=10, ge=1, le=1000, description="database connections per hub process"
+    )
+    watch_bookmark_seconds: float = Field(
+        default=10.0, gt=0, le=3600, description="BOOKMARK interval of idle watches"
+    )
+    watch_max_timeout_seconds: int = Field(
+        default=3600, ge=1, description="longest timeoutSeconds a watch may ask for"
+    )
     # Watches are bounded so that clients that do not read cannot hold the hub (issue 13):
     # one token (one member cluster) may hold this many open on a replica, more are 429 …
     watch_limit_per_token: int = Field(
@@ -86,9 +106,21 @@ class HubSettings(BaseSettings):
     )
     # … and a watch whose client falls this far behind is ended with a 410 ERROR event (it
     # relists): 1,000 events is ten times a typical full-state sync's burst.
-    watch_buffer_events: int = Field(default=1000, ge=1, le=1_000_000)
-    watch_buffer_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024, le=1024**3)
-    retry_after_seconds: int = Field(default=5, ge=1, le=3600)
+    watch_buffer_events: int = Field(
+        default=1000,
+        ge=1,
+        le=1_000_000,
+        description="events a watch may fall behind before it is ended with 410",
+    )
+    watch_buffer_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=64 * 1024,
+        le=1024**3,
+        description="bytes a watch may fall behind before it is ended with 410",
+    )
+    retry_after_seconds: int = Field(
+        default=5, ge=1, le=3600, description="Retry-After of 503 answers"
+    )
     # Slow and idle clients (issue 13; `hub.connections`). A request head must arrive within
     # header_timeout_seconds of the connection opening (or of its first byte, on a reused
     # connection): 10 s, Go's usual ReadHeaderTimeout, is ample on any network a member
@@ -103,7 +135,9 @@ class HubSettings(BaseSettings):
     )
     # At most this many client connections; lowered at start to what the file-descriptor
     # limit allows after the hub's own reserve (`hub.connections.fd_ceiling`).
-    max_connections: int = Field(default=4096, ge=1, le=1_000_000)
+    max_connections: int = Field(
+        default=4096, ge=1, le=1_000_000, description="most client connections held open"
+    )
     backlog: int = Field(
         default=2048, ge=1, le=65535, description="connections the kernel queues before accept"
     )

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from cli.args import parse_args as parse_cli
-from hub.__main__ import build_settings
 from hub.__main__ import parse as parse_hub
 from member.settings import parse_args as parse_agent
 
@@ -62,8 +61,7 @@ def test_every_command_of_ours_parses(monkeypatch: pytest.MonkeyPatch) -> None:
         if program == "mcsync":
             parse_cli(argv, environ)
         elif program == "mcsync-hub":
-            _, given = parse_hub(argv)
-            build_settings(given)
+            parse_hub(argv)
         else:
             parse_agent(argv)
 

@@ -121,16 +121,13 @@ def test_help_lists_every_flag_with_its_variable(tmp_path: Path) -> None:
         assert variable in result.stdout
 
 
-def test_the_hub_listens_on_loopback_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_hub_listens_on_loopback_unless_told_otherwise() -> None:
     """README's first command starts a hub with a fresh admin token: on a workstation it
     must not be reachable from the network by default. The image and the chart, where the
     container is the boundary, ask for every interface explicitly."""
-    from hub.__main__ import build_settings, parse
+    from hub.__main__ import parse
 
-    for name in [n for n in os.environ if n.startswith("MCSYNC_")]:
-        monkeypatch.delenv(name)
-    _, given = parse([])
-    assert build_settings(given).host == "127.0.0.1"
+    assert parse([], environ={})[1].host == "127.0.0.1"
     dockerfile = (REPO / "Dockerfile").read_text()
     assert 'CMD ["mcsync-hub", "serve", "--host", "0.0.0.0"]' in dockerfile
     deployment = (REPO / "helm" / "mcsync-hub" / "templates" / "deployment.yaml").read_text()
@@ -138,12 +135,14 @@ def test_the_hub_listens_on_loopback_unless_told_otherwise(monkeypatch: pytest.M
 
 
 def test_help_shows_the_serve_flags_every_variable_and_the_exit_codes(tmp_path: Path) -> None:
-    from hub.__main__ import SERVE_FLAGS, env_name
+    from hub.settings import HubSettings
+    from shared.settingscli import settings_of
 
     result = run_hub(["--help"], cwd=tmp_path)
     assert result.returncode == 0
-    for flag, field, _ in SERVE_FLAGS:
-        assert flag in result.stdout and env_name(field) in result.stdout, flag
+    for setting in settings_of(HubSettings):
+        assert setting.env in result.stdout, setting.env
+        assert all(flag in result.stdout for flag in setting.flags), setting.flags
     for variable in ("MCSYNC_ADMIN_TOKEN", "MCSYNC_READER_TOKEN", "MCSYNC_MIGRATE"):
         assert variable in result.stdout
     assert "  3  the database did not answer" in result.stdout
