@@ -55,12 +55,19 @@ WATCH_SILENCE_SECONDS = 120.0
 
 
 class HubError(Exception):
-    """A request that did not give the expected object; `message` is one printable line."""
+    """A request that did not give the expected object; `message` is one printable line.
 
-    def __init__(self, message: str, *, code: int | None = None) -> None:
+    `retry_after` is the hub's `Retry-After` as sent (seconds or an HTTP-date), for a caller
+    that retries (`cli.watch.follow`) to read with `shared.backoff.retry_after`.
+    """
+
+    def __init__(
+        self, message: str, *, code: int | None = None, retry_after: str | None = None
+    ) -> None:
         super().__init__(message)
         self.message = " ".join(message.split())
         self.code = code
+        self.retry_after = retry_after
 
     @property
     def transient(self) -> bool:
@@ -97,7 +104,7 @@ def _error_from_answer(response: httpx.Response, body: bytes) -> HubError:
             f": {snippet}" if snippet else ""
         )
     kind = Gone if code == 410 else HubError
-    return kind(message, code=code)
+    return kind(message, code=code, retry_after=response.headers.get("Retry-After"))
 
 
 class _Tracer:
@@ -329,8 +336,14 @@ class HubClient:
                 f"{line[:200]}"
             ) from None
         if event.type == "ERROR" and isinstance(event.object, Status):
-            kind = Gone if event.object.code == 410 else HubError
-            raise kind(event.object.message, code=event.object.code)
+            status = event.object
+            kind = Gone if status.code == 410 else HubError
+            seconds = status.details.retry_after_seconds if status.details else None
+            raise kind(
+                status.message,
+                code=status.code,
+                retry_after=None if seconds is None else str(seconds),
+            )
         return event
 
     # --- imports ------------------------------------------------------------------------

@@ -12,9 +12,12 @@ are tested with plain models; `ExportView` is the view of `exports`.
 revision of every event, BOOKMARKs included, so that a stream the hub ends (its
 `timeoutSeconds`) is resumed without a gap; on `410 Gone` resync (relist and report the
 difference between the view and the fresh list as events: nothing is missed, nothing is
-reported twice); on a dropped connection or a 503 retry with backoff for a while before
+reported twice); on a dropped connection or a 503 reconnect with `shared.backoff`'s full
+jitter (so the operators' watches do not all come back at the instant a hub restarts),
+never sooner than the hub's `Retry-After` (seconds or an HTTP-date), for a minute before
 giving up, since an operator watching through a hub restart expects the watch to survive
-it.
+it. The minute is measured on the clock, not counted in retries: with jitter, a count
+would make the watch's patience a matter of luck.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeVar
 
 from cli.client import Gone, HubError
+from shared.backoff import Backoff, Retries, retry_after
 from shared.conditions import CONFLICT, TRUE
 from shared.models import InternalServiceExport, ObjectMeta, WatchEvent
 
@@ -37,7 +41,11 @@ class HasMeta(Protocol):
     @property
     def metadata(self) -> ObjectMeta: ...
 
-RETRY_DELAYS_SECONDS: tuple[float, ...] = (1, 2, 4, 8, 15, 30)
+
+# Reconnecting a lost feed: the first retry within a second, later ones up to 30 s apart
+# (the longest Retry-After believed, too), until the hub has been lost for a minute.
+RECONNECT = Backoff(base=1.0, cap=30.0)
+GIVE_UP_AFTER_SECONDS = 60.0
 
 
 def key_of(export: InternalServiceExport) -> Key:
@@ -142,6 +150,7 @@ def follow(
     resync: Callable[[], str | None],
     warn: Callable[[str], None],
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Feed every event of a hub feed to `on_event` (BOOKMARKs included) until interrupted;
     HubError when it cannot go on. `stream(revision)` opens the feed after `revision`
@@ -151,23 +160,27 @@ def follow(
     revision to watch from.
     """
     revision = resource_version
-    failures = 0
+    retries = Retries(RECONNECT)
+    lost_since: float | None = None  # when the feed was lost, while it stays lost
     stale = False  # the hub said Gone: relist before watching again
     while True:
         try:
             if stale:
                 revision, stale = resync(), False
             for event in stream(revision):
-                failures = 0
+                retries.reset()
+                lost_since = None
                 revision = event.resource_version or revision
                 on_event(event)
             # The hub ended the stream (its timeoutSeconds): resume where it stopped.
         except Gone:
             stale = True
         except HubError as exc:
-            if not exc.transient or failures >= len(RETRY_DELAYS_SECONDS):
+            now = clock()
+            lost_since = now if lost_since is None else lost_since
+            if not exc.transient or now - lost_since >= GIVE_UP_AFTER_SECONDS:
                 raise
-            delay = RETRY_DELAYS_SECONDS[failures]
-            failures += 1
-            warn(f"warning: lost the hub's feed ({exc.message}); retrying in {delay:g}s")
+            asked = retry_after(exc.retry_after, maximum=RECONNECT.cap)
+            delay = retries.next(retry_after=asked)
+            warn(f"warning: lost the hub's feed ({exc.message}); retrying in {delay:.1f}s")
             sleep(delay)
