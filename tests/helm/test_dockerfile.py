@@ -133,8 +133,8 @@ def test_both_entry_points_are_installed_and_on_path(
     project = pyproject["project"]
     assert isinstance(project, dict)
     scripts = project["scripts"]
-    assert scripts["mcsync-hub"] == "hub.__main__:main"
-    assert scripts["mcsync-agent"] == "member.__main__:main"
+    assert scripts["mcsync-hub"] == "shared.entrypoints:hub"
+    assert scripts["mcsync-agent"] == "shared.entrypoints:agent"
     builder, final = stages[0], stages[-1]
     builder_runs = " ".join(builder.all("RUN"))
     venv = re.search(r"python -m venv (\S+)", builder_runs)
