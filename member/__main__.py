@@ -1,8 +1,9 @@
 """`mcsync-agent` / `python -m member`: parse settings, set up logs, run the agent.
 
-Start-up problems — a bad flag, an unreadable token file, an unusable kubeconfig, a cluster
-without the ServiceExport CRD — print ONE line naming the flag and the problem and exit 2
-(SPEC §7), never a traceback. SIGTERM and SIGINT stop the agent gracefully (it finishes the
+Start-up problems — a bad flag, variable or config-file value, an unreadable token file, an
+unusable kubeconfig, a cluster without the ServiceExport CRD — print ONE line naming the
+flag and the problem (`PROG: error: argument --flag: …`, as the hub and the CLI do) and
+exit 2 (SPEC §7), never a traceback. SIGTERM and SIGINT stop the agent gracefully (it finishes the
 keys in hand and releases its Lease) and the process exits 0.
 
 Logs are one line per decision, text or JSON (`--log-format`, the format of `shared.logs`
@@ -21,7 +22,7 @@ import threading
 from types import FrameType
 
 from member.kube.client import KubeConfigError
-from member.settings import SettingsError, parse_args
+from member.settings import PROG, UsageError, parse_args
 from shared.logs import configure_logging
 from shared.tracing import tracer_provider_from_env
 
@@ -32,7 +33,7 @@ _NOISY_LOGGERS = ("httpx", "httpcore", "urllib3", "kubernetes")
 
 
 def _fail(message: str) -> int:
-    print(f"mcsync-agent: {message}", file=sys.stderr)
+    print(f"{PROG}: error: {message}", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -40,8 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = parse_args(argv)
         token = settings.read_token()
-    except SettingsError as exc:
-        return _fail(str(exc))
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
     configure_logging(
         log_format=settings.log_format, level=settings.log_level, quiet=_NOISY_LOGGERS
     )
@@ -52,10 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         agent = Agent(settings, token=token, tracer_provider=provider)
     except KubeConfigError as exc:
-        flag = "--kubeconfig" if settings.kubeconfig else "kubeconfig"
+        flag = "argument --kubeconfig" if settings.kubeconfig else "kubeconfig"
         return _fail(f"{flag}: {exc}")
     except MetricsPortError as exc:
-        return _fail(f"--metrics-port: {exc}")
+        return _fail(f"argument --metrics-port: {exc}")
     except OSError as exc:
         # Not a flag's fault as far as we can tell: say what failed, and on which file,
         # rather than blame a flag that had nothing to do with it.

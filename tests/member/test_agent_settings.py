@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from member.settings import SettingsError, parse_args
+from member.settings import UsageError, parse_args
 
 BASE = ["--hub-url", "https://hub.example.com/", "--cluster-id", "east"]
 pytestmark = pytest.mark.usefixtures("settings_env")
@@ -39,10 +39,10 @@ def test_token_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     token.write_text("abc\n")
     assert parse_args([*BASE, "--token-file", str(token)]).read_token() == "abc"
     token.write_text("")
-    with pytest.raises(SettingsError, match=r"--token-file: .* is empty"):
+    with pytest.raises(UsageError, match=r"--token-file: .* is empty"):
         parse_args([*BASE, "--token-file", str(token)]).read_token()
     monkeypatch.setenv("MCSYNC_HUB_TOKEN", "x")
-    with pytest.raises(SettingsError, match="not both"):
+    with pytest.raises(UsageError, match="not both"):
         parse_args([*BASE, "--token-file", str(token)])
 
 
@@ -56,7 +56,7 @@ def test_token_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         (
             [],
             {"MCSYNC_HEARTBEAT_INTERVAL": "-1"},
-            "MCSYNC_HEARTBEAT_INTERVAL (--heartbeat-interval)",
+            "argument --heartbeat-interval (from MCSYNC_HEARTBEAT_INTERVAL)",
         ),
         (["--no-such-flag"], {}, "unrecognized arguments: --no-such-flag"),
     ],
@@ -66,7 +66,7 @@ def test_errors_name_the_flag(
 ) -> None:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    with pytest.raises(SettingsError) as info:
+    with pytest.raises(UsageError) as info:
         parse_args([*BASE, *argv])
     assert expected in str(info.value)
     assert "\n" not in str(info.value)

@@ -48,7 +48,7 @@ def test_a_bad_ca_bundle_is_named_as_hub_ca_file(tmp_path: Path, ca: str, proble
     result = run_agent(["--hub-ca-file", ca], cwd=tmp_path)
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("mcsync-agent: --hub-ca-file: "), line
+    assert line.startswith("mcsync-agent: error: argument --hub-ca-file: "), line
     assert problem in line
     assert "--metrics-port" not in line
 
