@@ -7,7 +7,9 @@ the server delivers at commit to every listening connection; one dedicated async
 connection per Store LISTENs and feeds what it hears into the same `committed`, so a
 write on hub replica A wakes a watch held open on replica B.
 
-The listener reconnects on its own (with backoff) when its connection drops. While it
+The listener reconnects on its own when its connection drops, paced by `shared.backoff`
+(full jitter, so the replicas of a hub that lost PostgreSQL together do not all knock at
+the same instant when it returns). While it
 is down a notification may be missed, so `wait` then polls the counter once a second;
 and after every (re)connect the listener reads the counter once, catching up with any
 commit it did not hear about.
@@ -21,9 +23,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from shared.backoff import Backoff, Retries
+
 CHANNEL = "mcsync_changes"
 _POLL_WHILE_DEAF_SECONDS = 1.0
 _HEALTH_CHECK_SECONDS = 5.0
+# Between attempts to (re)connect the listener: the first within 0.1 s, then up to 5 s.
+RECONNECT = Backoff(base=0.1, cap=5.0)
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +37,14 @@ log = logging.getLogger(__name__)
 class ChangeNotifier:
     """The newest revision this process knows of, and the waiters for a newer one."""
 
-    def __init__(self, *, read_revision: Callable[[], Awaitable[int]]) -> None:
+    def __init__(
+        self,
+        *,
+        read_revision: Callable[[], Awaitable[int]],
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self._read_revision = read_revision
+        self._sleep = sleep  # between reconnects; a test records the waits instead
         self._known = 0
         self._changed = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
@@ -90,7 +102,7 @@ class ChangeNotifier:
     async def _listen_forever(self, dsn: str) -> None:
         import asyncpg
 
-        backoff = 0.1
+        retries = Retries(RECONNECT)
         while not self._closed:
             conn: Any = None
             lost = asyncio.Event()
@@ -99,7 +111,7 @@ class ChangeNotifier:
                 conn.add_termination_listener(lambda _c, lost=lost: lost.set())
                 await conn.add_listener(CHANNEL, self._on_notify)
                 self._listening = True
-                backoff = 0.1
+                retries.reset()
                 # Anything committed before LISTEN took effect was not heard: catch up.
                 await self._poll()
                 while not lost.is_set():
@@ -118,8 +130,7 @@ class ChangeNotifier:
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(conn.close(), 5)
             if not self._closed:
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                await self._sleep(retries.next())
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         try:
