@@ -52,7 +52,7 @@ from typing import Generic, Protocol, TypeVar
 
 from opentelemetry import trace
 
-from hub.store import codec
+from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.drain import Drain, answer_slot
 from hub.store.errors import DatabaseUnavailable, NotFound
@@ -208,12 +208,8 @@ class WriteBatcher(GroupCommit[Mutation, MutationResult]):
         now = utcnow()
         async with self._ctx.write() as conn:
             registered = await lock_clusters(conn, self._ctx, [m.cluster_id for m in mutations])
-            states = {
-                name: codec.export_cluster_state(
-                    codec.cluster_state(row["last_heartbeat"], now=now, ttl=self._ctx.cluster_ttl)
-                )
-                for name, row in registered.items()
-            }
+            at_now = ClusterStates(self._ctx.cluster_ttl, now)
+            states = {n: at_now.of_export(r["last_heartbeat"]) for n, r in registered.items()}
             accepted = [m for m in mutations if m.cluster_id in registered]
             outcome = (
                 await write_exports(conn, self._ctx, accepted, now=now, cluster_states=states)

@@ -23,6 +23,7 @@ from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import IntegrityError
 
 from hub.store import codec
+from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import AlreadyExists, NotFound
 from hub.store.tables import clusters, exports
@@ -58,7 +59,8 @@ class ClusterStore:
         self._ctx = ctx
         self._tokens = TokenLookup(ctx)
 
-    def _model(self, row: Mapping[Any, Any]) -> MemberCluster:
+    def _model(self, row: Mapping[Any, Any], states: ClusterStates | None = None) -> MemberCluster:
+        states = states or ClusterStates(self._ctx.cluster_ttl)
         return MemberCluster(
             metadata=MemberClusterMeta(
                 name=row["name"],
@@ -66,9 +68,7 @@ class ClusterStore:
                 creation_timestamp=row["created_at"],
             ),
             status=MemberClusterStatus(
-                state=codec.cluster_state(  # type: ignore[arg-type]
-                    row["last_heartbeat"], now=utcnow(), ttl=self._ctx.cluster_ttl
-                ),
+                state=states.of_cluster(row["last_heartbeat"]),
                 last_heartbeat_time=row["last_heartbeat"],
                 agent_version=row["agent_version"],
                 imported_services=row.get("imported_services"),
@@ -125,7 +125,8 @@ class ClusterStore:
         """Every registered cluster with its export and conflict counts (one query)."""
         async with self._ctx.read() as conn:
             rows = (await conn.execute(self._query())).mappings().all()
-        return [self._model(r) for r in rows]
+        states = ClusterStates(self._ctx.cluster_ttl)
+        return [self._model(r, states) for r in rows]
 
     async def heartbeat(
         self,

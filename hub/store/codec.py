@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -96,13 +96,6 @@ def spec_columns(
 def spec_text(spec: InternalServiceExportSpec) -> str:
     """The `spec` column of `spec_columns` alone (what an unchanged re-PUT compares)."""
     return canonical_json(to_wire(spec))
-
-
-def cluster_state(last_heartbeat: datetime | None, *, now: datetime, ttl: timedelta) -> str:
-    """`Pending` (never heard from), `Ready` (heartbeat within the TTL) or `Stale`."""
-    if last_heartbeat is None:
-        return "Pending"
-    return constants.CLUSTER_READY if now - last_heartbeat <= ttl else constants.CLUSTER_STALE
 
 
 def export_cluster_state(cluster: str) -> str:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from sqlalchemy import and_, func, select, tuple_, update
 
 from hub.store import codec, paging
 from hub.store.batch import ClusterNotRegistered, WriteBatcher
+from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import Conflict, NotFound
 from hub.store.feed import ChangeRecord, allocate_revisions, insert_changes, read_current_revision
@@ -78,11 +78,6 @@ class ExportStore:
         """Let the single-export writes already queued commit."""
         await self._batcher.close()
 
-    def _state(self, last_heartbeat: Any) -> str:
-        return codec.export_cluster_state(
-            codec.cluster_state(last_heartbeat, now=utcnow(), ttl=self._ctx.cluster_ttl)
-        )
-
     async def put(self, cluster_id: str, export: InternalServiceExport) -> PutResult:
         """Create or replace one export; answers it with its verdict.
 
@@ -111,7 +106,8 @@ class ExportStore:
             row = (await conn.execute(query)).mappings().first()
         if row is None:
             raise _not_found(cluster_id, namespace, name)
-        return codec.export_model(row, cluster_state=self._state(row["last_heartbeat"]))
+        state = ClusterStates(self._ctx.cluster_ttl).of_export(row["last_heartbeat"])
+        return codec.export_model(row, cluster_state=state)
 
     async def delete(self, cluster_id: str, namespace: str, name: str) -> InternalServiceExport:
         """Withdraw one export, re-judging its key; answers its last state. NotFound."""
@@ -144,7 +140,7 @@ class ExportStore:
                 cluster = await lock_cluster(conn, self._ctx, cluster_id)
             except NotFound:
                 raise _not_found(cluster_id, namespace, name) from None
-            state = self._state(cluster["last_heartbeat"])
+            state = ClusterStates(self._ctx.cluster_ttl).of_export(cluster["last_heartbeat"])
             await lock_keys(conn, self._ctx, [key])
             where = and_(
                 exports.c.cluster_id == cluster_id,
@@ -234,8 +230,9 @@ class ExportStore:
             rows = rows[:limit]
             last = rows[-1]
             token = paging.encode(_LIST_KIND, (last["namespace"], last["name"], last["cluster_id"]))
+        states = ClusterStates(self._ctx.cluster_ttl)
         items = [
-            codec.export_model(r, cluster_state=self._state(r["last_heartbeat"])) for r in rows
+            codec.export_model(r, cluster_state=states.of_export(r["last_heartbeat"])) for r in rows
         ]
         return Page(items=items, resource_version=str(revision), continue_token=token)
 

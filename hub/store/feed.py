@@ -41,6 +41,7 @@ from sqlalchemy import Row, Select, Text, cast, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import codec, unnest
+from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import Gone
 from hub.store.fanout import BufferLimits, FeedFanout, Subscription
@@ -49,7 +50,6 @@ from hub.store.tables import REVISION_ROW_ID, changes, clusters
 from hub.store.tables import revision as revision_table
 from shared import constants
 from shared.models import InternalServiceExport, WatchEvent, to_wire
-from shared.timefmt import utcnow
 
 
 def event_line(event: WatchEvent) -> bytes:
@@ -289,17 +289,14 @@ class Feed:
             revision=revision,
             relist="relist and watch from the list's resourceVersion",
         )
-        now = utcnow()
-        ttl = self._ctx.cluster_ttl
+        states = ClusterStates(self._ctx.cluster_ttl)
         return [
             HistoryRow(
                 revision=int(row.revision),
                 cluster_id=row.cluster_id,
                 type=row.type,
                 text=row.object,
-                state=codec.export_cluster_state(
-                    codec.cluster_state(row.last_heartbeat, now=now, ttl=ttl)
-                ),
+                state=states.of_export(row.last_heartbeat),
             )
             for row in rows
         ]

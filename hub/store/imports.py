@@ -12,7 +12,8 @@ from typing import Any
 from sqlalchemy import select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from hub.store import codec, paging
+from hub.store import paging
+from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import NotFound
 from hub.store.feed import read_current_revision
@@ -20,7 +21,6 @@ from hub.store.results import Page
 from hub.store.tables import clusters, service_imports
 from hub.store.writer import import_status_with_states
 from shared.models import ObjectMeta, ServiceImport, ServiceImportSpec
-from shared.timefmt import utcnow
 
 _LIST_KIND = "serviceimports"
 
@@ -30,11 +30,10 @@ class ImportStore:
         self._ctx = ctx
 
     async def _states(self, conn: AsyncConnection) -> dict[str, str]:
-        now = utcnow()
+        """Every cluster's state as its ServiceImport entries say it (Ready or Stale)."""
+        states = ClusterStates(self._ctx.cluster_ttl)
         rows = (await conn.execute(select(clusters.c.name, clusters.c.last_heartbeat))).all()
-        return {
-            name: codec.cluster_state(hb, now=now, ttl=self._ctx.cluster_ttl) for name, hb in rows
-        }
+        return {name: states.of_export(hb) for name, hb in rows}
 
     def _model(self, row: Mapping[Any, Any], states: Mapping[str, str]) -> ServiceImport:
         return ServiceImport(
