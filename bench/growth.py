@@ -16,8 +16,9 @@ the hub writes), with names substituted in SQL; then `ANALYZE`. Writes run in-pr
 against the Store (no HTTP: HTTP overhead is size-independent and would only dilute the
 ratio), one writer at a time by default, so the figure is the cost of a write rather
 than the queue in front of it. Conflict-resolution time is the time each write spends in
-the precedence query and the judge (`hub.store.writer._read_precedence` and
-`hub.conflicts.judge`), measured by wrapping those two functions in this process only.
+the read of the keys' exports and the judge (`hub.store.writer._read_keys` and
+`hub.store.writer.judge_key`), measured by wrapping those two functions in this process
+only.
 
 Headline: p99(N large) / p99(N small) for both. Target (issue): at most 1.5.
 """
@@ -86,8 +87,8 @@ def _timed(fn: Callable[..., Any], *, awaitable: bool) -> Callable[..., Any]:
 
 
 def instrument_writer() -> None:
-    writer._read_precedence = _timed(writer._read_precedence, awaitable=True)  # type: ignore[assignment]
-    writer.judge = _timed(writer.judge, awaitable=False)
+    writer._read_keys = _timed(writer._read_keys, awaitable=True)  # type: ignore[assignment]
+    writer.judge_key = _timed(writer.judge_key, awaitable=False)
 
 
 def cluster_sql(position: int, clusters: int) -> str:

@@ -1,14 +1,15 @@
 """The pure conflict judge of SPEC §3: one key's exports in, verdicts and a ServiceImport out.
 
 Why a pure function: the store calls `judge` inside the transaction that writes an export,
-over exactly the rows its indexed query returned (`ORDER BY export_creation_timestamp,
-cluster_id`). Keeping the rules here, free of I/O, SQL and framework, means each rule of
-SPEC §3 lives in one place, is tested case by case with plain data, and the verdict is a
-pure function of the key's current set of exports (so re-judging after the winner
-withdraws simply picks the next oldest). The SQL query is the one place that *orders*;
-`judge` only *checks* the order with `precedence_key` and raises ValueError when it is
-violated, because silently re-sorting would hide a store bug that makes hub replicas
-disagree.
+over the key's exports as that write will leave them: the rows its indexed query read
+under the key's lock, with the write's own mutations applied (`hub.store.mutations.plan`),
+judged BEFORE any row is written so each row is written once with its verdict. Keeping
+the rules here, free of I/O, SQL and framework, means each rule of SPEC §3 lives in one
+place, is tested case by case with plain data, and the verdict is a pure function of the
+key's current set of exports (so re-judging after the winner withdraws simply picks the
+next oldest). The store's plan is the one place that *orders* (by `precedence_key`);
+`judge` only *checks* the order and raises ValueError when it is violated, because
+silently re-sorting would hide a store bug that makes hub replicas disagree.
 
 Rules, in the order `judge` applies them:
 
@@ -52,6 +53,14 @@ Rules, in the order `judge` applies them:
   gets `conflict=True` (the winner too); the key's reasons are the union, in the fixed
   order of `shared.conditions.CONFLICT_REASONS`.
 
+What the store keeps of a judgement (`judge_key`, `KeyVerdicts`) is here too: each
+export's Conflict condition, the key's reasons and the ServiceImport's canonical spec and
+status texts (`import_documents`). A key with ONE export (most keys of a sync) has nothing
+to disagree with, so `judge_key` takes a fast path for it (`sole_verdict`,
+`sole_import_documents`) that `tests/hub/test_conflicts_sole.py` holds equal to `judge`,
+text for text. A re-judged export takes a new revision only when its condition's
+(status, reason, message) changed (`same_verdict`).
+
 Messages are deterministic (no clock, no counts of clusters): the store rewrites a
 record, and the agent a ServiceExport status, only when the message changes, so an
 unrelated cluster joining an agreeing key must leave every other export's message as it
@@ -62,7 +71,7 @@ not declare (their traffic goes only to the clusters that do).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -70,11 +79,14 @@ from typing import Any, Final
 from shared import conditions
 from shared.models import (
     Condition,
+    ImportClusterStatus,
     ImportPortStatus,
     InternalServiceExportSpec,
     IPFamily,
     ServiceImportSpec,
+    ServiceImportStatus,
     ServicePort,
+    to_wire,
 )
 
 __all__ = [
@@ -82,9 +94,14 @@ __all__ = [
     "FIELD_ORDER",
     "ExportVerdict",
     "KeyJudgement",
+    "KeyVerdicts",
     "format_timestamp",
+    "import_documents",
     "judge",
+    "judge_key",
     "precedence_key",
+    "same_verdict",
+    "sole_import_documents",
     "sole_verdict",
 ]
 
@@ -345,6 +362,104 @@ def sole_verdict(spec: InternalServiceExportSpec) -> ExportVerdict:
         reasons=(),
         message=_no_conflict_message((spec,)),  # raises as judge does on a naive timestamp
         overridden_fields=(),
+    )
+
+
+# --- what the store keeps: conditions, import documents, the lone export --------------------
+
+
+@dataclass(frozen=True)
+class KeyVerdicts:
+    """One key's judgement as the store stores it."""
+
+    verdicts: Mapping[str, ExportVerdict]  # by cluster
+    reasons: tuple[str, ...]  # the key's (`KeyJudgement.reasons`)
+    import_texts: tuple[str, str]  # canonical ServiceImport spec and status
+
+
+def judge_key(
+    exports: Sequence[InternalServiceExportSpec],
+    *,
+    wires: Mapping[str, Mapping[str, Any]] | None = None,
+) -> KeyVerdicts:
+    """`judge` one key's exports (oldest first) into what the store keeps.
+
+    `wires` holds `to_wire(spec)` by cluster where the caller has it already (a lone
+    export's import is built from it). A lone export takes the fast path.
+    """
+    if len(exports) == 1:
+        (spec,) = exports
+        verdict = sole_verdict(spec)
+        cluster = verdict.cluster_id
+        wire = (wires or {}).get(cluster) or to_wire(spec)
+        return KeyVerdicts({cluster: verdict}, (), sole_import_documents(wire, cluster))
+    judgement = judge(exports)
+    return KeyVerdicts(judgement.verdicts, judgement.reasons, import_documents(judgement))
+
+
+def _canonical(value: Any) -> str:
+    """The store's one text form of JSON (`hub.store.codec.canonical_json`).
+
+    Imported on call: importing `hub.store` from here would import the store's writer,
+    which imports this module.
+    """
+    from hub.store.codec import canonical_json as canonical
+
+    return canonical(value)
+
+
+def import_documents(judgement: KeyJudgement) -> tuple[str, str]:
+    """Canonical spec and status JSON of a key's ServiceImport (states filled at read time)."""
+    status = ServiceImportStatus(
+        clusters=[ImportClusterStatus(cluster=c) for c in judgement.clusters],
+        ports=list(judgement.port_clusters),
+        conflicts=list(judgement.reasons),
+        winning_cluster=judgement.winner,
+    )
+    return _canonical(to_wire(judgement.import_spec)), _canonical(to_wire(status))
+
+
+# The ServiceImport spec fields a lone export gives as they are (wire names); absent
+# ones are None and left out, as `to_wire` leaves them out.
+_SOLE_IMPORT_FIELDS: Final = (
+    "ports",
+    "type",
+    "sessionAffinity",
+    "sessionAffinityConfig",
+    "internalTrafficPolicy",
+    "trafficDistribution",
+    "ipFamilies",
+)
+
+
+def sole_import_documents(spec_wire: Mapping[str, Any], cluster: str) -> tuple[str, str]:
+    """`import_documents(judge([spec]))` from the lone export's `to_wire(spec)`.
+
+    With one export the import is the export: its ports each backed by its cluster alone
+    (one port set is trivially the union, so there is no PortConflict and every per-port
+    cluster list is exact as `[cluster]`), its decided values, its families, its labels
+    and annotations. Building the documents from the wire dict the writer has already
+    dumped saves the judge's import models and two model dumps per key.
+    """
+    spec = {name: spec_wire[name] for name in _SOLE_IMPORT_FIELDS if name in spec_wire}
+    spec["labels"] = spec_wire["exportedLabels"]
+    spec["annotations"] = spec_wire["exportedAnnotations"]
+    status = {
+        "clusters": [{"cluster": cluster}],
+        "ports": [{**port, "clusters": [cluster]} for port in spec_wire["ports"]],
+        "conflicts": [],
+        "winningCluster": cluster,
+    }
+    return _canonical(spec), _canonical(status)
+
+
+def same_verdict(previous: Condition | None, condition: Condition) -> bool:
+    """Whether a stored condition says what a new one says (status, reason, message):
+    a re-judged export whose verdict reads the same keeps its revision."""
+    return previous is not None and (previous.status, previous.reason, previous.message) == (
+        condition.status,
+        condition.reason,
+        condition.message,
     )
 
 

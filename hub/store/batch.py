@@ -56,7 +56,8 @@ from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.drain import Drain, answer_slot
 from hub.store.errors import DatabaseUnavailable, NotFound
-from hub.store.writer import Mutation, MutationResult, lock_clusters, write_exports
+from hub.store.locks import lock_clusters
+from hub.store.writer import Mutation, MutationResult, write_exports
 from shared.timefmt import utcnow
 
 DEFAULT_MAX_BATCH = 256
@@ -191,11 +192,13 @@ class GroupCommit(abc.ABC, Generic[M, R]):
 
 
 class WriteBatcher(GroupCommit[Mutation, MutationResult]):
-    """Single-export PUTs and DELETEs, committed together through `write_exports`.
+    """Single-export PUTs, DELETEs and annotation patches, committed together through
+    `write_exports`.
 
     The answered record carries its cluster's state (Pending/Ready/Stale) as of the
     write, like every record the store answers. A mutation fails alone with
-    `ClusterNotRegistered`, or whatever `write_exports` raised for it alone.
+    `ClusterNotRegistered`, or the error `write_exports` refused it with
+    (`MutationResult.error`: a patch's NotFound or Conflict).
     """
 
     def __init__(self, ctx: StoreContext, *, max_batch: int = DEFAULT_MAX_BATCH) -> None:
@@ -219,12 +222,14 @@ class WriteBatcher(GroupCommit[Mutation, MutationResult]):
         if outcome is not None and outcome.newest_revision is not None:
             self._ctx.notifier.committed(outcome.newest_revision)
         results = iter(outcome.results if outcome is not None else ())
-        return [
-            next(results)
-            if m.cluster_id in registered
-            else ClusterNotRegistered(f"cluster {m.cluster_id!r} is not registered")
-            for m in mutations
-        ]
+        answers: list[MutationResult | Exception] = []
+        for m in mutations:
+            if m.cluster_id not in registered:
+                answers.append(ClusterNotRegistered(f"cluster {m.cluster_id!r} is not registered"))
+                continue
+            result = next(results)
+            answers.append(result.error if result.error is not None else result)
+        return answers
 
 
 def _fail(batch: Sequence[_Pending[M, R]], exc: BaseException) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 from pydantic import TypeAdapter
 
+from hub.store.clusterstate import export_cluster_state
 from shared import constants
 from shared.models import (
     Condition,
@@ -26,6 +27,7 @@ from shared.models import (
     InternalServiceExportSpec,
     InternalServiceExportStatus,
     ObjectMeta,
+    ServiceImportStatus,
     to_wire,
 )
 
@@ -96,12 +98,6 @@ def spec_columns(
 def spec_text(spec: InternalServiceExportSpec) -> str:
     """The `spec` column of `spec_columns` alone (what an unchanged re-PUT compares)."""
     return canonical_json(to_wire(spec))
-
-
-def export_cluster_state(cluster: str) -> str:
-    """What an export says of its cluster: only a Stale cluster makes it `Stale` (SPEC §5)."""
-    stale = cluster == constants.CLUSTER_STALE
-    return constants.CLUSTER_STALE if stale else constants.CLUSTER_READY
 
 
 def condition_from_text(text: str | None) -> Condition | None:
@@ -206,3 +202,11 @@ def export_from_text(text: str, *, cluster_state: str | None = None) -> Internal
     if cluster_state is not None:
         export.status.cluster_state = cluster_state
     return export
+
+
+def import_status_with_states(status_text: str, states: Mapping[str, str]) -> ServiceImportStatus:
+    """The stored ServiceImport status with each cluster's read-time state filled in."""
+    status = ServiceImportStatus.model_validate_json(status_text)
+    for entry in status.clusters:
+        entry.state = export_cluster_state(states.get(entry.cluster, "Ready"))
+    return status

@@ -1,7 +1,9 @@
 """What every part of the store shares: the engines, the back end, the settings, the notifier.
 
 One explicit object passed to `ExportStore`, `ClusterStore`, … instead of module globals,
-so that two `Store`s (two hub replicas in one test) never share state by accident.
+so that two `Store`s (two hub replicas in one test) never share state by accident. It is
+also the one place the back end is looked at: `rows` (how batches of rows are written)
+and `locks` (how the lock order is kept) are chosen from it when the context is built.
 
 `StoreInstruments` is how the store reports the one thing only it can see — how long each
 conflict resolution took and over how many exports — without knowing about Prometheus or
@@ -16,12 +18,17 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from hub.store.db import read_transaction, write_transaction
 from hub.store.notify import ChangeNotifier
+
+if TYPE_CHECKING:
+    from hub.store.locks import KeyLocks
+    from hub.store.rows import RowWriter
 
 RESOLUTION_SPAN = "conflict resolution"
 
@@ -68,9 +75,24 @@ class StoreContext:
     history_limit: int
     notifier: ChangeNotifier
     instruments: StoreInstruments = field(default_factory=StoreInstruments)
+    # What differs between the back ends, decided here once: how rows are written in
+    # batches and how the lock order is kept. Writers use these and never ask which
+    # database they are on.
+    rows: RowWriter = field(init=False)
+    locks: KeyLocks = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Imported here: `locks` takes the revision counter through `feed`, which needs
+        # this module.
+        from hub.store.locks import for_backend as locks_for
+        from hub.store.rows import for_backend as rows_for
+
+        self.rows = rows_for(self.backend)
+        self.locks = locks_for(self.backend)
 
     @property
     def postgres(self) -> bool:
+        """Kept for `clusters.py` until its cluster-delete lock moves to `locks`."""
         return self.backend == "postgresql"
 
     @contextlib.asynccontextmanager

@@ -5,23 +5,25 @@ A slice is accepted only while its cluster exports its Service (`Conflict` other
 409), and it goes with that export: `importfeed.follow_exports` deletes it inside the
 transaction that withdraws the export (a DELETE, a sync, a cluster's deregistration).
 
-Every write is one transaction through `write_slices`, in the store-wide lock order:
+Every write is one transaction through `write_slices`, in the store-wide lock order
+(`locks`), its rows written through the store's one row writer (`ctx.rows`), as export
+writes are:
 
-1. the clusters, `FOR SHARE` (`writer.lock_clusters`): a slice write and the cluster's
+1. the clusters, `FOR SHARE` (`locks.lock_clusters`): a slice write and the cluster's
    deregistration exclude each other, as export writes and the deregistration do;
 2. whether each slice's Service is exported by its cluster, checked BEFORE the keys are
    locked, so that a refused slice (409) neither waits on a key nor leaves a lock row;
-3. the slices' keys, sorted (`writer.lock_keys`, the ServiceImport rows every export
+3. the slices' keys, sorted (`locks.lock_keys`, the ServiceImport rows every export
    writer locks first): a slice write and an export write of one key take turns, so the
    export cannot be withdrawn, nor the key's per-port cluster lists change, between the
    check and the commit. A slice's key is its Service; a slice whose Service changed is
-   locked under both. The rows are read once before locking to learn their keys; on
-   PostgreSQL they are read again under the locks, and a key changed in between (another
+   locked under both. The rows are read once before locking to learn their keys, and
+   again under the locks: a key changed in between (another
    writer moved the slice to another Service) makes the transaction start again; the
    exports are checked again too (one withdrawn since step 2 fails the transaction);
 4. the slices' rows by primary key; an unchanged slice writes nothing and takes no
    revision;
-5. LAST, the revision counter (`feed.allocate_revisions`) and the change rows, each slice
+5. LAST, the revision counter (`locks.take_revisions`) and the change rows, each slice
    cut to what its source serves (`importfeed`).
 
 Single-slice PUTs and DELETEs are group-committed (`SliceBatcher`, on `batch.GroupCommit`
@@ -46,27 +48,26 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, select, tuple_
+from sqlalchemy import func, select, tuple_
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from hub.store import codec, paging, unnest
+from hub.store import codec, paging
 from hub.store.batch import ClusterNotRegistered, GroupCommit
 from hub.store.context import StoreContext
 from hub.store.errors import Conflict, NotFound
-from hub.store.feed import allocate_revisions, insert_changes, read_current_revision
+from hub.store.feed import insert_changes, read_current_revision
 from hub.store.importfeed import (
     ImportChanges,
     Key,
     SliceChange,
     Triple,
     importer_view,
-    rows_in,
     served_ports,
 )
+from hub.store.locks import check_registered, lock_clusters, lock_keys, take_revisions
 from hub.store.results import Page
-from hub.store.tables import endpoint_slices, exports, service_imports
-from hub.store.writer import check_registered, lock_clusters, lock_keys
+from hub.store.tables import endpoint_slices, exports
 from shared.models import (
     EndpointSliceExport,
     EndpointSliceExportSpec,
@@ -153,53 +154,26 @@ def _not_exported(cluster_id: str, missing: Sequence[Key]) -> Conflict:
     )
 
 
-def _pairs(columns: tuple[Any, Any], pairs: Sequence[tuple[str, str]], *, postgres: bool) -> Any:
-    return rows_in(columns, pairs, postgres=postgres)
-
-
 async def _read_rows(
-    conn: AsyncConnection, ids: Sequence[SliceRecord], *, postgres: bool
+    conn: AsyncConnection, ctx: StoreContext, ids: Sequence[SliceRecord]
 ) -> dict[SliceRecord, RowMapping]:
     if not ids:
         return {}
     columns = (endpoint_slices.c.cluster_id, endpoint_slices.c.namespace, endpoint_slices.c.name)
-    where = rows_in(columns, ids, postgres=postgres)
+    where = ctx.rows.where_in(columns, ids)
     rows = (await conn.execute(select(endpoint_slices).where(where))).mappings().all()
     return {(r["cluster_id"], r["namespace"], r["name"]): r for r in rows}
 
 
 async def _exported(
-    conn: AsyncConnection, triples: Sequence[Triple], *, postgres: bool
+    conn: AsyncConnection, ctx: StoreContext, triples: Sequence[Triple]
 ) -> set[Triple]:
     """Which of `triples` (cluster, namespace, Service) are exports stored now."""
     if not triples:
         return set()
     columns = (exports.c.cluster_id, exports.c.namespace, exports.c.name)
-    query = select(*columns).where(rows_in(columns, triples, postgres=postgres))
+    query = select(*columns).where(ctx.rows.where_in(columns, triples))
     return {(c, ns, name) for c, ns, name in await conn.execute(query)}
-
-
-_ROW_COLUMNS: unnest.Columns = (
-    ("cluster_id", "TEXT"),
-    ("namespace", "TEXT"),
-    ("name", "TEXT"),
-    ("service_name", "TEXT"),
-    ("spec", "TEXT"),
-    ("resource_version", "BIGINT"),
-    ("created_at", "TIMESTAMPTZ"),
-)
-_INSERT_ROWS = unnest.insert_statement("endpoint_slices", _ROW_COLUMNS, ())
-_UPDATE_COLUMNS: unnest.Columns = (
-    ("cluster_id", "TEXT"),
-    ("namespace", "TEXT"),
-    ("name", "TEXT"),
-    ("service_name", "TEXT"),
-    ("spec", "TEXT"),
-    ("resource_version", "BIGINT"),
-)
-_UPDATE_ROWS = unnest.update_statement(
-    "endpoint_slices", ("cluster_id", "namespace", "name"), _UPDATE_COLUMNS
-)
 
 
 async def write_slices(
@@ -225,7 +199,6 @@ async def write_slices(
     ids = [m.record_id for m in mutations]
     if len(set(ids)) != len(ids):
         raise ValueError("a write may change each slice only once")
-    postgres = ctx.postgres
     outcomes: dict[SliceRecord, SliceResult | Exception] = {}
     registered = await lock_clusters(conn, ctx, sorted({m.cluster_id for m in mutations}))
     for m in mutations:
@@ -239,7 +212,7 @@ async def write_slices(
         return sorted({(m.cluster_id, m.namespace, m.spec.service_name) for m in ms if m.spec})
 
     live = [m for m in mutations if m.record_id not in outcomes]
-    exported = await _exported(conn, wanted_triples(live), postgres=postgres)
+    exported = await _exported(conn, ctx, wanted_triples(live))
     for m in live:
         if m.spec is not None and (m.cluster_id, m.namespace, m.spec.service_name) not in exported:
             outcomes[m.record_id] = _not_exported(
@@ -247,53 +220,30 @@ async def write_slices(
             )
     live = [m for m in live if m.record_id not in outcomes]
     live_ids = [m.record_id for m in live]
-    seen = await _read_rows(conn, live_ids, postgres=postgres)
+    seen = await _read_rows(conn, ctx, live_ids)
     wanted = wanted_triples(live)
     keys = sorted(
         {(ns, name) for _, ns, name in wanted}
         | {(r["namespace"], r["service_name"]) for r in seen.values()}
     )
     locked = await lock_keys(conn, ctx, keys)
-    if postgres:
-        current = await _read_rows(conn, live_ids, postgres=postgres)
-        if any((r["namespace"], r["service_name"]) not in keys for r in current.values()):
-            raise _KeysMoved
-        # Under the key locks no export of these keys can go: was one withdrawn since?
-        gone = sorted(set(wanted) - await _exported(conn, wanted, postgres=postgres))
-        if gone:
-            raise _not_exported(gone[0][0], [(ns, name) for _, ns, name in gone])
-    else:
-        current = seen  # SQLite: BEGIN IMMEDIATE held the only writer lock all along
+    # Read again under the locks (on SQLite nothing can have moved: BEGIN IMMEDIATE held
+    # the only writer lock all along, and this read is an in-process call).
+    current = await _read_rows(conn, ctx, live_ids)
+    if any((r["namespace"], r["service_name"]) not in keys for r in current.values()):
+        raise _KeysMoved
+    # Under the key locks no export of these keys can go: was one withdrawn since?
+    gone = sorted(set(wanted) - await _exported(conn, ctx, wanted))
+    if gone:
+        raise _not_exported(gone[0][0], [(ns, name) for _, ns, name in gone])
 
     # --- 2. the ports each cluster serves in each key's import (SPEC §3's per-port lists)
-    if locked is not None:
-        statuses = {k: r["status"] if r["created_at"] else None for k, r in locked.items()}
-    elif keys:
-        statuses = {
-            (r["namespace"], r["name"]): r["status"]
-            for r in (
-                await conn.execute(
-                    select(
-                        service_imports.c.namespace,
-                        service_imports.c.name,
-                        service_imports.c.status,
-                    ).where(
-                        _pairs(
-                            (service_imports.c.namespace, service_imports.c.name),
-                            keys,
-                            postgres=postgres,
-                        )
-                    )
-                )
-            ).mappings()
-        }
-    else:
-        statuses = {}
+    statuses = {k: r["status"] if r["created_at"] else None for k, r in locked.items()}
     served = {key: served_ports(statuses.get(key)) for key in keys}
 
     # --- 3. the real changes -----------------------------------------------------------------
     feed = ImportChanges()
-    deletes: list[dict[str, Any]] = []
+    deletes: list[SliceRecord] = []
     inserts: list[dict[str, Any]] = []
     updates: list[dict[str, Any]] = []
     written: dict[SliceRecord, int] = {}  # slice → index of its last feed item
@@ -309,7 +259,7 @@ async def write_slices(
                 outcomes[m.record_id] = SliceResult(record=None, existed=False, changed=False)
                 continue
             assert old_view is not None
-            deletes.append({"b_c": cluster_id, "b_ns": m.namespace, "b_n": m.name})
+            deletes.append(m.record_id)
             feed.items.append(
                 SliceChange(
                     "DELETED",
@@ -380,56 +330,17 @@ async def write_slices(
 
     if not feed.items:
         return [outcomes[i] for i in ids], None
-    if deletes:
-        await conn.execute(
-            delete(endpoint_slices).where(
-                endpoint_slices.c.cluster_id == bindparam("b_c"),
-                endpoint_slices.c.namespace == bindparam("b_ns"),
-                endpoint_slices.c.name == bindparam("b_n"),
-            ),
-            deletes,
-        )
+    await ctx.rows.delete(conn, endpoint_slices, deletes)
 
     # --- 4. LAST: revisions, the rows with theirs, history ------------------------------------
-    newest = await allocate_revisions(
-        conn, count=len(feed), history_limit=ctx.history_limit, postgres=postgres
-    )
+    newest = await take_revisions(conn, ctx, len(feed))
     first = newest - len(feed) + 1
     history, _, _ = feed.records(first)
     for stamped in (*inserts, *updates):
         slice_record = (stamped["cluster_id"], stamped["namespace"], stamped["name"])
         stamped["resource_version"] = first + written[slice_record]
-    if inserts and postgres:
-        await unnest.execute(
-            conn,
-            _INSERT_ROWS,
-            _ROW_COLUMNS,
-            [{**v, "created_at": unnest.utc(v["created_at"])} for v in inserts],
-        )
-    elif inserts:
-        await conn.execute(endpoint_slices.insert(), inserts)
-    if updates and postgres:
-        await unnest.execute(conn, _UPDATE_ROWS, _UPDATE_COLUMNS, updates)
-    elif updates:
-        value_names = ("service_name", "spec", "resource_version")
-        await conn.execute(
-            endpoint_slices.update()
-            .where(
-                endpoint_slices.c.cluster_id == bindparam("b_c"),
-                endpoint_slices.c.namespace == bindparam("b_ns"),
-                endpoint_slices.c.name == bindparam("b_n"),
-            )
-            .values({name: bindparam(f"v_{name}") for name in value_names}),
-            [
-                {
-                    "b_c": u["cluster_id"],
-                    "b_ns": u["namespace"],
-                    "b_n": u["name"],
-                    **{f"v_{name}": u[name] for name in value_names},
-                }
-                for u in updates
-            ],
-        )
+    await ctx.rows.insert(conn, endpoint_slices, inserts)
+    await ctx.rows.update(conn, endpoint_slices, updates)
     await insert_changes(conn, history)
     for record_id, index in written.items():
         result = outcomes[record_id]

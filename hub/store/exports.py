@@ -1,9 +1,10 @@
 """InternalServiceExport records: put, get, delete, annotation patch, list, full-state sync.
 
-Every write is one transaction through `writer.write_exports` (lock the key, write, judge
-the key's exports in precedence order, stamp revisions last); a sync is one such
-transaction per batch of keys. After each commit the in-process notifier learns the new
-revision, which wakes this replica's watchers at once (other replicas hear the NOTIFY).
+Every write — PUT, DELETE, annotation patch, sync batch — is a list of `Mutation`s through
+`writer.write_exports` (lock the keys, plan, judge, write each row once with its revision);
+single writes are group-committed (`batch.WriteBatcher`), a sync is one transaction per
+batch of keys. After each commit the in-process notifier learns the new revision, which
+wakes this replica's watchers at once (other replicas hear the NOTIFY).
 """
 
 from __future__ import annotations
@@ -12,25 +13,18 @@ import asyncio
 import builtins
 from collections.abc import Mapping, Sequence
 
-from sqlalchemy import and_, func, select, tuple_, update
+from sqlalchemy import func, select, tuple_
 
 from hub.store import codec, paging
 from hub.store.batch import ClusterNotRegistered, WriteBatcher
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
-from hub.store.errors import Conflict, NotFound
-from hub.store.feed import ChangeRecord, allocate_revisions, insert_changes, read_current_revision
+from hub.store.errors import NotFound
+from hub.store.feed import read_current_revision
+from hub.store.locks import check_registered, lock_cluster
 from hub.store.results import Page, PutResult
 from hub.store.tables import clusters, exports
-from hub.store.writer import (
-    Mutation,
-    MutationResult,
-    check_registered,
-    drop_empty_imports,
-    lock_cluster,
-    lock_keys,
-    write_exports,
-)
+from hub.store.writer import Mutation, MutationResult, write_exports
 from shared.models import InternalServiceExport, SyncResult
 from shared.timefmt import utcnow
 
@@ -132,58 +126,18 @@ class ExportStore:
 
         Conflict when `resource_version` is not the record's current one (nothing is
         written then); a null value removes the key; a patch that changes nothing makes
-        no new revision.
+        no new revision. One more kind of mutation through `write_exports`, group
+        committed with the PUTs and DELETEs (`batch.WriteBatcher`).
         """
-        key = (namespace, name)
-        async with self._ctx.write() as conn:
-            try:
-                cluster = await lock_cluster(conn, self._ctx, cluster_id)
-            except NotFound:
-                raise _not_found(cluster_id, namespace, name) from None
-            state = ClusterStates(self._ctx.cluster_ttl).of_export(cluster["last_heartbeat"])
-            await lock_keys(conn, self._ctx, [key])
-            where = and_(
-                exports.c.cluster_id == cluster_id,
-                exports.c.namespace == namespace,
-                exports.c.name == name,
-            )
-            row = (await conn.execute(select(exports).where(where))).mappings().first()
-            if row is None:
-                if self._ctx.postgres:
-                    await drop_empty_imports(conn, [key])
-                raise _not_found(cluster_id, namespace, name)
-            if str(row["resource_version"]) != resource_version:
-                raise Conflict(
-                    f"InternalServiceExport {namespace}/{name} of cluster {cluster_id!r} is at "
-                    f"resourceVersion {row['resource_version']}, not {resource_version!r}; "
-                    "read it again and retry"
-                )
-            stored = codec.annotations_from_text(row["annotations"])
-            patched = dict(stored)
-            for k, v in annotations.items():
-                if v is None:
-                    patched.pop(k, None)
-                else:
-                    patched[k] = v
-            if patched == stored:
-                return codec.export_model(row, cluster_state=state)
-            obj = codec.export_model(row)
-            obj.metadata.annotations = patched
-            newest = await allocate_revisions(
-                conn, count=1, history_limit=self._ctx.history_limit, postgres=self._ctx.postgres
-            )
-            obj.metadata.resource_version = str(newest)
-            await conn.execute(
-                update(exports)
-                .where(where)
-                .values(annotations=codec.canonical_json(patched), resource_version=newest)
-            )
-            await insert_changes(
-                conn, [(newest, ChangeRecord("MODIFIED", cluster_id, namespace, name, obj))]
-            )
-        self._ctx.notifier.committed(newest)
-        obj.status.cluster_state = state
-        return obj
+        mutation = Mutation.annotate(
+            cluster_id, namespace, name, annotations, resource_version=resource_version
+        )
+        try:
+            result = await self._batcher.write(mutation)
+        except ClusterNotRegistered:
+            raise _not_found(cluster_id, namespace, name) from None
+        assert result.record is not None
+        return result.record
 
     async def list(
         self,
@@ -339,7 +293,9 @@ class ExportStore:
         """
         if not batches:
             return []
-        width = SYNC_PARALLEL if self._ctx.postgres and self._pool_mostly_idle() else 1
+        width = min(SYNC_PARALLEL, self._ctx.locks.concurrent_writers)
+        if not self._pool_mostly_idle():
+            width = 1
         if width == 1 or len(batches) == 1:
             return [await self._write_batch(cluster_id, batch) for batch in batches]
         gate = asyncio.Semaphore(width)

@@ -12,14 +12,13 @@ from typing import Any
 from sqlalchemy import select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from hub.store import paging
+from hub.store import codec, paging
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import NotFound
 from hub.store.feed import read_current_revision
 from hub.store.results import Page
 from hub.store.tables import clusters, service_imports
-from hub.store.writer import import_status_with_states
 from shared.models import ObjectMeta, ServiceImport, ServiceImportSpec
 
 _LIST_KIND = "serviceimports"
@@ -45,7 +44,7 @@ class ImportStore:
                 annotations={},
             ),
             spec=ServiceImportSpec.model_validate_json(row["spec"]),
-            status=import_status_with_states(row["status"], states),
+            status=codec.import_status_with_states(row["status"], states),
         )
 
     async def get(self, namespace: str, name: str) -> ServiceImport:

@@ -7,9 +7,9 @@ SQLAlchemy processes every row's parameters in Python. Those four statements too
 half of a 10,000-export sync. Here a statement takes one array per column and reads its
 rows from `unnest(…)`: one execution per batch, and one list per column to build.
 
-PostgreSQL only; SQLite keeps `executemany` (its statements are cheap function calls in
-the same process). Updates join on the primary key; every key of a batch is already
-locked by `writer.lock_keys`, so the join's row-lock order cannot deadlock.
+PostgreSQL only: `rows.PostgresRows` builds its statements from these; SQLite keeps
+`executemany` (`rows.SQLiteRows`). Updates join on the primary key; every key of a batch
+is already locked (`locks.lock_keys`), so the join's row-lock order cannot deadlock.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 Columns = tuple[tuple[str, str], ...]
 
 
-def _unnest(columns: Columns) -> str:
+def unnest_clause(columns: Columns) -> str:
+    """`unnest(CAST(:a AS T[]), …) AS v(a, …)`: the rows of one array per column."""
     args = ", ".join(f"CAST(:{name} AS {sql_type}[])" for name, sql_type in columns)
     return f"unnest({args}) AS v({', '.join(name for name, _ in columns)})"
 
@@ -43,7 +44,7 @@ def insert_statement(
     values = [f"v.{name}" for name, _ in columns] + [expr for _, expr in constants]
     return text(
         f"INSERT INTO {table} ({', '.join(names)}) "
-        f"SELECT {', '.join(values)} FROM {_unnest(columns)}"
+        f"SELECT {', '.join(values)} FROM {unnest_clause(columns)}"
     )
 
 
@@ -55,7 +56,7 @@ def update_statement(table: str, keys: tuple[str, ...], columns: Columns) -> Tex
     """
     sets = ", ".join(f"{name} = v.{name}" for name, _ in columns if name not in keys)
     where = " AND ".join(f"{table}.{key} = v.{key}" for key in keys)
-    return text(f"UPDATE {table} SET {sets} FROM {_unnest(columns)} WHERE {where}")
+    return text(f"UPDATE {table} SET {sets} FROM {unnest_clause(columns)} WHERE {where}")
 
 
 def utc(value: datetime) -> datetime:

@@ -1,8 +1,9 @@
 """The lone-export fast path of the writer equals the general judge, text for text.
 
-`write_exports` judges a key with one export without `judge` (`sole_verdict`) and builds
-its ServiceImport documents from the export's wire dict (`sole_import_documents`); it
-builds change rows from stored texts (`codec.export_text`) instead of dumping a model.
+`conflicts.judge_key` judges a key with one export without `judge` (`sole_verdict`) and
+builds its ServiceImport documents from the export's wire dict (`sole_import_documents`);
+`write_exports` builds change rows from stored texts (`codec.export_text`) instead of
+dumping a model.
 Each must give exactly what the general path gives, or a sync would store other
 verdicts, imports or history than a PUT of the same exports.
 """
@@ -18,8 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete, select, update
 
-from hub.conflicts import judge, sole_verdict
-from hub.store import Store, codec, writer
+from hub import conflicts
+from hub.conflicts import import_documents, judge, sole_import_documents, sole_verdict
+from hub.store import Store, codec
 from hub.store.tables import REVISION_ROW_ID, changes, exports, revision, service_imports
 from shared.models import (
     Condition,
@@ -44,9 +46,7 @@ def test_sole_verdict_and_import_equal_the_judge(
     judgement = judge([lone])
     assert sole_verdict(lone) == judgement.verdicts[cluster]
     assert judgement.reasons == ()
-    assert writer.sole_import_documents(to_wire(lone), cluster) == writer.import_documents(
-        judgement
-    )
+    assert sole_import_documents(to_wire(lone), cluster) == import_documents(judgement)
 
 
 annotation_maps = st.dictionaries(
@@ -122,10 +122,10 @@ def _general_judge_only(monkeypatch: pytest.MonkeyPatch) -> None:
         return judge([lone]).verdicts[lone.service_reference.cluster_id]
 
     def documents(wire: dict[str, Any], cluster: str) -> tuple[str, str]:
-        return writer.import_documents(judge([InternalServiceExportSpec.model_validate(wire)]))
+        return import_documents(judge([InternalServiceExportSpec.model_validate(wire)]))
 
-    monkeypatch.setattr(writer, "sole_verdict", verdict)
-    monkeypatch.setattr(writer, "sole_import_documents", documents)
+    monkeypatch.setattr(conflicts, "sole_verdict", verdict)
+    monkeypatch.setattr(conflicts, "sole_import_documents", documents)
 
 
 def _scenario() -> list[tuple[str, list[InternalServiceExport]]]:

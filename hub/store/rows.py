@@ -1,0 +1,270 @@
+"""How the store writes many rows at once: one `RowWriter` per back end, chosen once.
+
+Every write of the store ends in a few batched statements over one table: insert these
+rows, update those by primary key, upsert, delete by primary key. The two databases want
+them said differently, and that difference is the only one the writers would otherwise
+have to ask about (`if postgres:` in each writer was the old shape of this file's job):
+
+* PostgreSQL (`PostgresRows`): each column travels as ONE array parameter and the rows are
+  read from `unnest(…)` (`hub.store.unnest`), so a 500-row batch is one execution. With
+  `executemany` it was one Bind/Execute per row, an executor start per row on the server
+  and SQLAlchemy's per-row parameter processing in the hub: about half of a sync's
+  statement time. Lookups of many keys are a semi-join on unnested arrays too: a row-value
+  `IN` list of hundreds of pairs plans as hundreds of OR branches, and SQLAlchemy compiles
+  it anew for every batch size.
+* SQLite (`SQLiteRows`): `executemany` and row-value `IN` lists. Its statements are
+  function calls in the same process; there is nothing to save by arrays, which it lacks.
+
+`StoreContext` picks the writer from the back end when it is built; writers call
+`ctx.rows.…` and never ask which database they are on. Updates and deletes join on the
+primary key; every caller has locked the rows' keys first (`hub.store.locks`), so the
+order in which a statement meets its rows cannot deadlock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any, Protocol
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    ColumnElement,
+    Integer,
+    String,
+    Table,
+    TextClause,
+    and_,
+    bindparam,
+    func,
+    select,
+    text,
+    tuple_,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from hub.store import unnest
+from hub.store.tables import UTCDateTime
+
+Row = Mapping[str, Any]
+
+
+class RowWriter(Protocol):
+    """Batched row statements over one table; every row of a call has the same columns."""
+
+    def where_in(
+        self, columns: Sequence[ColumnElement[Any]], rows: Sequence[tuple[str, ...]]
+    ) -> ColumnElement[bool]:
+        """`(columns…) IN rows` for text columns, planned as an indexed lookup per row."""
+        ...
+
+    async def insert(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
+        """Insert `rows`."""
+        ...
+
+    async def update(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
+        """Set each row's other columns on the row its primary-key columns name."""
+        ...
+
+    async def upsert(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
+        """Insert `rows`; a row whose primary key exists has its other columns set."""
+        ...
+
+    async def delete(
+        self, conn: AsyncConnection, table: Table, keys: Sequence[tuple[Any, ...]]
+    ) -> None:
+        """Delete the rows whose primary keys (in the table's key column order) are `keys`."""
+        ...
+
+
+def primary_key(table: Table) -> tuple[str, ...]:
+    return tuple(column.name for column in table.primary_key.columns)
+
+
+def _columns_of(rows: Sequence[Row]) -> tuple[str, ...]:
+    columns = tuple(rows[0])
+    if any(tuple(row) != columns for row in rows[1:]):
+        raise ValueError(f"every row of one statement needs the columns {columns}")
+    return columns
+
+
+def _single(columns: Sequence[ColumnElement[Any]], row: tuple[Any, ...]) -> ColumnElement[bool]:
+    return and_(*(column == value for column, value in zip(columns, row, strict=True)))
+
+
+# --- PostgreSQL ----------------------------------------------------------------------------
+
+
+def _sql_type(table: Table, column: str) -> str:
+    """The PostgreSQL element type of one unnested array."""
+    kind = table.c[column].type
+    if isinstance(kind, UTCDateTime):
+        return "TIMESTAMPTZ"
+    if isinstance(kind, Boolean):
+        return "BOOLEAN"
+    if isinstance(kind, BigInteger | Integer):
+        return "BIGINT"
+    if isinstance(kind, String):  # Text too
+        return "TEXT"
+    raise TypeError(f"{table.name}.{column}: no array type for {kind!r}")
+
+
+@cache
+def _typed(table: Table, columns: tuple[str, ...]) -> unnest.Columns:
+    return tuple((name, _sql_type(table, name)) for name in columns)
+
+
+@cache
+def _delete_statement(table: Table, keys: unnest.Columns) -> TextClause:
+    where = " AND ".join(f"{table.name}.{name} = v.{name}" for name, _ in keys)
+    return text(f"DELETE FROM {table.name} USING {unnest.unnest_clause(keys)} WHERE {where}")
+
+
+@cache
+def _upsert_statement(table: Table, columns: unnest.Columns) -> TextClause:
+    keys = primary_key(table)
+    sets = ", ".join(f"{name} = EXCLUDED.{name}" for name, _ in columns if name not in keys)
+    insert = unnest.insert_statement(table.name, columns, ())
+    return text(f"{insert.text} ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}")
+
+
+def _arrays(table: Table, columns: unnest.Columns, rows: Sequence[Row]) -> dict[str, list[Any]]:
+    arrays: dict[str, list[Any]] = {}
+    for name, sql_type in columns:
+        values = [row[name] for row in rows]
+        if sql_type == "TIMESTAMPTZ":  # as `UTCDateTime` binds them: aware, in UTC
+            values = [None if v is None else unnest.utc(v) for v in values]
+        arrays[name] = values
+    return arrays
+
+
+class PostgresRows:
+    """Each statement once per batch, its columns as arrays read through `unnest`."""
+
+    def where_in(
+        self, columns: Sequence[ColumnElement[Any]], rows: Sequence[tuple[str, ...]]
+    ) -> ColumnElement[bool]:
+        if len(rows) == 1:
+            return _single(columns, rows[0])
+        arrays = select(
+            *(
+                func.unnest(bindparam(None, [row[i] for row in rows], type_=ARRAY(String())))
+                for i in range(len(columns))
+            )
+        )
+        return tuple_(*columns).in_(arrays)
+
+    async def _run(
+        self,
+        conn: AsyncConnection,
+        statement: TextClause,
+        table: Table,
+        columns: unnest.Columns,
+        rows: Sequence[Row],
+    ) -> None:
+        await conn.execute(statement, _arrays(table, columns, rows))
+
+    async def insert(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
+        if rows:
+            columns = _typed(table, _columns_of(rows))
+            statement = unnest.insert_statement(table.name, columns, ())
+            await self._run(conn, statement, table, columns, rows)
+
+    async def update(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
+        if rows:
+            columns = _typed(table, _columns_of(rows))
+            statement = unnest.update_statement(table.name, primary_key(table), columns)
+            await self._run(conn, statement, table, columns, rows)
+
+    async def upsert(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
+        if rows:
+            columns = _typed(table, _columns_of(rows))
+            await self._run(conn, _upsert_statement(table, columns), table, columns, rows)
+
+    async def delete(
+        self, conn: AsyncConnection, table: Table, keys: Sequence[tuple[Any, ...]]
+    ) -> None:
+        if keys:
+            names = primary_key(table)
+            columns = _typed(table, names)
+            rows = [dict(zip(names, key, strict=True)) for key in keys]
+            await self._run(conn, _delete_statement(table, columns), table, columns, rows)
+
+
+# --- SQLite --------------------------------------------------------------------------------
+
+
+def _by_key(table: Table) -> ColumnElement[bool]:
+    return and_(*(table.c[name] == bindparam(f"k_{name}") for name in primary_key(table)))
+
+
+class SQLiteRows:
+    """`executemany`: one statement, called per row inside the same process."""
+
+    def where_in(
+        self, columns: Sequence[ColumnElement[Any]], rows: Sequence[tuple[str, ...]]
+    ) -> ColumnElement[bool]:
+        if len(rows) == 1:
+            return _single(columns, rows[0])
+        return tuple_(*columns).in_(list(rows))
+
+    async def insert(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
+        if rows:
+            await conn.execute(table.insert(), list(rows))
+
+    async def update(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
+        if not rows:
+            return
+        keys = primary_key(table)
+        values = [name for name in _columns_of(rows) if name not in keys]
+        statement = (
+            table.update()
+            .where(_by_key(table))
+            .values({name: bindparam(f"v_{name}") for name in values})
+        )
+        await conn.execute(
+            statement,
+            [
+                {
+                    **{f"k_{name}": row[name] for name in keys},
+                    **{f"v_{name}": row[name] for name in values},
+                }
+                for row in rows
+            ],
+        )
+
+    async def upsert(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
+        if not rows:
+            return
+        keys = primary_key(table)
+        statement = sqlite_insert(table)
+        statement = statement.on_conflict_do_update(
+            index_elements=[table.c[name] for name in keys],
+            set_={name: statement.excluded[name] for name in _columns_of(rows) if name not in keys},
+        )
+        await conn.execute(statement, list(rows))
+
+    async def delete(
+        self, conn: AsyncConnection, table: Table, keys: Sequence[tuple[Any, ...]]
+    ) -> None:
+        if keys:
+            names = primary_key(table)
+            await conn.execute(
+                table.delete().where(_by_key(table)),
+                [
+                    {f"k_{name}": value for name, value in zip(names, key, strict=True)}
+                    for key in keys
+                ],
+            )
+
+
+def for_backend(backend: str) -> RowWriter:
+    """The row writer of `backend` ("sqlite" or "postgresql")."""
+    if backend == "postgresql":
+        return PostgresRows()
+    if backend == "sqlite":
+        return SQLiteRows()
+    raise ValueError(f"unknown database back end {backend!r}: expected sqlite or postgresql")
