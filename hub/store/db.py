@@ -37,6 +37,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from hub.store.errors import DatabaseUnavailable
+from shared.backoff import Backoff, Retries
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # How a transaction opened through `read_engine` tells the begin hook to start deferred.
@@ -141,6 +142,10 @@ def _sqlite_engine(target: str, *, pool_size: int, echo: bool) -> AsyncEngine:
     return engine
 
 
+# Between attempts to switch a new file to WAL: the first within 10 ms, then up to 0.2 s.
+_WAL_RETRY = Backoff(base=0.01, cap=0.2)
+
+
 def _use_wal(cursor: Any) -> None:
     """Switch the database to WAL, waiting out a concurrent first connection.
 
@@ -148,11 +153,12 @@ def _use_wal(cursor: Any) -> None:
     locked" at once, busy timeout or not, when another connection holds a lock meanwhile —
     as when several hub replicas (or `mcsync-hub migrate` and a hub) open a new file
     together and the first already migrates it. Once the file is in WAL mode (it stays so)
-    the pragma is a no-op. So: retry, briefly, up to the busy timeout. This blocks the
-    connecting thread, but only in that start-up race.
+    the pragma is a no-op. So: retry, briefly, up to the busy timeout, with
+    `_WAL_RETRY`'s jitter so that replicas waiting together do not retry in step. This
+    blocks the connecting thread, but only in that start-up race.
     """
     deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
-    delay = 0.01
+    retries = Retries(_WAL_RETRY)
     while True:
         try:
             cursor.execute("PRAGMA journal_mode=WAL")
@@ -166,8 +172,7 @@ def _use_wal(cursor: Any) -> None:
             problem = str(exc)
         if time.monotonic() >= deadline:
             raise sqlite3.OperationalError(f"cannot switch to WAL: {problem}")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.2)
+        time.sleep(retries.next())
 
 
 def read_engine(engine: AsyncEngine) -> AsyncEngine:
