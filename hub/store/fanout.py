@@ -52,7 +52,7 @@ When the reader itself falls behind the retained history (Gone), every subscribe
 detached (not overflowed) and P jumps to the newest known revision; each watch then
 resolves its own position against the history (replay or 410). When the database fails
 under the reader, every subscriber is told (`error`) and its watch ends with the same 503
-ERROR event it gave when it read for itself; the reader retries with backoff.
+ERROR event it gave when it read for itself; the reader retries with `shared.backoff`.
 """
 
 from __future__ import annotations
@@ -68,13 +68,14 @@ from typing import Protocol
 
 from hub.store.errors import DatabaseUnavailable, Gone
 from hub.store.notify import ChangeNotifier
+from shared.backoff import Backoff, Retries
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
 _IDLE_CHECK_SECONDS = 5.0
-_RETRY_FIRST_SECONDS = 0.1
-_RETRY_MAX_SECONDS = 5.0
+# After a failed read: the first retry within 0.1 s, then up to 5 s apart.
+_RETRY = Backoff(base=0.1, cap=5.0)
 
 
 @dataclass(frozen=True)
@@ -270,7 +271,7 @@ class FeedFanout:
     # --- the reader -----------------------------------------------------------------
 
     async def _run(self) -> None:
-        retry = _RETRY_FIRST_SECONDS
+        retries = Retries(_RETRY)
         while not self._closed:
             if not self._subscribers:
                 # Nobody to feed: a later subscriber replays from the database up to here.
@@ -298,10 +299,9 @@ class FeedFanout:
                 # 500 for anything else (e.g. a record that does not decode).
                 log.warning("feed reader failed; open watches end: %s", exc)
                 self._detach_all(error=exc)
-                await asyncio.sleep(retry)
-                retry = min(retry * 2, _RETRY_MAX_SECONDS)
+                await asyncio.sleep(retries.next())
                 continue
-            retry = _RETRY_FIRST_SECONDS
+            retries.reset()
             if rows:
                 self.position = max(self.position, rows[-1].revision)
             if len(rows) < self.page_size:
