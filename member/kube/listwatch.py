@@ -28,6 +28,7 @@ from member.kube.client import ApiException, request, request_json
 from member.kube.resources import (
     ENDPOINTSLICE_API_VERSION,
     ENDPOINTSLICE_KIND,
+    EXPORTABLE_SERVICES_SELECTOR,
     EXPORTED_SLICES_SELECTOR,
     endpointslices_path,
 )
@@ -225,14 +226,15 @@ class KubeListWatch:
 
 
 class ServiceListWatch(KubeListWatch):
-    """core/v1 Services in `namespace` (None: all namespaces)."""
+    """core/v1 Services in `namespace` (None: all namespaces), by default only those the
+    agent may export: not the derived Services it makes for imports."""
 
     def __init__(
         self,
         api: k8s.ApiClient,
         *,
         namespace: str | None,
-        label_selector: str | None = None,
+        label_selector: str | None = EXPORTABLE_SERVICES_SELECTOR,
         page_size: int = LIST_PAGE_SIZE,
     ) -> None:
         path = f"/api/v1/namespaces/{namespace}/services" if namespace else "/api/v1/services"

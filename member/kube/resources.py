@@ -12,6 +12,10 @@ EndpointSlices (`discovery.k8s.io/v1`) are only read on the source side (SPEC §
 agent watches the slices Kubernetes' EndpointSlice controller writes for a Service, and
 never those it manages itself for imports. `EXPORTED_SLICES_SELECTOR` says exactly that to
 the API server, so the informer's one watch over all slices carries nothing else.
+`EXPORTABLE_SERVICES_SELECTOR` does the same for Services: the derived Services the agent
+makes for imports are never exported (re-exporting an import would echo it back to the
+fleet), so the export side neither caches them nor reconciles their every event — with
+10,000 imports, 10,000 Services it would hold for nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from member.kube.client import ApiException, request_json
 from shared.constants import (
     ENDPOINTSLICE_MANAGER,
     LABEL_ENDPOINTSLICE_MANAGED_BY,
+    LABEL_MANAGED_BY,
     LABEL_SERVICE_NAME,
+    MANAGED_BY_MCSYNC,
     MCS_GROUP,
     MCS_SERVICEEXPORT_PLURAL,
 )
@@ -32,6 +38,7 @@ from shared.constants import (
 __all__ = [
     "ENDPOINTSLICE_API_VERSION",
     "ENDPOINTSLICE_KIND",
+    "EXPORTABLE_SERVICES_SELECTOR",
     "EXPORTED_SLICES_SELECTOR",
     "NotFoundError",
     "ServiceExportClient",
@@ -46,6 +53,8 @@ ENDPOINTSLICE_PLURAL = "endpointslices"
 EXPORTED_SLICES_SELECTOR = (
     f"{LABEL_SERVICE_NAME},{LABEL_ENDPOINTSLICE_MANAGED_BY}!={ENDPOINTSLICE_MANAGER}"
 )
+# Services a user may export: all but the derived Services of imports (SPEC §2.1, §2.8).
+EXPORTABLE_SERVICES_SELECTOR = f"{LABEL_MANAGED_BY}!={MANAGED_BY_MCSYNC}"
 
 
 def endpointslices_path(namespace: str | None) -> str:

@@ -63,6 +63,27 @@ def test_initial_list_then_live_changes_in_order(
     assert state.count("list", "services") == 1
 
 
+def test_the_derived_services_of_imports_are_not_watched_for_export(
+    kube_cluster: KubeCluster, stop: threading.Event
+) -> None:
+    """The agent's own derived Services (SPEC §2.8) are never exported: the export side's
+    Service informer neither lists nor watches them."""
+    state = kube_cluster.state
+    ours = {"app.kubernetes.io/managed-by": "mcsync"}
+    state.create("services", "default", service("mcsync-0123456789", labels=ours))
+    state.create(
+        "services", "default", service("web", labels={"app.kubernetes.io/managed-by": "helm"})
+    )
+    api = kube_cluster.api_client()
+    informer, recorder, _ = start_informer(ServiceListWatch(api, namespace=None), stop)
+    wait_for(lambda: state.open_watches() == 1, what="the watch to open")
+    state.create("services", "default", service("mcsync-abcdefabcd", labels=ours))
+    state.create("services", "default", service("marker"))
+    wait_for(lambda: len(recorder.events) == 2, what="the marker")
+    assert [e[1] for e in recorder.events] == ["default/web", "default/marker"]
+    assert sorted(informer.keys()) == ["default/marker", "default/web"]
+
+
 def test_update_that_changes_nothing_delivers_nothing(
     kube_cluster: KubeCluster, stop: threading.Event
 ) -> None:
