@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import socket
 from collections.abc import Sequence
 
@@ -87,7 +88,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-body-bytes", type=int, default=1024 * 1024)
     parser.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
+    # HubSettings built in code reads no environment (`shared.settingscli`): the admin
+    # token the benchmark sets is passed on explicitly.
     settings = HubSettings(
+        admin_token=os.environ.get("MCSYNC_ADMIN_TOKEN"),
         host="127.0.0.1",
         port=args.port,
         database_url=args.database_url,
