@@ -26,16 +26,20 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, NoReturn, TypeVar, cast
+from typing import Annotated, Any, Literal, TypeVar, cast
 
-from pydantic import ValidationError
+from pydantic import BeforeValidator, Field, ValidationError
+from pydantic_settings import SettingsConfigDict
 
 from cli import jsonpath
 from cli.config import Config, ConfigError, default_path, load
 from cli.selector import Selector, parse_selector
+from shared import settingscli
 from shared.models import ObjectMeta, is_dns1035_label, is_dns1123_label
+from shared.settingscli import Flag, ProgramSettings, UsageError
 from shared.version import __version__
 
+PROG = "mcsync"
 DEFAULT_HUB_URL = "http://127.0.0.1:8080"
 DEFAULT_REQUEST_TIMEOUT = 30.0
 DEFAULT_PAGE_SIZE = 500
@@ -43,8 +47,17 @@ OUTPUTS = ("table", "wide", "json", "yaml", "name", "jsonpath=TEMPLATE")
 
 Output = Literal["table", "wide", "json", "yaml", "name", "jsonpath"]
 Command = Literal[
-    "clusters", "clusters register", "clusters deregister", "exports", "imports",
-    "endpoints", "conflicts", "get", "version", "config", "completion",
+    "clusters",
+    "clusters register",
+    "clusters deregister",
+    "exports",
+    "imports",
+    "endpoints",
+    "conflicts",
+    "get",
+    "version",
+    "config",
+    "completion",
 ]
 Kind = Literal["export", "import", "cluster"]
 ConfigAction = Literal["get-contexts", "current-context", "use-context", "set-context"]
@@ -94,10 +107,6 @@ class Options:
     @property
     def wide(self) -> bool:
         return self.output == "wide"
-
-
-class UsageError(Exception):
-    """A mistake in how the program was called (exit code 2)."""
 
 
 # --- value checks, shared by flags and environment variables ----------------------------
@@ -179,8 +188,10 @@ def _dns1123_label(what: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = text.strip()
         if not is_dns1123_label(value):
-            raise ValueError(f"{text!r} is not {what} (a DNS-1123 label: lowercase letters, "
-                             "digits and '-', at most 63 characters)")
+            raise ValueError(
+                f"{text!r} is not {what} (a DNS-1123 label: lowercase letters, "
+                "digits and '-', at most 63 characters)"
+            )
         return value
 
     return parse
@@ -193,8 +204,10 @@ parse_cluster = _dns1123_label("a cluster name")
 def parse_service_name(text: str) -> str:
     value = text.strip()
     if not is_dns1035_label(value):
-        raise ValueError(f"{text!r} is not a Service name (a DNS-1035 label: lowercase "
-                         "letters, digits and '-', starting with a letter)")
+        raise ValueError(
+            f"{text!r} is not a Service name (a DNS-1035 label: lowercase "
+            "letters, digits and '-', starting with a letter)"
+        )
     return value
 
 
@@ -211,134 +224,133 @@ def _argtype(check: Callable[[str], T]) -> Callable[[str], T]:
     return convert
 
 
-# --- the parser -------------------------------------------------------------------------
+# --- the settings: one model, read by the layer the hub and the agent use too -------------
 
 
-@dataclass(frozen=True)
-class _Flag:
-    flags: tuple[str, ...]
-    dest: str
-    env: str
-    check: Callable[[str], object] | None  # None: a switch (store_true)
-    help: str
-    metavar: str | None = None
-    config_key: str | None = None  # the setting of a config-file context, if any
+def _checked(check: Callable[[str], object]) -> BeforeValidator:
+    """A value check of this module applied to text (a flag, a variable, the context);
+    pydantic reports its ValueError, which `shared.settingscli` turns into one line."""
+    return BeforeValidator(lambda value: check(value) if isinstance(value, str) else value)
 
 
-HUB_URL_FLAG = _Flag(("--hub-url",), "hub_url", "MCSYNC_HUB_URL", parse_url,
-                     f"base URL of the hub (default {DEFAULT_HUB_URL})", "URL", "hub-url")
-TOKEN_FLAG = _Flag(("--token",), "token", "MCSYNC_TOKEN", parse_text,
-                   "bearer token (reader or admin); prefer --token-file, a flag shows in `ps`",
-                   "TOKEN")
-TOKEN_FILE_FLAG = _Flag(("--token-file",), "token_file", "MCSYNC_TOKEN_FILE", parse_text,
-                        "file holding the bearer token", "PATH", "token-file")
-CA_FLAG = _Flag(("--certificate-authority",), "certificate_authority",
-                "MCSYNC_CERTIFICATE_AUTHORITY", parse_text,
-                "PEM file of the CA that signed the hub's certificate", "PATH",
-                "certificate-authority")
-INSECURE_FLAG = _Flag(("--insecure-skip-tls-verify",), "insecure_skip_tls_verify",
-                      "MCSYNC_INSECURE_SKIP_TLS_VERIFY", None,
-                      "do not check the hub's certificate (insecure: for tests only)",
-                      config_key="insecure-skip-tls-verify")
-WATCH_FLAG = _Flag(("-w", "--watch"), "watch", "MCSYNC_WATCH", None,
-                   "after listing, follow changes until Ctrl-C (every list)")
+class CliSettings(ProgramSettings):
+    """What every `mcsync` command may be told by a flag, an `MCSYNC_*` variable or the
+    config file's context (a command takes the ones `COMMAND_SETTINGS` gives it)."""
 
-GLOBAL_FLAGS: tuple[_Flag, ...] = (
-    HUB_URL_FLAG,
-    TOKEN_FLAG,
-    TOKEN_FILE_FLAG,
-    _Flag(("-o", "--output"), "output", "MCSYNC_OUTPUT", parse_output,
-          "table (default), wide, json, yaml, name or jsonpath=TEMPLATE", "FORMAT"),
-    WATCH_FLAG,
-    _Flag(("--no-headers",), "no_headers", "MCSYNC_NO_HEADERS", None,
-          "print tables without their header line"),
-    _Flag(("--request-timeout",), "request_timeout", "MCSYNC_REQUEST_TIMEOUT",
-          parse_positive_float,
-          f"seconds to wait for each answer (default {DEFAULT_REQUEST_TIMEOUT:g})", "SECONDS"),
-    _Flag(("--page-size",), "page_size", "MCSYNC_PAGE_SIZE", parse_page_size,
-          f"objects per request when listing (default {DEFAULT_PAGE_SIZE})", "N"),
-    _Flag(("-v", "--verbose"), "verbose", "MCSYNC_VERBOSE", None,
-          "trace each HTTP request on stderr: method, URL, status, time (never the token)"),
-    CA_FLAG,
-    INSECURE_FLAG,
-    _Flag(("--context",), "context", "MCSYNC_CONTEXT", parse_text,
-          "the config file's context to use (default: its current-context)", "NAME"),
-    _Flag(("--config",), "config", "MCSYNC_CONFIG", parse_text,
-          "the config file (default ~/.config/mcsync/config)", "PATH"),
+    model_config = SettingsConfigDict(arbitrary_types_allowed=True)
+
+    config: Annotated[Path | None, Flag(metavar="PATH")] = Field(
+        default=None, description="the config file (default ~/.config/mcsync/config)"
+    )
+    hub_url: Annotated[str, Flag(metavar="URL"), _checked(parse_url)] = Field(
+        default=DEFAULT_HUB_URL, description="base URL of the hub"
+    )
+    token: Annotated[str | None, Flag(metavar="TOKEN", echo=False), _checked(parse_text)] = Field(
+        default=None,
+        description="bearer token (reader or admin); prefer --token-file, a flag shows in `ps`",
+    )
+    token_file: Annotated[str | None, Flag(metavar="PATH"), _checked(parse_text)] = Field(
+        default=None, description="file holding the bearer token"
+    )
+    output: Annotated[str, Flag(("-o", "--output"), "FORMAT"), _checked(parse_output)] = Field(
+        default="table", description="table, wide, json, yaml, name or jsonpath=TEMPLATE"
+    )
+    watch: Annotated[bool, Flag(("-w", "--watch"))] = Field(
+        default=False, description="after listing, follow changes until Ctrl-C (every list)"
+    )
+    no_headers: bool = Field(default=False, description="print tables without their header line")
+    request_timeout: Annotated[float, Flag(metavar="SECONDS"), _checked(parse_positive_float)] = (
+        Field(default=DEFAULT_REQUEST_TIMEOUT, description="seconds to wait for each answer")
+    )
+    page_size: Annotated[int, Flag(metavar="N"), _checked(parse_page_size)] = Field(
+        default=DEFAULT_PAGE_SIZE, description="objects per request when listing"
+    )
+    verbose: Annotated[bool, Flag(("-v", "--verbose"))] = Field(
+        default=False,
+        description="trace each HTTP request on stderr: method, URL, status, time (never the "
+        "token)",
+    )
+    certificate_authority: Annotated[str | None, Flag(metavar="PATH"), _checked(parse_text)] = (
+        Field(default=None, description="PEM file of the CA that signed the hub's certificate")
+    )
+    insecure_skip_tls_verify: bool = Field(
+        default=False, description="do not check the hub's certificate (insecure: for tests only)"
+    )
+    context: Annotated[str | None, Flag(metavar="NAME"), _checked(parse_text)] = Field(
+        default=None, description="the config file's context to use (default: its current one)"
+    )
+    namespace: Annotated[
+        str | None, Flag(("-n", "--namespace"), "NS"), _checked(parse_namespace)
+    ] = Field(default=None, description="only this namespace (default: all)")
+    cluster: Annotated[str | None, Flag(metavar="CLUSTER"), _checked(parse_cluster)] = Field(
+        default=None, description="only this member cluster"
+    )
+    conflict: Annotated[bool | None, Flag(metavar="true|false"), _checked(parse_bool)] = Field(
+        default=None, description="true: only conflicting; false: only clean"
+    )
+    name: Annotated[str | None, Flag(metavar="NAME"), _checked(parse_service_name)] = Field(
+        default=None, description="only services of this name"
+    )
+    selector: Annotated[
+        Selector | None, Flag(("-l", "--selector"), "SELECTOR"), _checked(parse_selector)
+    ] = Field(
+        default=None,
+        description="label selector, as kubectl's: env=prod,tier!=db,region in (eu,us)",
+    )
+
+
+SETTINGS = settingscli.settings_of(CliSettings)
+GLOBAL_SETTINGS = settingscli.pick(
+    CliSettings, "hub_url", "token", "token_file", "output", "watch", "no_headers",
+    "request_timeout", "page_size", "verbose", "certificate_authority",
+    "insecure_skip_tls_verify", "context", "config",
+)  # fmt: skip
+# What a context of the config file may set (`config set-context` writes these).
+CONTEXT_SETTINGS = settingscli.pick(
+    CliSettings, "hub_url", "token_file", "certificate_authority", "insecure_skip_tls_verify"
 )
-_VALUE_FLAGS = frozenset(f for flag in GLOBAL_FLAGS if flag.check is not None
-                         for f in flag.flags)
-
-NAMESPACE_FLAG = _Flag(("-n", "--namespace"), "namespace", "MCSYNC_NAMESPACE", parse_namespace,
-                       "only this namespace (default: all)", "NS")
-CLUSTER_FLAG = _Flag(("--cluster",), "cluster", "MCSYNC_CLUSTER", parse_cluster,
-                     "only this member cluster", "CLUSTER")
-CONFLICT_FLAG = _Flag(("--conflict",), "conflict", "MCSYNC_CONFLICT", parse_bool,
-                      "true: only conflicting; false: only clean", "true|false")
-NAME_FLAG = _Flag(("--name",), "name", "MCSYNC_NAME", parse_service_name,
-                  "only services of this name", "NAME")
-SELECTOR_FLAG = _Flag(("-l", "--selector"), "selector", "MCSYNC_SELECTOR", parse_selector,
-                      "label selector, as kubectl's: env=prod,tier!=db,region in (eu,us)",
-                      "SELECTOR")
+_VALUE_FLAGS = frozenset(f for s in GLOBAL_SETTINGS if s.action == "store" for f in s.flags)
 
 
-def _add(parser: argparse.ArgumentParser, flag: _Flag, *, suppress: bool) -> None:
-    help_text = f"{flag.help} [env {flag.env}]"
-    default = argparse.SUPPRESS if suppress else None
-    if flag.check is None:
-        parser.add_argument(
-            *flag.flags, dest=flag.dest, action="store_true", default=default, help=help_text
-        )
-    else:
-        parser.add_argument(
-            *flag.flags, dest=flag.dest, type=_argtype(flag.check), default=default,
-            metavar=flag.metavar, help=help_text,
-        )
-
-
-def _add_globals(
-    parser: argparse.ArgumentParser, *, suppress: bool, exclude: frozenset[str] = frozenset()
-) -> None:
+def _add_globals(parser: argparse.ArgumentParser, *, exclude: frozenset[str] = frozenset()) -> None:
     group = parser.add_argument_group("global options")
-    for flag in GLOBAL_FLAGS:
-        if flag.dest not in exclude:
-            _add(group, flag, suppress=suppress)  # type: ignore[arg-type]
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error raises instead of exiting, so `main` owns exit codes."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: error: {message}")
+    settingscli.add_flags(group, [s for s in GLOBAL_SETTINGS if s.field not in exclude])
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = settingscli.OneLineParser(
         prog="mcsync",
         description="Query an mcsync hub: member clusters, exported services, endpoints, "
         "conflicts; register and deregister clusters.",
-        epilog="Precedence: flag, then MCSYNC_* variable, then the config file's context, "
-        "then the default. Exit codes: 0 ok (also an empty result); 1 not found, API error "
-        "or hub unreachable; 2 usage error.",
+        epilog=f"{settingscli.environment_help(SETTINGS)}\n\n"
+        "The context (--context, else the config file's current-context) sets hub-url, "
+        "token-file, certificate-authority and insecure-skip-tls-verify.\n\n"
+        "Exit codes: 0 ok (also an empty result); 1 not found, API error or hub "
+        "unreachable; 2 usage error.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"mcsync {__version__}")
-    _add_globals(parser, suppress=False)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    _add_globals(parser)
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=settingscli.OneLineParser
+    )
     commands.required = True
 
     def command(
-        name: str, help_text: str, *flags: _Flag, exclude: frozenset[str] = frozenset()
+        name: str, help_text: str, *, exclude: frozenset[str] = frozenset()
     ) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text, description=help_text,
-                                  prog=f"mcsync {name}")
-        for flag in flags:
-            _add(sub, flag, suppress=False)
-        _add_globals(sub, suppress=True, exclude=exclude)
+        sub = cast(
+            argparse.ArgumentParser,
+            commands.add_parser(name, help=help_text, description=help_text, prog=f"mcsync {name}"),
+        )
+        settingscli.add_flags(sub, settingscli.pick(CliSettings, *COMMAND_SETTINGS[name]))
+        _add_globals(sub, exclude=exclude)
         return sub
 
     clusters = command(
-        "clusters", "list member clusters with state and export counts "
-        "(also: clusters register, clusters deregister)", SELECTOR_FLAG,
+        "clusters",
+        "list member clusters with state and export counts "
+        "(also: clusters register, clusters deregister)",
     )
     clusters.add_argument("name", nargs="?", metavar="NAME", help="only this cluster")
     register = command(
@@ -348,122 +360,136 @@ def build_parser() -> argparse.ArgumentParser:
     )
     register.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
     register.add_argument(
-        "--label", dest="labels", action="append", type=_argtype(parse_label), default=[],
-        metavar="KEY=VALUE", help="a label of the cluster (repeatable)",
+        "--label",
+        dest="labels",
+        action="append",
+        type=_argtype(parse_label),
+        default=[],
+        metavar="KEY=VALUE",
+        help="a label of the cluster (repeatable)",
     )
     register.add_argument(
-        "--token-file", dest="member_token_file", required=True, type=_argtype(parse_text),
-        metavar="PATH", help="where to write the member token (mode 0600); the admin "
+        "--token-file",
+        dest="member_token_file",
+        required=True,
+        type=_argtype(parse_text),
+        metavar="PATH",
+        help="where to write the member token (mode 0600); the admin "
         "token comes from --token, MCSYNC_TOKEN(_FILE), the context, or a --token-file "
         "given before `clusters`",
     )
-    register.add_argument("--overwrite", action="store_true",
-                          help="replace the token file if it exists")
+    register.add_argument(
+        "--overwrite", action="store_true", help="replace the token file if it exists"
+    )
     deregister = command(
         "clusters deregister",
         "deregister a member cluster, withdrawing all its exports (admin token needed)",
     )
     deregister.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
-    deregister.add_argument("-y", "--yes", action="store_true",
-                            help="do not ask for confirmation")
-    command("exports", "list exported services (every cluster's export)",
-            NAMESPACE_FLAG, CLUSTER_FLAG, CONFLICT_FLAG, NAME_FLAG)
-    command("imports", "list derived ServiceImports (one per exported service)",
-            NAMESPACE_FLAG, CONFLICT_FLAG)
+    deregister.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    command("exports", "list exported services (every cluster's export)")
+    command("imports", "list derived ServiceImports (one per exported service)")
     endpoints = command(
-        "endpoints", "list exported EndpointSlices: ready/total endpoints per slice",
-        NAMESPACE_FLAG, CLUSTER_FLAG,
+        "endpoints", "list exported EndpointSlices: ready/total endpoints per slice"
     )
-    endpoints.add_argument("ref", nargs="?", metavar="[NS/]NAME",
-                           help="only the slices of this Service")
-    command("conflicts", "list conflicting services: winner, disputed fields, losers",
-            NAMESPACE_FLAG)
+    endpoints.add_argument(
+        "ref", nargs="?", metavar="[NS/]NAME", help="only the slices of this Service"
+    )
+    command("conflicts", "list conflicting services: winner, disputed fields, losers")
     version = command("version", "show the versions of this client and of the hub")
-    version.add_argument("--client", dest="client_only", action="store_true",
-                         help="only the client's version; no request")
+    version.add_argument(
+        "--client",
+        dest="client_only",
+        action="store_true",
+        help="only the client's version; no request",
+    )
 
     get = commands.add_parser(
-        "get", help="show one export, import or cluster in detail (`get exports` and the "
+        "get",
+        help="show one export, import or cluster in detail (`get exports` and the "
         "other plurals list, as the list commands do; `describe` is the same as `get`)",
         description="show one export, import or cluster in detail",
     )
-    kinds = get.add_subparsers(dest="kind", metavar="KIND", parser_class=_Parser)
+    kinds = get.add_subparsers(dest="kind", metavar="KIND", parser_class=settingscli.OneLineParser)
     kinds.required = True
-    export = kinds.add_parser(
-        "export", help="CLUSTER/NAMESPACE/NAME, or NAME with --cluster and -n",
-        description="show one cluster's export of a service",
-    )
-    export.add_argument("ref", metavar="CLUSTER/NAMESPACE/NAME")
-    for flag in (NAMESPACE_FLAG, CLUSTER_FLAG):
-        _add(export, flag, suppress=False)
-    _add_globals(export, suppress=True)
-    imp = kinds.add_parser(
-        "import", help="NAMESPACE/NAME, or NAME with -n",
-        description="show the ServiceImport of a service",
-    )
-    imp.add_argument("ref", metavar="NAMESPACE/NAME")
-    _add(imp, NAMESPACE_FLAG, suppress=False)
-    _add_globals(imp, suppress=True)
-    one_cluster = kinds.add_parser(
-        "cluster", help="NAME", description="show one member cluster in detail",
-    )
-    one_cluster.add_argument("ref", metavar="NAME", type=_argtype(parse_cluster))
-    _add_globals(one_cluster, suppress=True)
-    _add_globals(get, suppress=True)
+    for kind, ref, fields, help_text, description in (
+        (
+            "export",
+            "CLUSTER/NAMESPACE/NAME",
+            ("namespace", "cluster"),
+            "CLUSTER/NAMESPACE/NAME, or NAME with --cluster and -n",
+            "show one cluster's export of a service",
+        ),
+        (
+            "import",
+            "NAMESPACE/NAME",
+            ("namespace",),
+            "NAMESPACE/NAME, or NAME with -n",
+            "show the ServiceImport of a service",
+        ),
+        ("cluster", "NAME", (), "NAME", "show one member cluster in detail"),
+    ):
+        sub = kinds.add_parser(kind, help=help_text, description=description)
+        sub.add_argument(
+            "ref", metavar=ref, type=_argtype(parse_cluster) if kind == "cluster" else str
+        )
+        settingscli.add_flags(sub, settingscli.pick(CliSettings, *fields))
+        _add_globals(sub)
+    _add_globals(get)
 
     _config_parser(commands)
-    completion = command("completion", "print a shell completion script: "
-                         "source <(mcsync completion bash)")
-    completion.add_argument("shell", choices=SHELLS, metavar="SHELL",
-                            help="bash, zsh or fish")
+    completion = command(
+        "completion", "print a shell completion script: source <(mcsync completion bash)"
+    )
+    completion.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
     return parser
-
-
-CONTEXT_SETTING_FLAGS = (HUB_URL_FLAG, TOKEN_FILE_FLAG, CA_FLAG, INSECURE_FLAG)
 
 
 def _config_parser(commands: Any) -> None:
     config = commands.add_parser(
-        "config", help="contexts of the config file: get-contexts, use-context, …",
+        "config",
+        help="contexts of the config file: get-contexts, use-context, …",
         description="read and change the config file's contexts (~/.config/mcsync/config)",
         prog="mcsync config",
     )
-    _add_globals(config, suppress=True)
-    actions = config.add_subparsers(dest="config_action", metavar="ACTION", parser_class=_Parser)
+    _add_globals(config)
+    actions = config.add_subparsers(
+        dest="config_action", metavar="ACTION", parser_class=settingscli.OneLineParser
+    )
     actions.required = True
-    exclude = frozenset(flag.dest for flag in CONTEXT_SETTING_FLAGS)
     for name, help_text in (
         ("get-contexts", "list the contexts; * marks the current one"),
         ("current-context", "print the current context's name"),
     ):
-        sub = actions.add_parser(name, help=help_text, description=help_text)
-        _add_globals(sub, suppress=True)
-    use = actions.add_parser("use-context", help="make NAME the current context",
-                             description="make NAME the current context")
+        _add_globals(actions.add_parser(name, help=help_text, description=help_text))
+    use = actions.add_parser(
+        "use-context",
+        help="make NAME the current context",
+        description="make NAME the current context",
+    )
     use.add_argument("context_name", metavar="NAME", type=_argtype(parse_text))
-    _add_globals(use, suppress=True)
+    _add_globals(use)
     set_context = actions.add_parser(
-        "set-context", help="create or change the context NAME",
+        "set-context",
+        help="create or change the context NAME",
         description="create or change the context NAME (only the settings given change)",
     )
     set_context.add_argument("context_name", metavar="NAME", type=_argtype(parse_text))
-    for flag in CONTEXT_SETTING_FLAGS:
-        assert flag.config_key is not None
-        dest = "ctx:" + flag.config_key
-        if flag.check is None:
-            set_context.add_argument(flag.flags[0], dest=dest, action="store_true",
-                                     default=None, help=flag.help)
-        else:
-            set_context.add_argument(flag.flags[0], dest=dest, type=_argtype(flag.check),
-                                     metavar=flag.metavar, help=flag.help)
-    _add_globals(set_context, suppress=True, exclude=exclude)
+    # The context's own settings, kept apart from the global flags of the same names.
+    settingscli.add_flags(set_context, CONTEXT_SETTINGS, dest_prefix=CONTEXT_DEST)
+    _add_globals(set_context, exclude=frozenset(s.field for s in CONTEXT_SETTINGS))
 
 
 # kubectl's habits: `get <plural>` lists, `describe <kind> <ref>` shows the detail page.
 PLURALS = {
-    "clusters": "clusters", "exports": "exports", "serviceexports": "exports",
-    "imports": "imports", "serviceimports": "imports", "endpoints": "endpoints",
-    "endpointslices": "endpoints", "conflicts": "conflicts",
+    "clusters": "clusters",
+    "exports": "exports",
+    "serviceexports": "exports",
+    "imports": "imports",
+    "serviceimports": "imports",
+    "endpoints": "endpoints",
+    "endpointslices": "endpoints",
+    "conflicts": "conflicts",
 }
 
 
@@ -480,108 +506,92 @@ def _rewrite(argv: list[str]) -> list[str]:
         if word.startswith("-"):
             index += 2 if word in _VALUE_FLAGS else 1
             continue
-        following = argv[index + 1:index + 2]
+        following = argv[index + 1 : index + 2]
         if word == "clusters" and following in (["register"], ["deregister"]):
-            return [*argv[:index], f"clusters {argv[index + 1]}", *argv[index + 2:]]
+            return [*argv[:index], f"clusters {argv[index + 1]}", *argv[index + 2 :]]
         if word == "get" and following and following[0] in PLURALS:
-            return [*argv[:index], PLURALS[following[0]], *argv[index + 2:]]
+            return [*argv[:index], PLURALS[following[0]], *argv[index + 2 :]]
         if word == "describe":
-            return [*argv[:index], "get", *argv[index + 1:]]
+            return [*argv[:index], "get", *argv[index + 1 :]]
         return argv
     return argv
 
 
 # --- from parsed values to Options ------------------------------------------------------
 
-COMMAND_FLAGS: Mapping[str, tuple[_Flag, ...]] = {
-    "clusters": (WATCH_FLAG, SELECTOR_FLAG),
+# The settings of each command beside the global ones: its flags, and the only variables
+# and context keys it reads (a list's --watch aside, which `_layered` adds).
+COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
+    "clusters": ("selector",),
     "clusters register": (),
     "clusters deregister": (),
-    "exports": (WATCH_FLAG, NAMESPACE_FLAG, CLUSTER_FLAG, CONFLICT_FLAG, NAME_FLAG),
-    "imports": (WATCH_FLAG, NAMESPACE_FLAG, CONFLICT_FLAG),
-    "endpoints": (WATCH_FLAG, NAMESPACE_FLAG, CLUSTER_FLAG),
-    "conflicts": (WATCH_FLAG, NAMESPACE_FLAG),
-    "get": (NAMESPACE_FLAG, CLUSTER_FLAG),
+    "exports": ("namespace", "cluster", "conflict", "name"),
+    "imports": ("namespace", "conflict"),
+    "endpoints": ("namespace", "cluster"),
+    "conflicts": ("namespace",),
+    "get": ("namespace", "cluster"),
     "version": (),
     "config": (),
     "completion": (),
 }
-# Settings every command takes from the environment and the context (the token aside:
-# --token and --token-file are one setting, resolved by `_token`).
-_LAYERED = tuple(
-    flag for flag in GLOBAL_FLAGS if flag not in (WATCH_FLAG, TOKEN_FLAG, TOKEN_FILE_FLAG)
-)
+CONTEXT_DEST = "ctx:"
+
+
+def _layered(command: str) -> tuple[settingscli.Setting, ...]:
+    """The settings `command` takes from every layer: the global ones (but the token:
+    --token and --token-file are one setting, resolved by `_token`), its own, and --watch
+    for a list — so `MCSYNC_WATCH=true` makes every list watch and leaves `get` alone."""
+    fields = [s.field for s in GLOBAL_SETTINGS if s.field not in ("watch", "token", "token_file")]
+    fields += COMMAND_SETTINGS[command]
+    if command in LIST_COMMANDS:
+        fields.append("watch")
+    return settingscli.pick(CliSettings, *fields)
 
 
 def _usage(message: str) -> UsageError:
-    return UsageError(f"mcsync: error: {message}")
+    return UsageError(f"{PROG}: error: {message}")
 
 
-def _fill(
-    values: dict[str, object],
-    flags: Sequence[_Flag],
-    environ: Mapping[str, str],
-    context: Mapping[str, str],
-    context_name: str,
-) -> None:
-    """Fill each flag left unset from its environment variable, then from the context,
-    each value checked as the flag's would be."""
-    for flag in flags:
-        if values.get(flag.dest) not in (None, False):
-            continue
-        raw = environ.get(flag.env)
-        source = flag.env
-        if raw is None or raw == "":
-            raw = context.get(flag.config_key) if flag.config_key else None
-            source = f"{flag.config_key} of context {context_name}"
-        if raw is None or raw == "":
-            continue
-        check = flag.check or parse_bool
-        try:
-            values[flag.dest] = check(raw)
-        except ValueError as exc:
-            raise _usage(f"argument {'/'.join(flag.flags)} (from {source}): {exc}") from None
+def _token_problem(field: str, source: str, message: str) -> UsageError:
+    (setting,) = settingscli.pick(CliSettings, field)
+    return settingscli.problem(PROG, setting, source, message)
 
 
-def _read_token(path: str, where: str) -> str:
+def _read_token(path: str, source: str) -> str:
     try:
         token = Path(path).expanduser().read_text(encoding="utf-8").strip()
     except OSError as exc:
-        raise _usage(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+        reason = exc.strerror or exc
+        raise _token_problem("token_file", source, f"cannot read {path}: {reason}") from None
     if not token:
-        raise _usage(f"{where}: {path} is empty")
+        raise _token_problem("token_file", source, f"{path} is empty")
     return token
 
 
-def _token(
-    explicit: Mapping[str, object],
-    environ: Mapping[str, str],
-    context: Mapping[str, str],
-    context_name: str,
-) -> str | None:
+def _token(layers: settingscli.Layers) -> str | None:
     """The bearer token, `--token`/`--token-file` being one setting: the first layer that
     names either wins (flag, environment, context). Both in one layer is ambiguous."""
-    flag_token, flag_file = explicit.get("token"), explicit.get("token_file")
+    flag_token, flag_file = layers.given.get("token"), layers.given.get("token_file")
     if flag_token is not None and flag_file is not None:
-        raise _usage("argument --token: give --token or --token-file, not both")
-    if flag_token is not None:
-        return str(flag_token)
-    if flag_file is not None:
-        return _read_token(str(flag_file), "argument --token-file")
-    env_token, env_file = environ.get("MCSYNC_TOKEN"), environ.get("MCSYNC_TOKEN_FILE")
-    if env_token and env_file:
-        raise _usage("argument --token: MCSYNC_TOKEN and MCSYNC_TOKEN_FILE are both set; "
-                     "unset one")
-    if env_token:
+        raise _token_problem("token", "flag", "give --token or --token-file, not both")
+    env_token = layers.environ.get("MCSYNC_TOKEN")
+    env_file = layers.environ.get("MCSYNC_TOKEN_FILE")
+    if flag_token is None and flag_file is None and env_token and env_file:
+        raise _token_problem(
+            "token", "flag", "MCSYNC_TOKEN and MCSYNC_TOKEN_FILE are both set; unset one"
+        )
+    if flag_token is not None or (flag_file is None and env_token):
+        source = "flag" if flag_token is not None else "MCSYNC_TOKEN"
         try:
-            return parse_text(env_token)
+            return parse_text(str(flag_token if flag_token is not None else env_token))
         except ValueError as exc:
-            raise _usage(f"argument --token (from MCSYNC_TOKEN): {exc}") from None
+            raise _token_problem("token", source, str(exc)) from None
+    if flag_file is not None:
+        return _read_token(str(flag_file), "flag")
     if env_file:
-        return _read_token(env_file, "argument --token-file (from MCSYNC_TOKEN_FILE)")
-    if context.get("token-file"):
-        return _read_token(context["token-file"],
-                           f"argument --token-file (from token-file of context {context_name})")
+        return _read_token(env_file, "MCSYNC_TOKEN_FILE")
+    if layers.file.get("token-file"):
+        return _read_token(layers.file["token-file"], f"token-file of {layers.file_name}")
     return None
 
 
@@ -642,96 +652,110 @@ def _load_config(
 def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Options:
     """Parse `argv` (without the program name); UsageError on any mistake."""
     env = os.environ if environ is None else environ
-    explicit = vars(build_parser().parse_args(_rewrite(list(argv))))
-    command = cast(Command, explicit["command"])
-    values = dict(explicit)
-    config = _load_config(explicit, env, may_be_new=command == "config")
-    context_name = str(explicit.get("context") or env.get("MCSYNC_CONTEXT") or "") or None
+    namespace = vars(build_parser().parse_args(_rewrite(list(argv))))
+    command = cast(Command, namespace["command"])
+    given = {s.field: namespace[s.field] for s in SETTINGS if s.field in namespace}
+    if given.get("watch") and command not in LIST_COMMANDS:
+        raise _usage(f"--watch works with the lists ({', '.join(LIST_COMMANDS)}), not `{command}`")
+    config = _load_config(given, env, may_be_new=command == "config")
+    context_name = str(given.get("context") or env.get("MCSYNC_CONTEXT") or "") or None
     try:
         context = config.context(context_name) if command not in ("config", "completion") else {}
     except ConfigError as exc:
         raise _usage(f"argument --context: {exc}") from None
-    shown_name = context_name or config.current or ""
-    _fill(values, (*_LAYERED, *COMMAND_FLAGS[command]), env, context, shown_name)
+    layers = settingscli.Layers(given, env, context, f"context {context_name or config.current}")
+    values, sources = settingscli.resolve(_layered(command), layers)
+    settings = settingscli.validate(CliSettings, values, sources, prog=PROG)
+    token = None if command in ("config", "completion") else _token(layers)
 
-    def text(key: str) -> str | None:
-        value = values.get(key)
-        return str(value) if value is not None else None
+    def explicit(field: str) -> str | None:
+        """The value of a flag given on the command line (checked), else None."""
+        return cast(str | None, getattr(settings, field)) if sources.get(field) == "flag" else None
 
-    token = None if command in ("config", "completion") else _token(
-        explicit, env, context, shown_name
-    )
-    watch = bool(values.get("watch"))
-    if watch and command not in LIST_COMMANDS:
-        raise _usage(f"--watch works with the lists ({', '.join(LIST_COMMANDS)}), "
-                     f"not `{command}`")
-    namespace, cluster, name = text("namespace"), text("cluster"), text("name")
+    namespace_name, cluster, name = settings.namespace, settings.cluster, settings.name
     kind: Kind | None = None
     if command == "get":
-        kind = cast(Kind, values["kind"])
+        kind = cast(Kind, namespace["kind"])
+        ref = str(namespace["ref"])
         if kind == "export":
-            cluster, namespace, name = split_ref(
-                str(values["ref"]), what="CLUSTER/NAMESPACE/NAME",
+            cluster, namespace_name, name = split_ref(
+                ref,
+                what="CLUSTER/NAMESPACE/NAME",
                 flag_names=("--cluster", "-n/--namespace"),
-                explicit=(explicit.get("cluster"), explicit.get("namespace")),
-                fallback=(cluster, namespace),
+                explicit=(explicit("cluster"), explicit("namespace")),
+                fallback=(cluster, namespace_name),
                 checks=(parse_cluster, parse_namespace, parse_service_name),
             )
         elif kind == "cluster":
-            name = str(values["ref"])
+            name = ref
         else:
-            namespace, name = split_ref(
-                str(values["ref"]), what="NAMESPACE/NAME", flag_names=("-n/--namespace",),
-                explicit=(explicit.get("namespace"),), fallback=(namespace,),
+            namespace_name, name = split_ref(
+                ref,
+                what="NAMESPACE/NAME",
+                flag_names=("-n/--namespace",),
+                explicit=(explicit("namespace"),),
+                fallback=(namespace_name,),
                 checks=(parse_namespace, parse_service_name),
             )
-    elif command == "endpoints" and values.get("ref") is not None:
-        name = _service_ref(str(values["ref"]), explicit.get("namespace"))
-        if "/" in str(values["ref"]):
-            namespace = str(values["ref"]).split("/")[0]
-    elif command == "clusters" and values.get("name") is not None:
-        name = str(values["name"])
+    elif command == "endpoints" and namespace.get("ref") is not None:
+        ref = str(namespace["ref"])
+        name = _service_ref(ref, explicit("namespace"))
+        if "/" in ref:
+            namespace_name = ref.split("/")[0]
+    elif command == "clusters" and namespace.get("name") is not None:
+        name = str(namespace["name"])
     elif command in ("clusters register", "clusters deregister"):
-        name = str(values["name"])
-    output_text = str(values.get("output") or "table")
-    output, _, template = output_text.partition("=")
+        name = str(namespace["name"])
+    output, _, template = settings.output.partition("=")
     if output == "name" and command in ("version", "config", "completion"):
         raise _usage(f"argument -o/--output: `{command}` has no object to name")
-    conflict = values.get("conflict")
-    settings = tuple(
-        (key.removeprefix("ctx:"), str(value).lower() if isinstance(value, bool) else str(value))
-        for key, value in values.items() if key.startswith("ctx:") and value is not None
-    )
     return Options(
         command=command,
         kind=kind,
-        hub_url=text("hub_url") or DEFAULT_HUB_URL,
+        hub_url=settings.hub_url,
         token=token,
         output=cast(Output, output),
         jsonpath=template if output == "jsonpath" else None,
-        watch=watch,
-        watch_from_env=watch and not explicit.get("watch"),
-        request_timeout=cast(float, values.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT),
-        page_size=cast(int, values.get("page_size") or DEFAULT_PAGE_SIZE),
-        namespace=namespace,
+        watch=settings.watch,
+        watch_from_env=sources.get("watch") == "MCSYNC_WATCH",
+        request_timeout=settings.request_timeout,
+        page_size=settings.page_size,
+        namespace=namespace_name,
         cluster=cluster,
         name=name,
-        conflict=conflict if isinstance(conflict, bool) else None,
-        no_headers=bool(values.get("no_headers")),
-        verbose=bool(values.get("verbose")),
-        selector=cast(Selector | None, values.get("selector")),
-        certificate_authority=text("certificate_authority"),
-        insecure_skip_tls_verify=bool(values.get("insecure_skip_tls_verify")),
-        labels=tuple(cast(list[tuple[str, str]], values.get("labels") or [])),
-        member_token_file=text("member_token_file"),
-        overwrite=bool(values.get("overwrite")),
-        yes=bool(values.get("yes")),
-        client_only=bool(values.get("client_only")),
+        conflict=settings.conflict,
+        no_headers=settings.no_headers,
+        verbose=settings.verbose,
+        selector=settings.selector,
+        certificate_authority=settings.certificate_authority,
+        insecure_skip_tls_verify=settings.insecure_skip_tls_verify,
+        labels=tuple(cast(list[tuple[str, str]], namespace.get("labels") or [])),
+        member_token_file=cast(str | None, namespace.get("member_token_file")),
+        overwrite=bool(namespace.get("overwrite")),
+        yes=bool(namespace.get("yes")),
+        client_only=bool(namespace.get("client_only")),
         config_path=str(config.path),
-        context=text("context_name") or context_name,
-        config_action=cast(ConfigAction | None, values.get("config_action")),
-        context_settings=settings,
-        shell=cast(Shell | None, values.get("shell")),
+        context=cast(str | None, namespace.get("context_name")) or context_name,
+        config_action=cast(ConfigAction | None, namespace.get("config_action")),
+        context_settings=_context_settings(namespace),
+        shell=cast(Shell | None, namespace.get("shell")),
+    )
+
+
+def _context_settings(namespace: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """What `config set-context` was told, checked as the settings themselves are, as the
+    config file's keys and text."""
+    given = {
+        s.field: namespace[CONTEXT_DEST + s.field]
+        for s in CONTEXT_SETTINGS
+        if CONTEXT_DEST + s.field in namespace
+    }
+    checked = settingscli.validate(CliSettings, given, dict.fromkeys(given, "flag"), prog=PROG)
+    return tuple(
+        (s.key, str(value).lower() if isinstance(value, bool) else str(value))
+        for s in CONTEXT_SETTINGS
+        if s.field in given
+        for value in (getattr(checked, s.field),)
     )
 
 
@@ -748,6 +772,5 @@ def _service_ref(ref: str, explicit_namespace: object) -> str:
     except ValueError as exc:
         raise _usage(f"[NAMESPACE/]NAME: {exc}") from None
     if len(parts) == 2 and explicit_namespace is not None and explicit_namespace != parts[0]:
-        raise _usage(f"{ref!r} names {parts[0]!r}, but -n/--namespace says "
-                     f"{explicit_namespace!r}")
+        raise _usage(f"{ref!r} names {parts[0]!r}, but -n/--namespace says {explicit_namespace!r}")
     return parts[-1]
