@@ -22,56 +22,52 @@ from member.hubclient import HubClient, HubClientConfig, HubUnavailable
 VERSION = {"hubVersion": "9.9.9", "apiVersion": "mcsync.io/v1alpha1", "minAgentVersion": "0.1.0"}
 
 
-class BusyHub:
+class BusyHub(ThreadingHTTPServer):
     """Answers each request with the next scripted (status, Retry-After) and, once the
     script is spent, with the hub's version."""
 
     def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Answer)
         self.script: list[tuple[int, str | None]] = []
         self.paths: list[str] = []
         self._lock = threading.Lock()
-        hub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                status, retry_after = hub.next_answer(self.path)
-                body = json.dumps(
-                    VERSION if status == 200 else {"kind": "Status", "message": "busy"}
-                ).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                if retry_after is not None:
-                    self.send_header("Retry-After", retry_after)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}"
 
     def next_answer(self, path: str) -> tuple[int, str | None]:
         with self._lock:
             self.paths.append(path)
             return self.script.pop(0) if self.script else (200, None)
 
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+
+class _Answer(BaseHTTPRequestHandler):
+    server: BusyHub
+
+    def do_GET(self) -> None:
+        status, retry_after = self.server.next_answer(self.path)
+        body = json.dumps(VERSION if status == 200 else {"kind": "Status", "message": "busy"})
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        if retry_after is not None:
+            self.send_header("Retry-After", retry_after)
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the test asserts on `BusyHub.paths`."""
 
 
 @pytest.fixture
 def busy_hub() -> Iterator[BusyHub]:
     hub = BusyHub()
+    threading.Thread(target=hub.serve_forever, daemon=True).start()
     yield hub
-    hub.close()
+    hub.shutdown()
+    hub.server_close()
 
 
 def client(hub: BusyHub, sleeps: list[float], **config: Any) -> HubClient:
