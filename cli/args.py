@@ -1,16 +1,20 @@
 """The command line of `mcsync`: flags, `MCSYNC_*` variables, the config file's context.
 
-Precedence is the same for every setting: a flag, then its environment variable, then the
-current context of the config file (`cli.config`), then the default — so `MCSYNC_TOKEN=x
-mcsync --token-file F clusters` uses F. A value from any layer goes through the same check
-as the flag would, and a bad one stops the program at start with one line naming the flag
-(and the variable or context it came from), exit code 2 — the same as a bad flag, because
-it is the same mistake made in another place.
+The settings are one pydantic-settings model, `CliSettings`, read by `shared.settingscli`,
+the layer `mcsync-hub` and `mcsync-agent` use too: it makes the flags and the help's list of
+variables from the model, and applies the same precedence to every setting — a flag, then
+its environment variable, then the current context of the config file (`cli.config`),
+then the default — so `MCSYNC_TOKEN=x mcsync --token-file F clusters` uses F. A value from
+any layer goes through the same check as the flag would, and a bad one stops the program
+at start with one line naming the flag (and the variable or context it came from), exit
+code 2 — the same as a bad flag, because it is the same mistake made in another place.
+What is the CLI's own stays here: the sub-commands and their arguments, `--token` and
+`--token-file` as one setting (`_token`), and which settings each command reads.
 
 Global options (`--hub-url`, `-o`, `--watch`, …) are accepted before or after the
 sub-command (`mcsync -o json exports` and `mcsync exports -o json`), as kubectl accepts
-them; the sub-parsers declare them again with suppressed defaults so that a value given
-before the sub-command is not overwritten by a default after it. An environment variable
+them; the sub-parsers declare them again, and a flag not given leaves no default behind,
+so a value given before the sub-command is not overwritten after it. An environment variable
 only applies to a command that has its flag: `MCSYNC_WATCH=true` makes every list watch
 and leaves `get` or `version` alone, while `--watch` typed on a command that cannot watch
 is an error.
@@ -535,6 +539,10 @@ COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "completion": (),
 }
 CONTEXT_DEST = "ctx:"
+OPTIONS_AS_SET = (
+    "hub_url", "watch", "request_timeout", "page_size", "conflict", "no_headers", "verbose",
+    "selector", "certificate_authority", "insecure_skip_tls_verify",
+)  # fmt: skip
 
 
 def _layered(command: str) -> tuple[settingscli.Setting, ...]:
@@ -709,26 +717,19 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
     output, _, template = settings.output.partition("=")
     if output == "name" and command in ("version", "config", "completion"):
         raise _usage(f"argument -o/--output: `{command}` has no object to name")
+    # The settings an Options field takes as they are; the rest are worked out above.
+    as_set = {field: getattr(settings, field) for field in OPTIONS_AS_SET}
     return Options(
+        **as_set,
         command=command,
         kind=kind,
-        hub_url=settings.hub_url,
         token=token,
         output=cast(Output, output),
         jsonpath=template if output == "jsonpath" else None,
-        watch=settings.watch,
         watch_from_env=sources.get("watch") == "MCSYNC_WATCH",
-        request_timeout=settings.request_timeout,
-        page_size=settings.page_size,
         namespace=namespace_name,
         cluster=cluster,
         name=name,
-        conflict=settings.conflict,
-        no_headers=settings.no_headers,
-        verbose=settings.verbose,
-        selector=settings.selector,
-        certificate_authority=settings.certificate_authority,
-        insecure_skip_tls_verify=settings.insecure_skip_tls_verify,
         labels=tuple(cast(list[tuple[str, str]], namespace.get("labels") or [])),
         member_token_file=cast(str | None, namespace.get("member_token_file")),
         overwrite=bool(namespace.get("overwrite")),
