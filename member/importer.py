@@ -16,10 +16,11 @@ back off the Service's own reconcile. Which events queue which key where:
   here; before that (a key not yet imported, as during a cold start) a live change goes to
   the live lane of all three, since its slices wait for their owner, which waits for the
   ServiceImport: queued in the slices' lane alone, it would wait behind every bulk key;
-* a ServiceImport in the cluster → the ServiceImport (repair a user's edit) and the
-  derived Service and slices (their owner appeared, or went foreign);
-* a managed derived Service → itself, the ServiceImport (`spec.ips` from its clusterIPs)
-  and the slices (their owner);
+* a ServiceImport in the cluster → the ServiceImport (repair a user's edit) and, when it
+  appeared, went, went foreign or changed its uid, the derived Service and slices (it is
+  their owner: an update that leaves it that, as its status write, concerns them not);
+* a managed derived Service → itself and the ServiceImport (`spec.ips` from its
+  clusterIPs), and the slices when it appeared, went or changed its uid (their owner);
 * a managed EndpointSlice → the slices;
 * a Namespace → every key the hub imports in it (a namespace created later receives its
   imports; one deleted takes them along).
@@ -99,6 +100,29 @@ _INFORMER_NAMES = {
     "Service": "derived-services",
     ENDPOINTSLICE_KIND: "mirrored-endpointslices",
 }
+
+
+# The queues an update of an owner queues when the owner stays the same object (see
+# `_same_owner`): the ServiceImport's own, and the ServiceImport's for a derived Service
+# (`spec.ips` come from its clusterIPs) with the Service's own.
+_OWN_QUEUE = {
+    "ServiceImport": ("serviceimport",),
+    "Service": ("serviceimport", "derivedservice"),
+}
+
+
+def _same_owner(old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+    """True when an event leaves an owner (our ServiceImport for the derived Service, the
+    derived Service for the slices) what its dependents read of it: there, ours or not, and
+    its uid (their ownerReference). A status write or a user's edit of a field is such an
+    event; their reconciles would find nothing to do."""
+    if old is None or new is None:
+        return False
+    return is_managed(old) == is_managed(new) and _uid(old) == _uid(new)
+
+
+def _uid(obj: dict[str, Any]) -> Any:
+    return (obj.get("metadata") or {}).get("uid")
 
 
 class _NamespaceLister:
@@ -361,10 +385,12 @@ class Importer:
             if kind == "ServiceImport":
                 obj = new if new is not None else old
                 if obj is not None:
-                    self._queue(namespaced_key(obj), bulk=from_relist)
+                    which = _OWN_QUEUE[kind] if _same_owner(old, new) else None
+                    self._queue(namespaced_key(obj), bulk=from_relist, which=which)
             elif kind == "Service":
                 for key in self.service_index.observe(old, new):
-                    self._queue(key, bulk=from_relist)
+                    which = _OWN_QUEUE[kind] if _same_owner(old, new) else None
+                    self._queue(key, bulk=from_relist, which=which)
             else:
                 for key in self.slice_index.observe(old, new):
                     self._queue(key, bulk=from_relist, which=("mirroredslices",))

@@ -1,9 +1,11 @@
-"""Which lane of which import queue a hub change puts its key in (`member.importer`).
+"""Which import queues, and which lane of them, an event puts its key in (`member.importer`).
 
 A cold start queues every key in the bulk lanes. A live change of one source slice must
 not wait behind them: when its key is not imported yet (no derived Service), the slices
 would wait for their owner, and the owner for its ServiceImport, so all three queues take
 the key in their live lane; once the derived Service is here, the slices' queue alone.
+And an update of an owner that leaves it the same owner (a status write, a user's edit)
+queues no reconcile of its dependents: they would find nothing to do.
 """
 
 from __future__ import annotations
@@ -74,6 +76,15 @@ def lanes(importer: Importer) -> dict[str, str | None]:
     return found
 
 
+def queued(importer: Importer) -> set[str]:
+    """The import queues holding KEY, once the informers' events are in."""
+    return {name for name, lane in lanes(importer).items() if lane is not None}
+
+
+def managed(name: str, **labels: str) -> dict[str, Any]:
+    return {"name": name, "labels": {"app.kubernetes.io/managed-by": "mcsync", **labels}}
+
+
 def drain(importer: Importer) -> None:
     for queue in importer.queues.values():
         while (key := queue.get(timeout=0)) is not None:
@@ -102,10 +113,11 @@ def importer(kube_cluster: KubeCluster) -> Iterator[Importer]:
         may_write=lambda: True,
     )
     stop = threading.Event()
-    for informer in built.service_informers.values():
+    informers = [*built.import_informers.values(), *built.service_informers.values()]
+    for informer in informers:
         informer.start(stop)
     try:
-        wait_for(lambda: all(i.has_synced() for i in built.service_informers.values()))
+        wait_for(lambda: all(i.has_synced() for i in informers))
         yield built
     finally:
         stop.set()
@@ -154,3 +166,49 @@ def test_once_the_derived_service_is_here_a_slice_change_queues_the_slices_alone
         "derivedservice": None,
         "mirroredslices": "live",
     }
+
+
+def test_an_owner_updated_in_place_queues_no_reconcile_of_its_dependents(
+    importer: Importer, kube_cluster: KubeCluster
+) -> None:
+    state = kube_cluster.state
+    derived = derived_service_name("hello")
+
+    state.create(
+        "serviceimports",
+        "demo",
+        {
+            "apiVersion": "multicluster.x-k8s.io/v1beta1",
+            "kind": "ServiceImport",
+            "metadata": managed("hello"),
+            "spec": {"type": "ClusterSetIP", "ports": []},
+        },
+    )
+    wait_for(lambda: queued(importer) == set(QUEUES), what="a new ServiceImport: all three")
+    drain(importer)
+    si = state.get("serviceimports", "demo", "hello")
+    assert si is not None
+    state.update(
+        "serviceimports", "demo", {**si, "status": {"clusters": [{"cluster": "a"}]}}, status=True
+    )
+    wait_for(lambda: queued(importer) == {"serviceimport"}, what="its status write: itself")
+    drain(importer)
+
+    service = {
+        "metadata": managed(derived, **{"multicluster.kubernetes.io/service-name": "hello"}),
+        "spec": {"ports": [{"name": "http", "port": 80}]},
+    }
+    state.create("services", "demo", service)
+    wait_for(lambda: queued(importer) == set(QUEUES), what="a new derived Service: all three")
+    drain(importer)
+    svc = state.get("services", "demo", derived)
+    assert svc is not None
+    svc["metadata"]["annotations"] = {"note": "a user's"}
+    state.update("services", "demo", svc)
+    wait_for(
+        lambda: queued(importer) == {"serviceimport", "derivedservice"},
+        what="its edit: itself and the ServiceImport (spec.ips), not the slices",
+    )
+
+    state.delete("services", "demo", derived)
+    wait_for(lambda: queued(importer) == set(QUEUES), what="its deletion: all three")
