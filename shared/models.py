@@ -322,6 +322,34 @@ class InternalServiceExportList(WireModel):
     items: list[InternalServiceExport] = Field(default_factory=list)
 
 
+class PropertyConflict(WireModel):
+    """One decided property (SPEC §3) on which an export differs from its key's winner."""
+
+    field: str  # its wire name, e.g. "type", "exportedLabels"
+    reason: str  # the Conflict reason it gives, e.g. "TypeConflict"
+    value: Any = None  # this export's value (absent: unset)
+    decided_value: Any = None  # the winner's value, the ServiceImport's (absent: unset)
+
+
+class ExportConflict(WireModel):
+    """An export whose decided properties differ from its key's winner's, and how."""
+
+    namespace: str
+    name: str
+    cluster: str
+    winner: str
+    properties: list[PropertyConflict] = Field(default_factory=list)
+
+
+class ExportConflictList(WireModel):
+    """`GET /api/v1/conflicts`: every export that disagrees with its key's decided values."""
+
+    api_version: str = constants.API_VERSION
+    kind: Literal["ExportConflictList"] = "ExportConflictList"
+    metadata: ListMeta = Field(default_factory=ListMeta)
+    items: list[ExportConflict] = Field(default_factory=list)
+
+
 class AnnotationPatchMeta(WireModel):
     model_config = ConfigDict(extra="forbid")
 

@@ -1,10 +1,12 @@
 """The hub's storage: every transaction over the SQL database (SPEC §3, §4.3, §4.4, §5).
 
-`Store.open(url)` gives one object per hub process with four faces:
+`Store.open(url)` gives one object per hub process with these faces:
 
 * `exports`  — InternalServiceExport records; each write judges its key in SQL, in its
   own transaction (`writer`), and takes revisions for what changed (`feed`);
 * `imports`  — the ServiceImport derived per key by those writes;
+* `conflicts` — fleet-wide, which exports differ from their key's decided values, in one
+  window-function query (`conflictquery`);
 * `clusters` — registrations, member-token hashes, heartbeats and derived state;
 * `endpointslices` — each source cluster's EndpointSliceExports (SPEC §2.8);
 * `import_feed` — what every cluster must import: the ServiceImport and slice changes
@@ -29,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from hub.store import migrate
 from hub.store.clusters import ClusterStore
+from hub.store.conflictquery import ConflictQuery
 from hub.store.context import StoreContext
 from hub.store.db import (
     asyncpg_dsn,
@@ -88,6 +91,7 @@ class Store:
 
     exports: ExportStore
     imports: ImportStore
+    conflicts: ConflictQuery
     clusters: ClusterStore
     endpointslices: EndpointSliceStore
     import_feed: ImportFeed
@@ -98,6 +102,7 @@ class Store:
         self._ctx = ctx
         self.exports = ExportStore(ctx)
         self.imports = ImportStore(ctx)
+        self.conflicts = ConflictQuery(ctx)
         self.clusters = ClusterStore(ctx)
         self.endpointslices = EndpointSliceStore(ctx)
         self.import_feed = ImportFeed(ctx)

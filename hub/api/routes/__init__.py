@@ -9,8 +9,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from hub.api.routes import clusters, docs, endpointslices, exports, health, imports
+from hub.api.routes import (
+    clusters,
+    conflicts,
+    docs,
+    endpointslices,
+    exports,
+    health,
+    imports,
+)
 
 ROUTERS: tuple[APIRouter, ...] = tuple(
-    module.router for module in (clusters, exports, endpointslices, imports, health, docs)
+    module.router
+    for module in (clusters, exports, conflicts, endpointslices, imports, health, docs)
 )

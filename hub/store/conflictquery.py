@@ -1,0 +1,234 @@
+"""Fleet-wide: which exports disagree with their key's decided values, on which property.
+
+The write path judges one key at a time (`hub.conflicts`) and stores each export's verdict;
+that answers "does this export conflict?" but not "which clusters of the fleet run another
+`type` than the service's winner, and what do they run?". This module answers that in ONE
+SQL query over the decided-property columns of `exports` (SPEC §3's "in SQL"), never
+loading a spec into Python:
+
+    SELECT … FROM (
+      SELECT namespace, name, cluster_id, type, …,
+             first_value(cluster_id) OVER w AS winner,
+             first_value(type) OVER w AS decided_type, …
+      FROM exports [WHERE namespace = ? AND name = ?]
+      WINDOW w AS (PARTITION BY namespace, name ORDER BY export_creation_timestamp, cluster_id)
+    ) WHERE type IS DISTINCT FROM decided_type OR …
+    ORDER BY namespace, name, cluster_id
+
+The window is SPEC §3's precedence order (the `ix_exports_key_precedence` index), so the
+first row of each partition is the key's winner, on PostgreSQL and SQLite alike. Filters
+that keep or drop whole keys (namespace, name, the continue token's key) go inside the
+window; the cluster filter and the page's exact start go outside it, so that a cluster's
+exports are still compared with a winner in another cluster.
+
+The properties are exactly the judge's decided fields (`hub.conflicts.DECIDED_FIELDS`),
+compared as the judge compares them: plain text for the enumerations, canonical JSON for
+the label and annotation maps (sorted keys, so equal maps are equal texts), and the
+client-IP timeout alone for `sessionAffinityConfig` (`{}` and `null` both mean none).
+Ports and IP families are not decided by the winner but merged (SPEC §3), so no export
+"disagrees with the decided value" there; their conflicts stay in each export's verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Column, ColumnElement, or_, select, tuple_
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement, func
+from sqlalchemy.types import Text
+
+from hub.conflicts import DECIDED_FIELDS
+from hub.store import paging
+from hub.store.context import StoreContext
+from hub.store.feed import read_current_revision
+from hub.store.results import Page
+from hub.store.tables import exports
+from shared.models import ExportConflict, PropertyConflict
+
+_LIST_KIND = "conflicts"
+
+
+class ClientIPTimeout(FunctionElement[str]):
+    """`sessionAffinityConfig.clientIP.timeoutSeconds` of a canonical-JSON column, as text
+    (NULL when unset): the part of the config the judge compares."""
+
+    type = Text()
+    inherit_cache = True
+    name = "client_ip_timeout"
+
+
+@compiles(ClientIPTimeout, "sqlite")
+def _sqlite_timeout(element: ClientIPTimeout, compiler: SQLCompiler, **kw: Any) -> str:
+    column = compiler.process(element.clauses, **kw)
+    return f"CAST(json_extract({column}, '$.clientIP.timeoutSeconds') AS TEXT)"
+
+
+@compiles(ClientIPTimeout, "postgresql")
+def _postgresql_timeout(element: ClientIPTimeout, compiler: SQLCompiler, **kw: Any) -> str:
+    column = compiler.process(element.clauses, **kw)
+    return f"(CAST({column} AS jsonb) #>> '{{clientIP,timeoutSeconds}}')"
+
+
+@dataclass(frozen=True)
+class DecidedColumn:
+    """A decided property of SPEC §3 as stored: its column, and how SQL compares it."""
+
+    field: str
+    reason: str
+    column: Column[Any]
+    json: bool  # the column holds canonical JSON (answered parsed)
+
+    def comparable(self) -> ColumnElement[Any]:
+        if self.field == "sessionAffinityConfig":
+            return ClientIPTimeout(self.column)
+        return self.column
+
+    def answer(self, text: str | None) -> Any:
+        return json.loads(text) if self.json and text is not None else text
+
+
+_COLUMNS = {
+    "type": (exports.c.type, False),
+    "sessionAffinity": (exports.c.session_affinity, False),
+    "sessionAffinityConfig": (exports.c.session_affinity_config, True),
+    "internalTrafficPolicy": (exports.c.internal_traffic_policy, False),
+    "trafficDistribution": (exports.c.traffic_distribution, False),
+    "exportedLabels": (exports.c.exported_labels, True),
+    "exportedAnnotations": (exports.c.exported_annotations, True),
+}
+# In the judge's order; a decided field without a column here fails at import, not later.
+DECIDED: tuple[DecidedColumn, ...] = tuple(
+    DecidedColumn(field, reason, *_COLUMNS[field]) for field, reason, _ in DECIDED_FIELDS
+)
+
+
+def _winners(value: ColumnElement[Any]) -> ColumnElement[Any]:
+    """`value` of the key's winner, on every row of the key: SPEC §3's precedence order."""
+    return func.first_value(value).over(
+        partition_by=(exports.c.namespace, exports.c.name),
+        order_by=(exports.c.export_creation_timestamp, exports.c.cluster_id),
+    )
+
+
+def disagreement_query(
+    *,
+    namespace: str | None = None,
+    name: str | None = None,
+    cluster_id: str | None = None,
+    after: tuple[str, ...] | None = None,
+    limit: int | None = None,
+) -> Any:
+    """The window-function query of the module doc, filtered, in key order, paged."""
+    columns: list[ColumnElement[Any]] = [
+        exports.c.namespace,
+        exports.c.name,
+        exports.c.cluster_id,
+        _winners(exports.c.cluster_id).label("winner"),
+    ]
+    for i, decided in enumerate(DECIDED):
+        comparable = decided.comparable()
+        columns += [
+            decided.column.label(f"value_{i}"),
+            _winners(decided.column).label(f"decided_{i}"),
+            comparable.label(f"cmp_{i}"),
+            _winners(comparable).label(f"decided_cmp_{i}"),
+        ]
+    inner = select(*columns)
+    if namespace is not None:
+        inner = inner.where(exports.c.namespace == namespace)
+    if name is not None:
+        inner = inner.where(exports.c.name == name)
+    if after is not None:
+        # Whole keys only inside the window: the page's key may still have rows to come.
+        inner = inner.where(tuple_(exports.c.namespace, exports.c.name) >= tuple_(*after[:2]))
+    ranked = inner.subquery("ranked")
+    query = (
+        select(ranked)
+        .where(
+            or_(
+                *(
+                    ranked.c[f"cmp_{i}"].is_distinct_from(ranked.c[f"decided_cmp_{i}"])
+                    for i in range(len(DECIDED))
+                )
+            )
+        )
+        .order_by(ranked.c.namespace, ranked.c.name, ranked.c.cluster_id)
+    )
+    if cluster_id is not None:
+        query = query.where(ranked.c.cluster_id == cluster_id)
+    if after is not None:
+        query = query.where(
+            tuple_(ranked.c.namespace, ranked.c.name, ranked.c.cluster_id) > tuple_(*after)
+        )
+    if limit is not None:
+        query = query.limit(limit + 1)
+    return query
+
+
+def _conflict(row: Any) -> ExportConflict:
+    properties = [
+        PropertyConflict(
+            field=decided.field,
+            reason=decided.reason,
+            value=decided.answer(row[f"value_{i}"]),
+            decided_value=decided.answer(row[f"decided_{i}"]),
+        )
+        for i, decided in enumerate(DECIDED)
+        if row[f"cmp_{i}"] != row[f"decided_cmp_{i}"]
+    ]
+    return ExportConflict(
+        namespace=row["namespace"],
+        name=row["name"],
+        cluster=row["cluster_id"],
+        winner=row["winner"],
+        properties=properties,
+    )
+
+
+class ConflictQuery:
+    """`Store.conflicts`: the fleet's disagreements with decided values, a page at a time."""
+
+    def __init__(self, ctx: StoreContext) -> None:
+        self._ctx = ctx
+
+    async def list(
+        self,
+        *,
+        namespace: str | None = None,
+        name: str | None = None,
+        cluster_id: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> Page[ExportConflict]:
+        """Exports that differ from their key's winner on a decided property, in
+        (namespace, name, cluster) order; the winner itself never appears.
+
+        ValueError on a malformed continue token or a limit below 1.
+        """
+        paging.check_limit(limit)
+        after = (
+            paging.decode(_LIST_KIND, continue_token, width=3)
+            if continue_token is not None
+            else None
+        )
+        query = disagreement_query(
+            namespace=namespace, name=name, cluster_id=cluster_id, after=after, limit=limit
+        )
+        async with self._ctx.read() as conn:
+            # The revision first, as every list does: a watch from it misses nothing.
+            revision = await read_current_revision(conn)
+            rows = (await conn.execute(query)).mappings().all()
+        token = None
+        if limit is not None and len(rows) > limit:
+            rows = rows[:limit]
+            last = rows[-1]
+            token = paging.encode(_LIST_KIND, (last["namespace"], last["name"], last["cluster_id"]))
+        return Page(
+            items=[_conflict(r) for r in rows],
+            resource_version=str(revision),
+            continue_token=token,
+        )
