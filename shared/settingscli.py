@@ -182,23 +182,28 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog.split()[0]}: error: {message}")
 
 
-def add_flags(parser: argparse.ArgumentParser | Any, settings: Sequence[Setting]) -> None:
+def add_flags(
+    parser: argparse.ArgumentParser | Any, settings: Sequence[Setting], *, dest_prefix: str = ""
+) -> None:
     """Add each setting's flag to `parser` (a parser or an argument group). A flag not given
     is absent from the namespace, never a default: that is how `resolve` tells the layers
-    apart, and how a global flag given before a sub-command survives the sub-parser."""
+    apart, and how a global flag given before a sub-command survives the sub-parser.
+    `dest_prefix` files the values apart, for flags that write a setting somewhere (the
+    CLI's `config set-context`) rather than apply it; their variables do not apply."""
     for setting in settings:
         if not setting.flags:
             continue
-        help_text = f"{setting.help} [env {setting.env}]"
+        help_text = setting.help if dest_prefix else f"{setting.help} [env {setting.env}]"
+        dest = dest_prefix + setting.field
         if setting.action == "store_const":
             parser.add_argument(
-                *setting.flags, dest=setting.field, action="store_const",
-                const=setting.const, default=argparse.SUPPRESS, help=help_text,
+                *setting.flags, dest=dest, action="store_const", const=setting.const,
+                default=argparse.SUPPRESS, help=help_text,
             )  # fmt: skip
         else:
             parser.add_argument(
-                *setting.flags, dest=setting.field, action=setting.action,
-                default=argparse.SUPPRESS, metavar=setting.metavar, help=help_text,
+                *setting.flags, dest=dest, action=setting.action, default=argparse.SUPPRESS,
+                metavar=setting.metavar, help=help_text,
             )  # fmt: skip
 
 
