@@ -1,32 +1,36 @@
 """The change feed of SPEC §4.3: one global revision, a retained history, and its readers.
 
-Write side (`record_changes`, called as the LAST step of every write transaction):
+Write side. Every writer takes its revisions with one statement on the one counter row
+(`allocate_revisions`, reached through `locks.take_revisions`) and then inserts one
+history row per changed record (`insert_changes`) in the same transaction:
 
     UPDATE revision SET value = value + k                      -- takes the counter's row lock
       RETURNING value, pg_notify('mcsync_changes', value)       -- NOTIFY delivered at commit
     INSERT INTO changes … (k rows, one per changed record)
 
-This ordering is the crux of the feed. The counter row is locked from the allocation to
-the commit, so a transaction that allocates revisions later also commits later: commits
-happen in revision order. Hence a watcher that has read every change up to N will never
-later see a commit with a revision ≤ N appear behind it, and "resume from N" is exact.
-Allocating first and doing the heavy work afterwards would hold the counter lock for the
-whole write and serialise every key's writers behind each other; allocating last keeps
-the serialised part to a handful of indexed statements. On SQLite the whole transaction
-holds the database's single writer lock anyway (BEGIN IMMEDIATE), so the order is trivially
-the same.
+Why the counter row decides the feed's order: its lock is held from the allocation to the
+commit, so a transaction that takes revisions later also commits later — commits happen
+in revision order. A reader that has read every change up to N therefore never sees a
+commit with a revision ≤ N appear behind it, and "resume from N" is exact. Writers take
+revisions as late as they can, after locking, reading, planning and judging
+(`hub.store.writer`, `hub.store.endpointslices`), so that only the statements writing the
+rows are serialised; taking them first would queue every key's writers behind each other
+for the whole write. On SQLite the whole transaction holds the database's single writer
+lock anyway (BEGIN IMMEDIATE), so the order is trivially the same.
 
 History retention: the last `history_limit` revisions are kept. Pruning runs inside the
 write whose allocation crosses a multiple of a step (so its cost is bounded and amortised)
 and remembers the newest pruned revision in `revision.pruned_through`, which is how a
-reader knows, exactly, whether a change after its revision was lost (→ Gone).
+reader knows, exactly, whether a change after its revision was lost (→ Gone,
+`read_retained`, shared with the import feed).
 
-Read side: `Feed.changes_since` replays the retained history in revision order;
-`Feed.wait_for_change` waits on the ChangeNotifier (in-process signal + LISTEN/NOTIFY);
-`Feed.subscribe` hands a watch the live changes of its cluster from the replica's one shared
-reader (`hub.store.fanout`), so that a commit costs one history read and one encoding, not
-one of each per watch. `event_line` is the one wire form of a watch event, used for the
-shared lines and for what a watch sends by itself (replay, BOOKMARK, ERROR) alike.
+Read side: `Feed.changes_since` replays the retained history in revision order (a watch's
+replay, a list's resume). `Feed.subscribe` hands a watch the live changes of its cluster
+from the replica's one shared reader (`hub.store.fanout`), which the ChangeNotifier wakes
+on this process's commits and, on PostgreSQL, on every replica's NOTIFY; a commit then
+costs one history read and one encoding, not one of each per watch. `event_line` is the
+one wire form of a watch event, used for the shared lines and for what a watch sends by
+itself (replay, BOOKMARK, ERROR) alike.
 """
 
 from __future__ import annotations
@@ -331,14 +335,7 @@ class Feed:
         if self._fanout is not None:
             await self._fanout.close()
 
-    # The interface the API codes against names it `timeout`.
     def known_revision(self) -> int:
-        """The newest committed revision this process knows of (no I/O)."""
+        """The newest committed revision this process knows of (no I/O; the feed-lag
+        metric compares the watches' positions with it)."""
         return self._ctx.notifier.known
-
-    async def wait_for_change(self, *, after: int, timeout: float) -> int:  # noqa: ASYNC109
-        """The newest revision known once it is above `after`, or `after` after `timeout` s.
-
-        Woken by commits of this process and, on PostgreSQL, of every hub replica.
-        """
-        return await self._ctx.notifier.wait(after=after, timeout=timeout)

@@ -1,4 +1,5 @@
-"""The change feed (SPEC §4.3): order, resume, retained history, wake-ups across replicas."""
+"""The change feed (SPEC §4.3): order, resume, retained history, and live changes handed
+to subscribers by the shared reader, woken by local commits and other replicas' NOTIFY."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from hub.store import Gone, Store
+from hub.store import DatabaseUnavailable, Gone, Store
+from hub.store.fanout import FeedLine, Subscription
 from tests.hub.test_store_support import at, make_export, open_store, opened_store, register
 
 DEADLINE = 30.0  # generous: these waits normally end in milliseconds
@@ -80,35 +82,36 @@ async def test_revision_older_than_history_is_gone(database_url: str) -> None:
         await store.close()
 
 
-async def test_wait_for_change_times_out_without_a_commit(store: Store) -> None:
-    current = await store.feed.current_revision()
-    assert await store.feed.wait_for_change(after=current, timeout=0.2) == current
+async def delivered(sub: Subscription) -> FeedLine:
+    """The next line the shared reader hands `sub`, waiting on its wake-up as a watch does."""
+    while (line := sub.take()) is None:
+        assert not sub.detached, f"the subscription ended: {sub.error!r}"
+        await asyncio.wait_for(sub.wake.wait(), DEADLINE)
+        sub.wake.clear()
+    return line
 
 
-async def test_wait_for_change_returns_at_once_when_behind(store: Store) -> None:
-    await store.exports.put("alpha", make_export("alpha"))
-    current = await store.feed.current_revision()
-    assert await store.feed.wait_for_change(after=current - 1, timeout=DEADLINE) == current
-
-
-async def test_local_commit_wakes_a_waiter(store: Store) -> None:
-    current = await store.feed.current_revision()
-    waiter = asyncio.create_task(store.feed.wait_for_change(after=current, timeout=DEADLINE))
-    await asyncio.sleep(0.05)
-    assert not waiter.done()
-    put = await store.exports.put("alpha", make_export("alpha"))
-    woke = await asyncio.wait_for(waiter, DEADLINE)
-    assert woke == int(put.object.metadata.resource_version or 0) > current
+async def test_a_local_commit_reaches_a_subscriber(store: Store) -> None:
+    sub = store.feed.subscribe("alpha")
+    try:
+        assert sub.take() is None
+        await store.exports.put("beta", make_export("beta", name="other"))
+        put = await store.exports.put("alpha", make_export("alpha"))
+        line = await delivered(sub)  # beta's change is not alpha's
+        assert line.type == "ADDED"
+        assert line.revision == int(put.object.metadata.resource_version or 0)
+        assert b'"clusterId":"alpha"' in line.data
+    finally:
+        sub.close()
 
 
 @pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
-async def test_commit_on_one_replica_wakes_a_waiter_on_another(database_url: str) -> None:
+async def test_a_commit_on_one_replica_reaches_a_subscriber_on_another(database_url: str) -> None:
     a = await open_store(database_url)
     b = await Store.open(database_url)
     try:
         await register(a, "alpha")
-        current = await b.feed.current_revision()
-        waiter = asyncio.create_task(b.feed.wait_for_change(after=current, timeout=DEADLINE))
+        sub = b.feed.subscribe(None)
         # Let B's LISTEN connection come up; a write before it would still be caught by
         # the listener's catch-up read, so this only makes the test exercise NOTIFY.
         for _ in range(100):
@@ -116,18 +119,19 @@ async def test_commit_on_one_replica_wakes_a_waiter_on_another(database_url: str
                 break
             await asyncio.sleep(0.05)
         put = await a.exports.put("alpha", make_export("alpha"))
-        woke = await asyncio.wait_for(waiter, DEADLINE)
-        assert woke == int(put.object.metadata.resource_version or 0)
-        events = await b.feed.changes_since(revision=current)
-        assert [e.type for e in events] == ["ADDED"]
+        line = await delivered(sub)
+        assert line.type == "ADDED"
+        assert line.revision == int(put.object.metadata.resource_version or 0)
     finally:
         await a.close()
         await b.close()
 
 
-async def test_close_releases_waiters(database_url: str) -> None:
+async def test_close_ends_every_subscription(database_url: str) -> None:
     store = await open_store(database_url)
-    waiter = asyncio.create_task(store.feed.wait_for_change(after=0, timeout=DEADLINE))
-    await asyncio.sleep(0.05)
+    sub = store.feed.subscribe(None)
     await store.close()
-    assert await asyncio.wait_for(waiter, DEADLINE) == 0
+    assert sub.wake.is_set() and sub.detached
+    assert isinstance(sub.error, DatabaseUnavailable)
+    with pytest.raises(DatabaseUnavailable, match="closed"):
+        store.feed.subscribe(None)
