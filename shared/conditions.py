@@ -16,7 +16,6 @@ READY: Final = "Ready"
 # Condition statuses (Kubernetes spells them as strings)
 TRUE: Final = "True"
 FALSE: Final = "False"
-UNKNOWN: Final = "Unknown"
 
 # Valid reasons (SPEC §2.2)
 REASON_VALID: Final = "Valid"
