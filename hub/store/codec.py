@@ -162,24 +162,24 @@ def export_text(
 ) -> str:
     """`export_to_text` of the export these stored texts make, without building it.
 
-    The same text byte for byte (`tests/hub/test_codec.py`): `spec_text` and
-    `condition_text` are canonical already, and canonical text nests verbatim inside a
-    canonical document (keys sorted at every depth), so they go in as orjson fragments
-    instead of being parsed into models and dumped again, once per changed record.
+    The same text byte for byte (`tests/hub/test_codec.py`): `spec_text`,
+    `annotations_text` and `condition_text` are canonical already, and canonical text
+    nests verbatim inside a canonical document (keys sorted at every depth), so they go
+    in as orjson fragments instead of being parsed into models and dumped again, once per
+    changed record.
     """
-    metadata = {
+    metadata: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
         "resourceVersion": str(resource_version),
         "creationTimestamp": _TIMESTAMP.dump_python(created_at, mode="json"),
-        "annotations": annotations_from_text(annotations_text),
     }
     try:
         return orjson.dumps(
             {
                 "apiVersion": constants.API_VERSION,
                 "kind": constants.KIND_EXPORT,
-                "metadata": metadata,
+                "metadata": {**metadata, "annotations": orjson.Fragment(annotations_text or "{}")},
                 "spec": orjson.Fragment(spec_text),
                 "status": {"conditions": [orjson.Fragment(condition_text)]},
             },
@@ -190,7 +190,7 @@ def export_text(
             {
                 "apiVersion": constants.API_VERSION,
                 "kind": constants.KIND_EXPORT,
-                "metadata": metadata,
+                "metadata": {**metadata, "annotations": annotations_from_text(annotations_text)},
                 "spec": json.loads(spec_text),
                 "status": {"conditions": [json.loads(condition_text)]},
             }
