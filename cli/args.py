@@ -1,6 +1,6 @@
 """The command line of `mcsync`: flags, `MCSYNC_*` variables, the config file's context.
 
-The settings are one pydantic-settings model, `CliSettings`, read by `shared.settingscli`,
+The settings are one pydantic model, `CliSettings`, read by `shared.settingscli`,
 the layer `mcsync-hub` and `mcsync-agent` use too: it makes the flags and the help's list of
 variables from the model, and applies the same precedence to every setting — a flag, then
 its environment variable, then the current context of the config file (`cli.config`),
@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, cast
 
-from pydantic import BeforeValidator, Field, ValidationError
-from pydantic_settings import SettingsConfigDict
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationError
 
 from cli import jsonpath
 from cli.config import Config, ConfigError, default_path, load
@@ -241,7 +240,7 @@ class CliSettings(ProgramSettings):
     """What every `mcsync` command may be told by a flag, an `MCSYNC_*` variable or the
     config file's context (a command takes the ones `COMMAND_SETTINGS` gives it)."""
 
-    model_config = SettingsConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
     config: Annotated[Path | None, Flag(metavar="PATH")] = Field(
         default=None, description="the config file (default ~/.config/mcsync/config)"

@@ -1,8 +1,8 @@
 """The hub's configuration: one `HubSettings` object — flags, `MCSYNC_*` variables, a
 `--config` file.
 
-Built on pydantic-settings (FastAPI's own advice for settings) so that the command line,
-the environment, the config file and tests all go through the same validators. The layers
+A pydantic model, so that the command line, the environment, the config file and tests
+all go through the same validators. The layers
 are read, in the order flag > variable > file > default, by `shared.settingscli`, the
 layer all three programs share; it also derives the flags, `--help`'s list of variables
 and the one-line errors naming the flag (SPEC §7) from this model. Nothing reads the
@@ -26,8 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import SettingsConfigDict
+from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 from sqlalchemy.engine import make_url
 
 from hub.store.db import async_url
@@ -49,7 +48,7 @@ class HubSettings(ProgramSettings):
     """Everything the hub process can be told; every field is a flag of `serve` and an
     `MCSYNC_<NAME>` variable (`shared.settingscli`), the tokens a variable only."""
 
-    model_config = SettingsConfigDict(extra="ignore", validate_default=True)
+    model_config = ConfigDict(extra="ignore", validate_default=True)
 
     host: str = Field(
         default="127.0.0.1", min_length=1, description="interface to listen on (0.0.0.0: all)"

@@ -1,7 +1,7 @@
 """The agent's settings (SPEC §7): every flag, each also an `MCSYNC_*` environment variable
 and a key of the `--config` file.
 
-`AgentSettings` is a pydantic-settings model, so flags, the environment, the config file
+`AgentSettings` is a pydantic model, so flags, the environment, the config file
 and tests go through the same validators; `parse_args()` reads the layers through
 `shared.settingscli`, the layer the hub and the CLI use too: flag > variable > file >
 default, the flags and `--help`'s list of variables derived from this model. Repeatable
@@ -27,8 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import NoDecode, SettingsConfigDict
+from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from shared import settingscli
 from shared.constants import DEFAULT_DENY_NAMESPACES
@@ -59,7 +58,7 @@ def _split(value: Any) -> Any:
 class AgentSettings(ProgramSettings):
     """Everything `mcsync-agent` can be told. See `--help` for each flag."""
 
-    model_config = SettingsConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True)
 
     hub_url: str = Field(description="base URL of the hub, e.g. https://hub.example.com")
     cluster_id: str = Field(description="this member cluster's name on the hub")
@@ -75,10 +74,10 @@ class AgentSettings(ProgramSettings):
     kubeconfig: str | None = Field(
         default=None, description="kubeconfig file (default: in-cluster, then ~/.kube/config)"
     )
-    namespace: Annotated[list[str], NoDecode] = Field(
+    namespace: list[str] = Field(
         default_factory=list, description="watch only this namespace (default: all)"
     )
-    deny_namespace: Annotated[list[str], NoDecode] = Field(
+    deny_namespace: list[str] = Field(
         default_factory=lambda: list(DEFAULT_DENY_NAMESPACES),
         description="refuse exports from this namespace (default: kube-system, kube-public)",
     )

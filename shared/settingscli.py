@@ -1,5 +1,5 @@
 """One settings layer for `mcsync-hub`, `mcsync-agent` and `mcsync`: flags, environment and
-config file in, one validated pydantic-settings model out.
+config file in, one validated pydantic model out.
 
 Each program describes what it can be told once, as a `ProgramSettings` model (field,
 type, default, description, validators); everything else is derived from that model here,
@@ -18,13 +18,13 @@ so the three programs cannot drift apart:
 * the "Environment variables:" section of `--help`, listing every `MCSYNC_*` variable
   the program reads with its flag (`environment_help`).
 
-pydantic-settings' own CLI source (`CliSettingsSource`) was the other candidate; it
-decides its own help layout, error text and exit handling, knows no config-file layer
+pydantic-settings and its CLI source (`CliSettingsSource`) were the other candidate. Its
+CLI decides its own help layout, error text and exit handling, knows no config-file layer
 between the environment and the defaults, and cannot express the CLI's kubectl-style
-sub-commands with global flags on either side of them. So pydantic-settings keeps what it
-is good at (the model, its validators, `NoDecode`), and this module reads the layers:
-`ProgramSettings` builds only from what it is given, and the environment is read in one
-place, from a mapping a test can pass.
+sub-commands with global flags on either side of them; and `mcsync` itself must install
+with pydantic alone (`pip install mcsync`, no server packages). So the models are plain
+pydantic models, built only from what they are given, and this module reads the layers:
+the environment is read in one place, from a mapping a test can pass.
 """
 
 from __future__ import annotations
@@ -38,10 +38,9 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin
 
 import yaml
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "MCSYNC_"
 PRECEDENCE = "flag > environment variable > config file > default"
@@ -91,27 +90,16 @@ class Setting:
         return "/".join(self.flags) or self.env
 
 
-class ProgramSettings(BaseSettings):
+class ProgramSettings(BaseModel):
     """The base of the three programs' settings models: built only from its arguments
     (this module reads the environment and the config file, and passes what applies)."""
 
-    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
     config: Path | None = Field(
         default=None,
         description="YAML file of settings, keyed by flag name without the dashes",
     )
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings,)
 
 
 def _marker(info: FieldInfo) -> Flag:
