@@ -222,11 +222,9 @@ class ConflictQuery:
             # The revision first, as every list does: a watch from it misses nothing.
             revision = await read_current_revision(conn)
             rows = (await conn.execute(query)).mappings().all()
-        token = None
-        if limit is not None and len(rows) > limit:
-            rows = rows[:limit]
-            last = rows[-1]
-            token = paging.encode(_LIST_KIND, (last["namespace"], last["name"], last["cluster_id"]))
+        rows, token = paging.cut(
+            rows, limit, _LIST_KIND, lambda r: (r["namespace"], r["name"], r["cluster_id"])
+        )
         return Page(
             items=[_conflict(r) for r in rows],
             resource_version=str(revision),

@@ -564,14 +564,12 @@ class EndpointSliceStore:
         async with self._ctx.read() as conn:
             revision = await read_current_revision(conn)
             rows = (await conn.execute(query)).mappings().all()
-        token = None
-        if limit is not None and len(rows) > limit:
-            rows = rows[:limit]
-            last = rows[-1]
-            token = paging.encode(
-                _LIST_KIND,
-                (last["namespace"], last["service_name"], last["cluster_id"], last["name"]),
-            )
+        rows, token = paging.cut(
+            rows,
+            limit,
+            _LIST_KIND,
+            lambda r: (r["namespace"], r["service_name"], r["cluster_id"], r["name"]),
+        )
         return Page(
             items=[slice_model(r) for r in rows],
             resource_version=str(revision),

@@ -179,11 +179,9 @@ class ExportStore:
             # and the rows read next include at least every change up to it.
             revision = await read_current_revision(conn)
             rows = (await conn.execute(query)).mappings().all()
-        token = None
-        if limit is not None and len(rows) > limit:
-            rows = rows[:limit]
-            last = rows[-1]
-            token = paging.encode(_LIST_KIND, (last["namespace"], last["name"], last["cluster_id"]))
+        rows, token = paging.cut(
+            rows, limit, _LIST_KIND, lambda r: (r["namespace"], r["name"], r["cluster_id"])
+        )
         states = ClusterStates(self._ctx.cluster_ttl)
         items = [
             codec.export_model(r, cluster_state=states.of_export(r["last_heartbeat"])) for r in rows

@@ -161,7 +161,8 @@ def import_text(
         "namespace": namespace,
         "resourceVersion": str(resource_version),
         "annotations": (
-            {} if changed_at is None
+            {}
+            if changed_at is None
             else {constants.ANNOTATION_CHANGED_AT: format_millis(changed_at)}
         ),
     }
@@ -645,12 +646,9 @@ class ImportFeed:
             revision = await read_current_revision(conn)
             import_rows = (await conn.execute(imports_query)).mappings().all()
             merged = await self._merge(conn, import_rows, slices_query, limit=limit)
-        token = None
-        if limit is not None and len(merged) > limit:
-            merged = merged[:limit]
-            token = paging.encode(_LIST_KIND, merged[-1][0])
+        page, token = paging.cut(merged, limit, _LIST_KIND, lambda m: m[0])
         return Page(
-            items=[item for _, item in merged],
+            items=[item for _, item in page],
             resource_version=str(revision),
             continue_token=token,
         )

@@ -91,10 +91,7 @@ class ImportStore:
             revision = await read_current_revision(conn)
             rows = (await conn.execute(query)).mappings().all()
             states = await self._states(conn)
-        token = None
-        if limit is not None and len(rows) > limit:
-            rows = rows[:limit]
-            token = paging.encode(_LIST_KIND, (rows[-1]["namespace"], rows[-1]["name"]))
+        rows, token = paging.cut(rows, limit, _LIST_KIND, lambda r: (r["namespace"], r["name"]))
         return Page(
             items=[self._model(r, states) for r in rows],
             resource_version=str(revision),

@@ -4,6 +4,9 @@ A token is the urlsafe base64 of a small JSON object holding the last key of the
 and which listing it belongs to. Paging by key (`WHERE (namespace, name, …) > token`)
 rather than by offset costs the same on page 1000 as on page 1, and never skips or
 repeats a row that existed throughout the listing.
+
+A listing reads one row more than its `limit`: that row's presence is how it knows a next
+page exists, and `cut` turns the rows read into the page and the token for the next one.
 """
 
 from __future__ import annotations
@@ -11,6 +14,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def encode(kind: str, key: tuple[str, ...]) -> str:
@@ -41,3 +48,14 @@ def decode(kind: str, token: str, *, width: int) -> tuple[str, ...]:
 def check_limit(limit: int | None) -> None:
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
+
+
+def cut(
+    rows: Sequence[T], limit: int | None, kind: str, key: Callable[[T], tuple[str, ...]]
+) -> tuple[Sequence[T], str | None]:
+    """The page in `rows` (read with `limit + 1`) and the token of the next page: the key
+    of the page's last row, or None when `rows` held no more than the page."""
+    if limit is None or len(rows) <= limit:
+        return rows, None
+    page = rows[:limit]
+    return page, encode(kind, key(page[-1]))
