@@ -21,12 +21,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from pydantic import Field, SecretStr, field_validator
 
 from cli.args import CliSettings
 from cli.args import parse_args as parse_cli
@@ -34,7 +36,16 @@ from hub.__main__ import parse as parse_hub
 from hub.settings import HubSettings
 from member.settings import AgentSettings
 from member.settings import parse_args as parse_agent
-from shared.settingscli import ProgramSettings, settings_of
+from shared.settingscli import (
+    Flag,
+    OneLineParser,
+    ProgramSettings,
+    UsageError,
+    add_flags,
+    environment_help,
+    load,
+    settings_of,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT_REQUIRED = ["--hub-url", "https://hub.example", "--cluster-id", "east"]
@@ -177,3 +188,77 @@ def test_the_layers_good_values_in_order(program: Program, tmp_path: Path) -> No
     assert program.parse(config, with_env) == value(variable)
     assert program.parse(config, env) == value(in_file)
     assert program.parse([], env) == default
+
+
+# --- the layer's own rules, on a small model --------------------------------------------
+
+
+class Sample(ProgramSettings):
+    port: int = Field(default=1, ge=1, description="a port")
+    names: list[str] = Field(default_factory=list, description="names")
+    secret: Annotated[SecretStr | None, Flag(environment_only=True)] = None
+    quiet: Annotated[bool, Flag(("-q", "--quiet"))] = False
+
+    @field_validator("names", mode="before")
+    @classmethod
+    def _split(cls, value: Any) -> Any:
+        return value.split(",") if isinstance(value, str) else value
+
+
+def sample(argv: list[str], environ: dict[str, str], file: str | None = None) -> Sample:
+    parser = OneLineParser(prog="sample")
+    add_flags(parser, settings_of(Sample))
+    with tempfile.TemporaryDirectory() as directory:
+        if file is not None:
+            path = Path(directory) / "sample.yaml"
+            path.write_text(file)
+            argv = [*argv, "--config", str(path)]
+        return load(Sample, parser, argv, environ)[0]
+
+
+def test_the_flags_and_variables_come_from_the_fields() -> None:
+    by_field = {s.field: s for s in settings_of(Sample)}
+    assert by_field["port"].flags == ("--port",) and by_field["port"].env == "MCSYNC_PORT"
+    assert by_field["quiet"].flags == ("-q", "--quiet") and by_field["quiet"].action == (
+        "store_const"
+    )
+    assert by_field["names"].action == "append"
+    assert by_field["secret"].flags == () and not by_field["secret"].echo
+    help_text = environment_help(settings_of(Sample))
+    assert "MCSYNC_SECRET" in help_text and "(no flag)" in help_text
+
+
+def test_an_empty_variable_is_unset_and_lists_take_commas() -> None:
+    assert sample([], {"MCSYNC_PORT": ""}, "port: 7\n").port == 7
+    assert sample([], {"MCSYNC_NAMES": "a,b"}).names == ["a", "b"]
+    assert sample(["--names", "c", "--names", "d"], {"MCSYNC_NAMES": "a"}).names == ["c", "d"]
+    assert sample([], {}, "names: [e, f]\n").names == ["e", "f"]
+    assert sample(["-q"], {}).quiet is True
+    assert sample([], {"MCSYNC_QUIET": "true"}).quiet is True
+
+
+def test_a_secret_is_read_only_from_the_environment_and_never_echoed() -> None:
+    assert sample([], {"MCSYNC_SECRET": "s3"}).secret == SecretStr("s3")
+    with pytest.raises(UsageError, match="unknown key 'secret'"):
+        sample([], {}, "secret: s3\n")
+    with pytest.raises(UsageError, match="unrecognized arguments: --secret"):
+        sample(["--secret", "s3"], {})
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "file", "line"),
+    [
+        (["--port", "0"], {}, None, "sample: error: argument --port: Input should be greater"),
+        ([], {"MCSYNC_PORT": "x"}, None, "sample: error: argument --port (from MCSYNC_PORT): "),
+        ([], {}, "port: 0\n", "sample: error: argument --port (from port of "),
+        ([], {}, "colour: red\n", "sample: error: argument --config: "),
+        ([], {}, "port: [\n", "is not YAML"),
+        (["--port"], {}, None, "sample: error: argument --port: expected one argument"),
+    ],
+)
+def test_every_mistake_is_one_line_naming_the_flag(
+    argv: list[str], environ: dict[str, str], file: str | None, line: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        sample(argv, environ, file)
+    assert line in str(caught.value) and "\n" not in str(caught.value)
