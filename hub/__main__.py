@@ -3,11 +3,15 @@
     mcsync-hub [serve] [--host H] [--port P] [--database-url URL] [--no-migrate] …
     mcsync-hub migrate [--database-url URL]
 
-Every flag has an `MCSYNC_*` environment variable (the tokens themselves are environment
-or file only: a flag would show them in `ps`). argparse only collects strings; all
-validation happens once, in `HubSettings`, so a flag and its variable can never disagree
-about what is valid. Anything wrong at start ends the program with ONE line on stderr
-naming the flag (or variable) and the problem, never a traceback, and an exit code that
+Every flag has an `MCSYNC_*` environment variable and a key of the `--config` file (the
+tokens themselves are environment or file only: a flag would show them in `ps`); a flag
+beats its variable, which beats the file. The flags, that precedence and `--help`'s list of
+variables come from `HubSettings` through `shared.settingscli`, as the agent's and the
+CLI's do. argparse only collects strings; all validation happens once, in `HubSettings`,
+so a flag and its variable can never disagree about what is valid.
+
+Anything wrong at start ends the program with ONE line on stderr naming the flag (and the
+variable or file it came from) and the problem, never a traceback, and an exit code that
 tells a mistake from an outage: 2 for a bad value, an unusable token file or an
 unsupported database URL (fix the configuration), 3 for a database that does not answer
 (a restart may succeed: an orchestrator should retry, a script should not report a typo).
