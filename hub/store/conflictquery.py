@@ -8,11 +8,12 @@ loading a spec into Python:
 
     SELECT … FROM (
       SELECT namespace, name, cluster_id, type, …,
-             first_value(cluster_id) OVER w AS winner,
-             first_value(type) OVER w AS decided_type, …
+             first_value(cluster_id) OVER (PARTITION BY namespace, name
+                 ORDER BY export_creation_timestamp, cluster_id) AS winner,
+             first_value(type) OVER (…the same window…) AS decided_type, …
       FROM exports [WHERE namespace = ? AND name = ?]
-      WINDOW w AS (PARTITION BY namespace, name ORDER BY export_creation_timestamp, cluster_id)
-    ) WHERE type IS DISTINCT FROM decided_type OR …
+    ) AS ranked
+    WHERE type IS DISTINCT FROM decided_type OR …
     ORDER BY namespace, name, cluster_id
 
 The window is SPEC §3's precedence order (the `ix_exports_key_precedence` index), so the
@@ -32,6 +33,7 @@ Ports and IP families are not decided by the winner but merged (SPEC §3), so no
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,45 +75,77 @@ def _postgresql_timeout(element: ClientIPTimeout, compiler: SQLCompiler, **kw: A
     return f"(CAST({column} AS jsonb) #>> '{{clientIP,timeoutSeconds}}')"
 
 
-@dataclass(frozen=True)
-class DecidedColumn:
-    """A decided property of SPEC §3 as stored: its column, and how SQL compares it."""
-
-    field: str
-    reason: str
-    column: Column[Any]
-    json: bool  # the column holds canonical JSON (answered parsed)
-
-    def comparable(self) -> ColumnElement[Any]:
-        if self.field == "sessionAffinityConfig":
-            return ClientIPTimeout(self.column)
-        return self.column
-
-    def answer(self, text: str | None) -> Any:
-        return json.loads(text) if self.json and text is not None else text
-
-
-_COLUMNS = {
-    "type": (exports.c.type, False),
-    "sessionAffinity": (exports.c.session_affinity, False),
-    "sessionAffinityConfig": (exports.c.session_affinity_config, True),
-    "internalTrafficPolicy": (exports.c.internal_traffic_policy, False),
-    "trafficDistribution": (exports.c.traffic_distribution, False),
-    "exportedLabels": (exports.c.exported_labels, True),
-    "exportedAnnotations": (exports.c.exported_annotations, True),
-}
-# In the judge's order; a decided field without a column here fails at import, not later.
-DECIDED: tuple[DecidedColumn, ...] = tuple(
-    DecidedColumn(field, reason, *_COLUMNS[field]) for field, reason, _ in DECIDED_FIELDS
-)
-
-
 def _winners(value: ColumnElement[Any]) -> ColumnElement[Any]:
     """`value` of the key's winner, on every row of the key: SPEC §3's precedence order."""
     return func.first_value(value).over(
         partition_by=(exports.c.namespace, exports.c.name),
         order_by=(exports.c.export_creation_timestamp, exports.c.cluster_id),
     )
+
+
+_Part = Callable[[Column[Any]], ColumnElement[Any]]
+
+
+@dataclass(frozen=True)
+class DecidedColumn:
+    """A decided property of SPEC §3 as stored: its column, and how SQL compares it."""
+
+    index: int  # names its result columns
+    field: str
+    reason: str
+    column: Column[Any]
+    json: bool  # the column holds canonical JSON (answered parsed)
+    # What SQL compares when not the column itself (the judge compares a part of it).
+    compared_part: _Part | None = None
+
+    @property
+    def labels(self) -> tuple[str, str]:
+        """Result columns: this export's value, and the winner's."""
+        return f"value_{self.index}", f"decided_{self.index}"
+
+    @property
+    def compared(self) -> tuple[str, str]:
+        """Result columns the disagreement is read from: the values, or their parts."""
+        if self.compared_part is None:
+            return self.labels
+        return f"part_{self.index}", f"decided_part_{self.index}"
+
+    def select(self) -> list[ColumnElement[Any]]:
+        """This export's value and the winner's (and their compared parts) as columns."""
+        value, decided = self.labels
+        columns: list[ColumnElement[Any]] = [
+            self.column.label(value),
+            _winners(self.column).label(decided),
+        ]
+        if self.compared_part is not None:
+            part, decided_part = self.compared
+            compared = self.compared_part(self.column)
+            columns += [compared.label(part), _winners(compared).label(decided_part)]
+        return columns
+
+    def differs(self, row: Any) -> bool:
+        part, decided_part = self.compared
+        return bool(row[part] != row[decided_part])
+
+    def answer(self, text: str | None) -> Any:
+        return json.loads(text) if self.json and text is not None else text
+
+
+# field: (column, holds JSON, the part compared when not the whole value)
+_COLUMNS: dict[str, tuple[Column[Any], bool, _Part | None]] = {
+    "type": (exports.c.type, False, None),
+    "sessionAffinity": (exports.c.session_affinity, False, None),
+    "sessionAffinityConfig": (exports.c.session_affinity_config, True, ClientIPTimeout),
+    "internalTrafficPolicy": (exports.c.internal_traffic_policy, False, None),
+    "trafficDistribution": (exports.c.traffic_distribution, False, None),
+    "exportedLabels": (exports.c.exported_labels, True, None),
+    "exportedAnnotations": (exports.c.exported_annotations, True, None),
+}
+# In the judge's order; a decided field without a column here fails at import, not later.
+DECIDED: tuple[DecidedColumn, ...] = tuple(
+    DecidedColumn(i, field, reason, *_COLUMNS[field])
+    for i, (field, reason, _) in enumerate(DECIDED_FIELDS)
+)
 
 
 def disagreement_query(
@@ -129,14 +163,8 @@ def disagreement_query(
         exports.c.cluster_id,
         _winners(exports.c.cluster_id).label("winner"),
     ]
-    for i, decided in enumerate(DECIDED):
-        comparable = decided.comparable()
-        columns += [
-            decided.column.label(f"value_{i}"),
-            _winners(decided.column).label(f"decided_{i}"),
-            comparable.label(f"cmp_{i}"),
-            _winners(comparable).label(f"decided_cmp_{i}"),
-        ]
+    for decided in DECIDED:
+        columns += decided.select()
     inner = select(*columns)
     if namespace is not None:
         inner = inner.where(exports.c.namespace == namespace)
@@ -151,8 +179,8 @@ def disagreement_query(
         .where(
             or_(
                 *(
-                    ranked.c[f"cmp_{i}"].is_distinct_from(ranked.c[f"decided_cmp_{i}"])
-                    for i in range(len(DECIDED))
+                    ranked.c[d.compared[0]].is_distinct_from(ranked.c[d.compared[1]])
+                    for d in DECIDED
                 )
             )
         )
@@ -174,11 +202,11 @@ def _conflict(row: Any) -> ExportConflict:
         PropertyConflict(
             field=decided.field,
             reason=decided.reason,
-            value=decided.answer(row[f"value_{i}"]),
-            decided_value=decided.answer(row[f"decided_{i}"]),
+            value=decided.answer(row[decided.labels[0]]),
+            decided_value=decided.answer(row[decided.labels[1]]),
         )
-        for i, decided in enumerate(DECIDED)
-        if row[f"cmp_{i}"] != row[f"decided_cmp_{i}"]
+        for decided in DECIDED
+        if decided.differs(row)
     ]
     return ExportConflict(
         namespace=row["namespace"],
