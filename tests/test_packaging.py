@@ -56,7 +56,7 @@ def test_the_plain_install_is_the_cli_alone() -> None:
     ("extra", "needs"),
     [
         ("hub", {"fastapi", "uvicorn", "sqlalchemy", "asyncpg", "aiosqlite", "alembic"}),
-        ("agent", {"kubernetes", "prometheus-client", "pydantic-settings"}),
+        ("agent", {"kubernetes", "prometheus-client"}),
     ],
 )
 def test_each_program_has_an_extra_with_what_it_imports(extra: str, needs: set[str]) -> None:
