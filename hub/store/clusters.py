@@ -211,6 +211,4 @@ class ClusterStore:
         query = select(clusters, counts.c.export_count, counts.c.conflict_count).select_from(
             clusters.outerjoin(counts, counts.c.cluster_id == clusters.c.name)
         )
-        if self._ctx.postgres:
-            query = query.with_for_update(of=clusters)
-        return query
+        return self._ctx.locks.exclusive(query, of=clusters)

@@ -90,11 +90,6 @@ class StoreContext:
         self.rows = rows_for(self.backend)
         self.locks = locks_for(self.backend)
 
-    @property
-    def postgres(self) -> bool:
-        """Kept for `clusters.py` until its cluster-delete lock moves to `locks`."""
-        return self.backend == "postgresql"
-
     @contextlib.asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
         async with write_transaction(self.engine) as conn:

@@ -341,7 +341,7 @@ async def write_slices(
         stamped["resource_version"] = first + written[slice_record]
     await ctx.rows.insert(conn, endpoint_slices, inserts)
     await ctx.rows.update(conn, endpoint_slices, updates)
-    await insert_changes(conn, history)
+    await insert_changes(conn, ctx, history)
     for record_id, index in written.items():
         result = outcomes[record_id]
         if isinstance(result, SliceResult) and result.record is not None:

@@ -44,7 +44,7 @@ import orjson
 from sqlalchemy import Row, Select, Text, cast, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from hub.store import codec, unnest
+from hub.store import codec
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import Gone
@@ -163,15 +163,18 @@ def prune_step(history_limit: int) -> int:
 
 
 async def allocate_revisions(
-    conn: AsyncConnection, *, count: int, history_limit: int, postgres: bool
+    conn: AsyncConnection, *, count: int, history_limit: int, notify: bool
 ) -> int:
-    """Take `count` revisions; answer the newest. Call LAST in the write (see module doc)."""
+    """Take `count` revisions; answer the newest. Call LAST in the write (see module doc).
+
+    `notify`: the statement also sends the NOTIFY (`locks.PostgresLocks`).
+    """
     stmt = (
         update(revision_table)
         .where(revision_table.c.id == REVISION_ROW_ID)
         .values(value=revision_table.c.value + count)
     )
-    if postgres:
+    if notify:
         # The NOTIFY rides on the same statement (one round trip fewer per write); it is
         # delivered to every LISTENer when (and only if) this transaction commits.
         stmt = stmt.returning(
@@ -197,11 +200,10 @@ async def allocate_revisions(
 
 
 async def insert_changes(
-    conn: AsyncConnection, records: Sequence[tuple[int, ChangeRecord]]
+    conn: AsyncConnection, ctx: StoreContext, records: Sequence[tuple[int, ChangeRecord]]
 ) -> None:
-    """Keep each (revision, change) in the history the watch replays."""
-    if not records:
-        return
+    """Keep each (revision, change) in the history the watch replays (`ctx.rows`: one
+    execution for the whole batch on PostgreSQL, not one per change row)."""
     rows = [
         {
             "revision": rev,
@@ -214,23 +216,7 @@ async def insert_changes(
         }
         for rev, rec in records
     ]
-    if conn.dialect.name == "postgresql":
-        # One execution for the whole batch, not one per change row (`hub.store.unnest`).
-        await unnest.execute(conn, _INSERT_CHANGES, _CHANGE_COLUMNS, rows)
-    else:
-        await conn.execute(changes.insert(), rows)
-
-
-_CHANGE_COLUMNS: unnest.Columns = (
-    ("revision", "BIGINT"),
-    ("cluster_id", "TEXT"),
-    ("namespace", "TEXT"),
-    ("name", "TEXT"),
-    ("type", "TEXT"),
-    ("object", "TEXT"),
-    ("kind", "TEXT"),
-)
-_INSERT_CHANGES = unnest.insert_statement("changes", _CHANGE_COLUMNS, ())
+    await ctx.rows.insert(conn, changes, rows)
 
 
 async def read_current_revision(conn: AsyncConnection) -> int:

@@ -36,12 +36,11 @@ from typing import Any
 
 import orjson
 from pydantic import TypeAdapter
-from sqlalchemy import String, and_, bindparam, delete, func, select, tuple_, update
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy import and_, delete, select, tuple_
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from hub.store import codec, paging, unnest
+from hub.store import codec, paging
 from hub.store.context import StoreContext
 from hub.store.fanout import BufferLimits, FeedFanout, Subscription
 from hub.store.feed import (
@@ -280,74 +279,21 @@ class ImportChanges:
         return history, import_revisions, list(stamps.values())
 
 
-_STAMP_COLUMNS: unnest.Columns = (
-    ("cluster_id", "TEXT"),
-    ("namespace", "TEXT"),
-    ("name", "TEXT"),
-    ("resource_version", "BIGINT"),
-)
-_STAMP_SLICES = unnest.update_statement(
-    "endpoint_slices", ("cluster_id", "namespace", "name"), _STAMP_COLUMNS
-)
-
-
-async def stamp_slices(conn: AsyncConnection, stamps: Sequence[Mapping[str, Any]]) -> None:
+async def stamp_slices(
+    conn: AsyncConnection, ctx: StoreContext, stamps: Sequence[Mapping[str, Any]]
+) -> None:
     """Give re-sent slice rows the revision of their new import form."""
-    if not stamps:
-        return
-    if conn.dialect.name == "postgresql":
-        await unnest.execute(conn, _STAMP_SLICES, _STAMP_COLUMNS, stamps)
-        return
-    await conn.execute(
-        update(endpoint_slices)
-        .where(
-            endpoint_slices.c.cluster_id == bindparam("b_c"),
-            endpoint_slices.c.namespace == bindparam("b_ns"),
-            endpoint_slices.c.name == bindparam("b_n"),
-        )
-        .values(resource_version=bindparam("b_rv")),
-        [
-            {
-                "b_c": s["cluster_id"],
-                "b_ns": s["namespace"],
-                "b_n": s["name"],
-                "b_rv": s["resource_version"],
-            }
-            for s in stamps
-        ],
-    )
+    await ctx.rows.update(conn, endpoint_slices, stamps)
 
 
-def text_array(values: Sequence[str]) -> Any:
-    return bindparam(None, list(values), type_=ARRAY(String()))
-
-
-def rows_in(columns: Sequence[Any], rows: Sequence[tuple[str, ...]], *, postgres: bool) -> Any:
-    """`(columns…) IN rows`, for lookups by an index over `columns`.
-
-    One row: plain equalities. PostgreSQL: a semi-join on one unnested array parameter per
-    column, which plans as a nested loop over the index and compiles to one cached
-    statement whatever the batch size (a row-value IN list of hundreds of rows plans as
-    hundreds of OR branches; `writer._pairs_in` does the same for pairs).
-    """
-    if len(rows) == 1:
-        return and_(*(column == value for column, value in zip(columns, rows[0], strict=True)))
-    if not postgres:
-        return tuple_(*columns).in_(list(rows))
-    arrays = select(
-        *(func.unnest(text_array([row[i] for row in rows])) for i in range(len(columns)))
-    )
-    return tuple_(*columns).in_(arrays)
-
-
-def triples_filter(triples: Sequence[Triple], *, postgres: bool) -> Any:
+def triples_filter(ctx: StoreContext, triples: Sequence[Triple]) -> Any:
     """The slices of the exports `triples` name (`ix_endpoint_slices_service`)."""
     columns = (
         endpoint_slices.c.cluster_id,
         endpoint_slices.c.namespace,
         endpoint_slices.c.service_name,
     )
-    return rows_in(columns, triples, postgres=postgres)
+    return ctx.rows.where_in(columns, triples)
 
 
 async def follow_exports(
@@ -377,7 +323,7 @@ async def follow_exports(
 
     # 1. A withdrawn export takes its cluster's slices of that key along.
     if withdrawn:
-        where = triples_filter(withdrawn, postgres=ctx.postgres)
+        where = triples_filter(ctx, withdrawn)
         rows = (await conn.execute(select(endpoint_slices).where(where))).mappings().all()
         if rows:
             served_of: dict[Key, dict[str, frozenset[str]]] = {}
@@ -437,7 +383,7 @@ async def follow_exports(
 
     # 4. Re-send those slices whose cut form changed.
     if resend:
-        where = triples_filter(sorted(resend), postgres=ctx.postgres)
+        where = triples_filter(ctx, sorted(resend))
         query = select(endpoint_slices).where(where)
         query = query.order_by(
             endpoint_slices.c.namespace,

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqlalchemy import Select, String, bindparam, func, select
+from sqlalchemy import Select, String, Table, bindparam, func, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import RowMapping
@@ -65,6 +65,11 @@ class KeyLocks(Protocol):
         """`query` (over `clusters`) holding its rows until commit (step 1)."""
         ...
 
+    def exclusive(self, query: Select[Any], *, of: Table) -> Select[Any]:
+        """`query` holding its rows of `of` for update until commit: a cluster delete's
+        first step, which excludes every write of that cluster (step 1 of the writes)."""
+        ...
+
     async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, RowMapping]:
         """Lock `keys` (sorted) until commit (step 2); answers their ServiceImport rows."""
         ...
@@ -83,6 +88,9 @@ class PostgresLocks:
 
     def share(self, query: Select[Any]) -> Select[Any]:
         return query.with_for_update(read=True)
+
+    def exclusive(self, query: Select[Any], *, of: Table) -> Select[Any]:
+        return query.with_for_update(of=of)
 
     async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, RowMapping]:
         if not keys:
@@ -110,9 +118,7 @@ class PostgresLocks:
 
     async def revisions(self, conn: AsyncConnection, *, count: int, history_limit: int) -> int:
         # The NOTIFY rides on the counter's statement (`feed.allocate_revisions`).
-        return await allocate_revisions(
-            conn, count=count, history_limit=history_limit, postgres=True
-        )
+        return await allocate_revisions(conn, count=count, history_limit=history_limit, notify=True)
 
 
 _SQLITE_ROWS = SQLiteRows()
@@ -124,6 +130,9 @@ class SQLiteLocks:
     def share(self, query: Select[Any]) -> Select[Any]:
         return query  # BEGIN IMMEDIATE holds the only writer lock
 
+    def exclusive(self, query: Select[Any], *, of: Table) -> Select[Any]:
+        return query
+
     async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, RowMapping]:
         if not keys:
             return {}
@@ -133,7 +142,7 @@ class SQLiteLocks:
 
     async def revisions(self, conn: AsyncConnection, *, count: int, history_limit: int) -> int:
         return await allocate_revisions(
-            conn, count=count, history_limit=history_limit, postgres=False
+            conn, count=count, history_limit=history_limit, notify=False
         )
 
 

@@ -95,8 +95,8 @@ async def write_exports(
     await ctx.rows.insert(conn, exports, records["insert"])
     await ctx.rows.update(conn, exports, records["update"])
     await ctx.rows.update(conn, exports, records["stamp"])
-    await insert_changes(conn, [*feed_history, *history])
-    await importfeed.stamp_slices(conn, slice_stamps)
+    await insert_changes(conn, ctx, [*feed_history, *history])
+    await importfeed.stamp_slices(conn, ctx, slice_stamps)
     await ctx.rows.delete(conn, service_imports, p.empty)
     for row in imports:
         row["resource_version"] = import_revisions.get((row["namespace"], row["name"]), newest)
