@@ -21,6 +21,10 @@ stores (`bench.import_clusters.ImportStopwatch`), not the agents' clocks. Beside
 agents' own `mcsync_agent_import_lag_milliseconds{kind="EndpointSlice"}` (hub commit →
 written; bucket bounds), so the remainder is the source agent's export and the hub.
 
+The slowest changes are listed with their last cluster and the median cluster's time: one
+late cluster is that importing agent (or its emulator) held up, all late the source's
+export or the hub.
+
 Writes: per (change, cluster) the EndpointSlice write requests the emulator served from
 this change's start to the next's (the agents are the only HTTP writers of slices),
 and the agents' `mcsync_agent_import_writes_total` over the change phase, by kind.
@@ -72,6 +76,7 @@ TARGET_P99_MS = 1000.0
 ENDPOINTS = 10
 SETTLE_SECONDS = 2.0  # after the last change, for late writes to be counted
 GAP_SECONDS = 0.1  # between one change landing everywhere and the next
+SLOWEST = 5  # changes listed with where their time went
 
 
 def stop_all(agents: list[Agent]) -> None:
@@ -99,6 +104,21 @@ def filled(stopwatch: ImportStopwatch, names: list[str], services: int) -> bool:
         "endpointslices": services * len(names),
     }
     return all(stopwatch.held(name) == want for name in names)
+
+
+def slowest(change: int, source: str, names: list[str], took: list[float]) -> dict[str, Any]:
+    """Where one change's time went: its last cluster, and how far behind the others it
+    was. One late cluster is that agent (or its emulator) held up; all of them late is
+    the source agent's export or the hub."""
+    order = sorted(range(len(took)), key=lambda i: took[i])
+    return {
+        "change": change,
+        "source": source,
+        "last_cluster": names[order[-1]],
+        "last_ms": round(took[order[-1]] * 1000, 1),
+        "second_last_ms": round(took[order[-2]] * 1000, 1) if len(took) > 1 else None,
+        "median_cluster_ms": round(took[order[len(order) // 2]] * 1000, 1),
+    }
 
 
 def run(args: Any) -> dict[str, Any]:
@@ -148,6 +168,7 @@ def run(args: Any) -> dict[str, Any]:
             }
             to_last: list[float] = []
             per_cluster: list[float] = []
+            slow: list[dict[str, Any]] = []
             writes_per_cluster: list[int] = []
             missing = 0
             phase_started = time.perf_counter()
@@ -184,6 +205,7 @@ def run(args: Any) -> dict[str, Any]:
                 landed = stopwatch.landed_in(moved, names) or []
                 to_last.append(max(landed) - sent)
                 per_cluster.extend(t - sent for t in landed)
+                slow.append(slowest(change, source.name, names, [t - sent for t in landed]))
             time.sleep(SETTLE_SECONDS)
             now = [c.state.writes("endpointslices") for c in clusters]
             writes_per_cluster.extend(n - p for n, p in zip(now, previous, strict=True))
@@ -221,6 +243,7 @@ def run(args: Any) -> dict[str, Any]:
         "changes_not_landed_everywhere": missing,
         "source_change_to_last_cluster": outside,
         "source_change_to_each_cluster": percentiles(per_cluster),
+        "slowest_changes": sorted(slow, key=lambda s: -s["last_ms"])[:SLOWEST],
         "agents_import_lag_endpointslice": {
             "p50_ms_upper_bound": histogram_quantile(lag, 0.50),
             "p99_ms_upper_bound": histogram_quantile(lag, 0.99),
