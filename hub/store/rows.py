@@ -6,7 +6,7 @@ them said differently, and that difference is the only one the writers would oth
 have to ask about (`if postgres:` in each writer was the old shape of this file's job):
 
 * PostgreSQL (`PostgresRows`): each column travels as ONE array parameter and the rows are
-  read from `unnest(…)` (`hub.store.unnest`), so a 500-row batch is one execution. With
+  read from `unnest(…)`, so a 500-row batch is one execution. With
   `executemany` it was one Bind/Execute per row, an executor start per row on the server
   and SQLAlchemy's per-row parameter processing in the hub: about half of a sync's
   statement time. Lookups of many keys are a semi-join on unnested arrays too: a row-value
@@ -24,6 +24,7 @@ order in which a statement meets its rows cannot deadlock.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any, Protocol
 
@@ -46,7 +47,6 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from hub.store import unnest
 from hub.store.tables import UTCDateTime
 
 Row = Mapping[str, Any]
@@ -97,6 +97,22 @@ def _single(columns: Sequence[ColumnElement[Any]], row: tuple[Any, ...]) -> Colu
 
 # --- PostgreSQL ----------------------------------------------------------------------------
 
+# (parameter and unnested column name, PostgreSQL element type)
+Columns = tuple[tuple[str, str], ...]
+
+
+def _unnest(columns: Columns) -> str:
+    """`unnest(CAST(:a AS T[]), …) AS v(a, …)`: the rows of one array per column."""
+    args = ", ".join(f"CAST(:{name} AS {sql_type}[])" for name, sql_type in columns)
+    return f"unnest({args}) AS v({', '.join(name for name, _ in columns)})"
+
+
+def _utc(value: datetime) -> datetime:
+    """A timestamp bound as `UTCDateTime` binds it: aware, in UTC; naive is refused."""
+    if value.tzinfo is None:
+        raise ValueError(f"timestamp must be an aware datetime, got {value!r}")
+    return value.astimezone(UTC)
+
 
 def _sql_type(table: Table, column: str) -> str:
     """The PostgreSQL element type of one unnested array."""
@@ -113,30 +129,46 @@ def _sql_type(table: Table, column: str) -> str:
 
 
 @cache
-def _typed(table: Table, columns: tuple[str, ...]) -> unnest.Columns:
+def _typed(table: Table, columns: tuple[str, ...]) -> Columns:
     return tuple((name, _sql_type(table, name)) for name in columns)
 
 
 @cache
-def _delete_statement(table: Table, keys: unnest.Columns) -> TextClause:
+def _delete_statement(table: Table, keys: Columns) -> TextClause:
     where = " AND ".join(f"{table.name}.{name} = v.{name}" for name, _ in keys)
-    return text(f"DELETE FROM {table.name} USING {unnest.unnest_clause(keys)} WHERE {where}")
+    return text(f"DELETE FROM {table.name} USING {_unnest(keys)} WHERE {where}")
 
 
 @cache
-def _upsert_statement(table: Table, columns: unnest.Columns) -> TextClause:
+def _insert_statement(table: Table, columns: Columns) -> str:
+    names = ", ".join(name for name, _ in columns)
+    values = ", ".join(f"v.{name}" for name, _ in columns)
+    return f"INSERT INTO {table.name} ({names}) SELECT {values} FROM {_unnest(columns)}"
+
+
+@cache
+def _update_statement(table: Table, columns: Columns) -> TextClause:
+    keys = primary_key(table)
+    sets = ", ".join(f"{name} = v.{name}" for name, _ in columns if name not in keys)
+    where = " AND ".join(f"{table.name}.{key} = v.{key}" for key in keys)
+    return text(f"UPDATE {table.name} SET {sets} FROM {_unnest(columns)} WHERE {where}")
+
+
+@cache
+def _upsert_statement(table: Table, columns: Columns) -> TextClause:
     keys = primary_key(table)
     sets = ", ".join(f"{name} = EXCLUDED.{name}" for name, _ in columns if name not in keys)
-    insert = unnest.insert_statement(table.name, columns, ())
-    return text(f"{insert.text} ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}")
+    return text(
+        f"{_insert_statement(table, columns)} ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}"
+    )
 
 
-def _arrays(table: Table, columns: unnest.Columns, rows: Sequence[Row]) -> dict[str, list[Any]]:
+def _arrays(table: Table, columns: Columns, rows: Sequence[Row]) -> dict[str, list[Any]]:
     arrays: dict[str, list[Any]] = {}
     for name, sql_type in columns:
         values = [row[name] for row in rows]
         if sql_type == "TIMESTAMPTZ":  # as `UTCDateTime` binds them: aware, in UTC
-            values = [None if v is None else unnest.utc(v) for v in values]
+            values = [None if v is None else _utc(v) for v in values]
         arrays[name] = values
     return arrays
 
@@ -162,7 +194,7 @@ class PostgresRows:
         conn: AsyncConnection,
         statement: TextClause,
         table: Table,
-        columns: unnest.Columns,
+        columns: Columns,
         rows: Sequence[Row],
     ) -> None:
         await conn.execute(statement, _arrays(table, columns, rows))
@@ -170,13 +202,13 @@ class PostgresRows:
     async def insert(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
         if rows:
             columns = _typed(table, _columns_of(rows))
-            statement = unnest.insert_statement(table.name, columns, ())
+            statement = text(_insert_statement(table, columns))
             await self._run(conn, statement, table, columns, rows)
 
     async def update(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
         if rows:
             columns = _typed(table, _columns_of(rows))
-            statement = unnest.update_statement(table.name, primary_key(table), columns)
+            statement = _update_statement(table, columns)
             await self._run(conn, statement, table, columns, rows)
 
     async def upsert(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
@@ -213,6 +245,7 @@ class SQLiteRows:
 
     async def insert(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
         if rows:
+            _columns_of(rows)  # the same refusal as PostgreSQL's
             await conn.execute(table.insert(), list(rows))
 
     async def update(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:

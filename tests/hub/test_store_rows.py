@@ -1,0 +1,152 @@
+"""The store's one write path on both databases: the row writer `StoreContext` picks, and
+an annotation patch group-committed with other writes.
+
+`RowWriter` is what every writer's batched statements go through (`hub.store.rows`); the
+two back ends must leave the same rows for the same calls, including the cases a batch
+meets: an upsert that meets an existing key, timestamps given in another zone, a lookup
+of one row and of many, a statement over no rows at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+from sqlalchemy import select
+
+from hub.store import Conflict, NotFound, Store
+from hub.store.context import StoreContext
+from hub.store.rows import PostgresRows, SQLiteRows, for_backend
+from hub.store.tables import endpoint_slices
+from tests.hub.test_store_support import make_export, opened_store
+
+ROW = {
+    "cluster_id": "alpha",
+    "namespace": "demo",
+    "name": "web-1",
+    "service_name": "web",
+    "spec": "{}",
+    "resource_version": 1,
+    "created_at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+}
+
+
+@pytest.fixture
+async def store(database_url: str) -> AsyncIterator[Store]:
+    async with opened_store(database_url, "alpha", "beta") as s:
+        yield s
+
+
+def _ctx(store: Store) -> StoreContext:
+    return store._ctx
+
+
+async def _slices(ctx: StoreContext) -> list[tuple[object, ...]]:
+    async with ctx.read() as conn:
+        query = select(endpoint_slices).order_by(endpoint_slices.c.name)
+        return [tuple(row) for row in await conn.execute(query)]
+
+
+def test_the_row_writer_is_chosen_from_the_back_end() -> None:
+    assert isinstance(for_backend("postgresql"), PostgresRows)
+    assert isinstance(for_backend("sqlite"), SQLiteRows)
+    with pytest.raises(ValueError, match="unknown database back end 'mysql'"):
+        for_backend("mysql")
+
+
+async def test_insert_update_upsert_delete_leave_the_same_rows(store: Store) -> None:
+    ctx = _ctx(store)
+    east = timezone(timedelta(hours=5))
+    async with ctx.write() as conn:
+        await ctx.rows.insert(conn, endpoint_slices, [])  # no rows: no statement, no error
+        await ctx.rows.insert(
+            conn,
+            endpoint_slices,
+            [ROW, {**ROW, "name": "web-2", "created_at": ROW["created_at"].astimezone(east)}],
+        )
+        await ctx.rows.update(
+            conn,
+            endpoint_slices,
+            [{"cluster_id": "alpha", "namespace": "demo", "name": "web-1", "resource_version": 7}],
+        )
+        await ctx.rows.upsert(
+            conn,
+            endpoint_slices,
+            [
+                {**ROW, "name": "web-2", "spec": '{"a":1}', "resource_version": 8},
+                {**ROW, "name": "web-3", "resource_version": 9},
+            ],
+        )
+    created = ROW["created_at"]
+    assert await _slices(ctx) == [
+        ("alpha", "demo", "web-1", "web", "{}", 7, created),
+        ("alpha", "demo", "web-2", "web", '{"a":1}', 8, created),
+        ("alpha", "demo", "web-3", "web", "{}", 9, created),
+    ]
+    async with ctx.write() as conn:
+        await ctx.rows.delete(
+            conn, endpoint_slices, [("alpha", "demo", "web-1"), ("alpha", "demo", "web-3")]
+        )
+    assert [row[2] for row in await _slices(ctx)] == ["web-2"]
+
+
+async def test_where_in_finds_one_row_and_many(store: Store) -> None:
+    ctx = _ctx(store)
+    async with ctx.write() as conn:
+        await ctx.rows.insert(
+            conn, endpoint_slices, [{**ROW, "name": f"web-{i}"} for i in range(4)]
+        )
+    columns = (endpoint_slices.c.cluster_id, endpoint_slices.c.name)
+    async with ctx.read() as conn:
+        for wanted in ([("alpha", "web-2")], [("alpha", "web-0"), ("alpha", "web-3"), ("b", "x")]):
+            query = select(endpoint_slices.c.name).where(ctx.rows.where_in(columns, wanted))
+            found = sorted(name for (name,) in await conn.execute(query))
+            assert found == sorted(name for cluster, name in wanted if cluster == "alpha")
+
+
+async def test_rows_of_one_statement_need_the_same_columns(store: Store) -> None:
+    ctx = _ctx(store)
+    async with ctx.write() as conn:
+        with pytest.raises(ValueError, match="every row of one statement"):
+            await ctx.rows.insert(
+                conn, endpoint_slices, [ROW, {k: v for k, v in ROW.items() if k != "spec"}]
+            )
+
+
+async def test_a_naive_timestamp_is_refused(store: Store) -> None:
+    ctx = _ctx(store)
+    async with ctx.write() as conn:
+        with pytest.raises(Exception, match="aware datetime"):
+            await ctx.rows.insert(
+                conn, endpoint_slices, [{**ROW, "created_at": datetime(2026, 1, 1)}]
+            )
+
+
+async def test_a_patch_shares_a_batch_with_puts_and_fails_alone(store: Store) -> None:
+    """An annotation patch is one more mutation of the group commit: a stale
+    resourceVersion or a missing record refuses that patch alone, the rest commit."""
+    first = await store.exports.put("alpha", make_export("alpha", name="a"))
+    version = first.object.metadata.resource_version
+    assert version is not None
+    good, stale, missing, put = await asyncio.gather(
+        store.exports.patch_annotations(
+            "alpha", "demo", "a", resource_version=version, annotations={"team": "web"}
+        ),
+        store.exports.patch_annotations(
+            "alpha", "demo", "a", resource_version="999999", annotations={"team": "db"}
+        ),
+        store.exports.patch_annotations(
+            "beta", "demo", "a", resource_version=version, annotations={"team": "db"}
+        ),
+        store.exports.put("beta", make_export("beta", name="b")),
+        return_exceptions=True,
+    )
+    assert not isinstance(good, BaseException) and good.metadata.annotations == {"team": "web"}
+    assert not isinstance(put, BaseException) and put.created
+    assert isinstance(stale, Conflict)
+    assert isinstance(missing, NotFound)
+    stored = await store.exports.get("alpha", "demo", "a")
+    assert stored.metadata.annotations == {"team": "web"}
+    assert int(stored.metadata.resource_version or 0) > int(version)
