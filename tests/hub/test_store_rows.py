@@ -22,14 +22,15 @@ from hub.store.rows import PostgresRows, SQLiteRows, for_backend
 from hub.store.tables import endpoint_slices
 from tests.hub.test_store_support import make_export, opened_store
 
-ROW = {
+CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+ROW: dict[str, object] = {
     "cluster_id": "alpha",
     "namespace": "demo",
     "name": "web-1",
     "service_name": "web",
     "spec": "{}",
     "resource_version": 1,
-    "created_at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+    "created_at": CREATED,
 }
 
 
@@ -64,7 +65,7 @@ async def test_insert_update_upsert_delete_leave_the_same_rows(store: Store) -> 
         await ctx.rows.insert(
             conn,
             endpoint_slices,
-            [ROW, {**ROW, "name": "web-2", "created_at": ROW["created_at"].astimezone(east)}],
+            [ROW, {**ROW, "name": "web-2", "created_at": CREATED.astimezone(east)}],
         )
         await ctx.rows.update(
             conn,
@@ -79,7 +80,7 @@ async def test_insert_update_upsert_delete_leave_the_same_rows(store: Store) -> 
                 {**ROW, "name": "web-3", "resource_version": 9},
             ],
         )
-    created = ROW["created_at"]
+    created = CREATED
     assert await _slices(ctx) == [
         ("alpha", "demo", "web-1", "web", "{}", 7, created),
         ("alpha", "demo", "web-2", "web", '{"a":1}', 8, created),
