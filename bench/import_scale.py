@@ -234,6 +234,7 @@ def run(args: Any) -> dict[str, Any]:
             "benchmark_and_emulator_cpu_seconds": round(cold_emulator_cpu, 1),
             "agent_peak_rss_mib": mib(cold_peak),
             "import_writes": difference(cold_writes, {}),
+            "import_writes_per_key": round(sum(cold_writes.values()) / total, 2),
         },
         "restart_repair": {
             "seconds_until_ready": round(ready, 2),
