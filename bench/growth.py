@@ -17,7 +17,7 @@ against the Store (no HTTP: HTTP overhead is size-independent and would only dil
 ratio), one writer at a time by default, so the figure is the cost of a write rather
 than the queue in front of it. Conflict-resolution time is the time each write spends in
 the read of the keys' exports and the judge (`hub.store.writer._read_keys` and
-`hub.store.writer.judge_key`), measured by wrapping those two functions in this process
+`hub.store.verdicts.judge_key`), measured by wrapping those two functions in this process
 only.
 
 Headline: p99(N large) / p99(N small) for both. Target (issue): at most 1.5.
@@ -44,7 +44,7 @@ from bench.support import (
     ratio,
     write_result,
 )
-from hub.store import Store, migrate, writer
+from hub.store import Store, migrate, verdicts, writer
 from shared.models import InternalServiceExport
 
 NAME = "growth"
@@ -88,7 +88,7 @@ def _timed(fn: Callable[..., Any], *, awaitable: bool) -> Callable[..., Any]:
 
 def instrument_writer() -> None:
     writer._read_keys = _timed(writer._read_keys, awaitable=True)  # type: ignore[assignment]
-    writer.judge_key = _timed(writer.judge_key, awaitable=False)
+    verdicts.judge_key = _timed(verdicts.judge_key, awaitable=False)
 
 
 def cluster_sql(position: int, clusters: int) -> str:

@@ -8,9 +8,9 @@ locked the clusters, `locks.lock_clusters`). The plan, step by step:
 2. **Read** every export of those keys with ONE indexed query, and **plan** the mutations
    against them (`mutations.plan`): which are real, and each affected key's exports as
    they will be, in precedence order.
-3. **Judge** each affected key (`conflicts.judge_key`): the verdicts, and the ServiceImport.
-   Every record written, and every other export whose condition now reads differently,
-   takes a revision; the import feed learns what the write does to it
+3. **Judge** each affected key (`verdicts`): every record written, and every other export
+   whose condition now reads differently, takes a revision; the ServiceImports whose
+   documents change are stored; the import feed learns what the write does to it
    (`importfeed.follow_exports`).
 4. **Revisions**, LAST of the locks (`locks.take_revisions`): one per change, the import
    feed's first, so export records keep their transaction's newest revisions.
@@ -33,13 +33,13 @@ from sqlalchemy import select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from hub.conflicts import KeyVerdicts, judge_key, same_verdict
 from hub.store import codec, importfeed
 from hub.store.context import StoreContext
 from hub.store.feed import ChangeRecord, insert_changes
 from hub.store.locks import Key, lock_keys, take_revisions
-from hub.store.mutations import Entry, Mutation, MutationResult, Plan, RecordId, plan
+from hub.store.mutations import Entry, Mutation, MutationResult, Plan, plan
 from hub.store.tables import exports, service_imports
+from hub.store.verdicts import Change, import_rows, judge_plan, verdict_changes
 from shared.models import (
     Condition,
     InternalServiceExport,
@@ -81,9 +81,11 @@ async def write_exports(
     if not p.written:
         await ctx.rows.delete(conn, service_imports, p.empty)  # lock rows left for nothing
         return WriteOutcome(p.results, None)
-    judged = _judge(ctx, p)  # 3.
-    changes = _changes(p, judged, now, order={m.record_id: i for i, m in enumerate(mutations)})
-    imports = _imports(p, judged, before, now)
+    judged = judge_plan(ctx.instruments, p)  # 3.
+    changes = verdict_changes(
+        p, judged, now, order={m.record_id: i for i, m in enumerate(mutations)}
+    )
+    imports = import_rows(judged, before, now)
     feed = await importfeed.follow_exports(
         conn, ctx, written=p.written, before=before, upserts=imports, deletes=p.empty
     )
@@ -113,95 +115,8 @@ async def _read_keys(
     return (await conn.execute(select(exports).where(where))).mappings().all()
 
 
-def _judge(ctx: StoreContext, p: Plan) -> dict[Key, KeyVerdicts]:
-    """Judge each affected key that keeps exports; spanned and timed (SPEC §6)."""
-    affected = sorted(p.keys)
-    with ctx.instruments.resolving(affected) as span:
-        judged = {
-            key: judge_key(
-                [e.spec for e in group], wires={e.rid[0]: e.wire for e in group if e.wire}
-            )
-            for key, group in p.keys.items()
-            if group
-        }
-        span.set_attribute("mcsync.export_count", sum(len(g) for g in p.keys.values()))
-        span.set_attribute(
-            "mcsync.conflicting_key_count", sum(bool(j.reasons) for j in judged.values())
-        )
-        if len(judged) == 1:
-            (only,) = judged.values()
-            span.set_attribute("mcsync.conflict", bool(only.reasons))
-            span.set_attribute("mcsync.reasons", ",".join(only.reasons))
-    return judged
-
-
-@dataclass(frozen=True)
-class _Change:
-    """A record that takes a revision: written, or re-judged into another verdict."""
-
-    rid: RecordId
-    type: str  # ADDED / MODIFIED / DELETED
-    entry: Entry | None  # None for a withdrawal
-    condition: Condition | None
-    reasons: str  # the key's reasons when this export conflicts, else ""
-
-
-def _changes(
-    p: Plan, judged: Mapping[Key, KeyVerdicts], now: datetime, *, order: Mapping[RecordId, int]
-) -> list[_Change]:
-    """The records taking a revision: written ones in the mutations' order, then the
-    re-judged ones by key."""
-    changes = [_Change(rid, "DELETED", None, None, "") for rid in p.withdrawn]
-    for key, group in p.keys.items():
-        for entry in group:
-            verdicts = judged[key]
-            verdict = verdicts.verdicts[entry.rid[0]]
-            previous = (
-                None if entry.row is None else codec.condition_from_text(entry.row["condition"])
-            )
-            condition = verdict.condition(
-                key_reasons=verdicts.reasons,
-                observed_generation=entry.spec.service_reference.generation,
-                now=now,
-                previous=previous,
-            )
-            if entry.change is not None or not same_verdict(previous, condition):
-                reasons = ",".join(verdicts.reasons) if verdict.conflict else ""
-                changes.append(
-                    _Change(entry.rid, entry.change or "MODIFIED", entry, condition, reasons)
-                )
-    changes.sort(key=lambda c: (order.get(c.rid, len(order)), c.rid[1], c.rid[2], c.rid[0]))
-    return changes
-
-
-def _imports(
-    p: Plan, judged: Mapping[Key, KeyVerdicts], before: Mapping[Key, RowMapping], now: datetime
-) -> list[dict[str, Any]]:
-    """The ServiceImport rows whose documents change (or that are new)."""
-    upserts = []
-    for key, verdicts in judged.items():
-        spec_text, status_text = verdicts.import_texts
-        stored = before.get(key)
-        created_at = None if stored is None else stored["created_at"]
-        if stored is not None and created_at is not None:
-            if (stored["spec"], stored["status"]) == verdicts.import_texts:
-                continue
-        upserts.append(
-            {
-                "namespace": key[0],
-                "name": key[1],
-                "spec": spec_text,
-                "status": status_text,
-                "conflict": bool(verdicts.reasons),
-                "resource_version": 0,  # its change row's revision, once allocated
-                "created_at": created_at or now,
-            }
-        )
-    return upserts
-
-
 def _stamp(
-    p: Plan, changes: Sequence[_Change], first: int, answer_records: bool
+    p: Plan, changes: Sequence[Change], first: int, answer_records: bool
 ) -> tuple[list[tuple[int, ChangeRecord]], dict[str, list[dict[str, Any]]]]:
     """Each change's revision, its change row, and its `exports` row to write, whole."""
     history: list[tuple[int, ChangeRecord]] = []
