@@ -13,11 +13,19 @@ PUT, and a hub that is down must not make a fresh agent look unsupported.
 
 The last heartbeat's outcome also feeds `/readyz` ("hub reachable"). Heartbeats run on every
 replica, leader or not: liveness is about the agent, not about who holds the Lease.
+
+The wait between beats is the interval ±20 %, drawn anew each time (client-go's
+`wait.JitterUntil` does the like for its periodic loops). Agents started together — a fleet
+rolled out at once, or a benchmark's 50 — would otherwise beat in lock-step for ever: every
+interval the hub takes a burst of one request per cluster, and a change that lands in that
+burst waits behind it (bench 10 saw its p99 tail there). The mean wait stays the interval,
+so a cluster's TTL on the hub (three intervals by default) is never at risk.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -26,7 +34,10 @@ from member.hubclient import HubClient, HubError, HubRejected
 from member.metrics import AgentMetrics
 from shared.version import __version__, is_older
 
-__all__ = ["HeartbeatLoop", "VersionGate"]
+__all__ = ["HEARTBEAT_JITTER", "HeartbeatLoop", "VersionGate"]
+
+HEARTBEAT_JITTER = 0.2
+"""Each wait between heartbeats is the interval times a factor drawn from 1 ± this."""
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +112,7 @@ class HeartbeatLoop:
         metrics: AgentMetrics | None = None,
         on_recovered: Callable[[], None] | None = None,
         import_counts: Callable[[], tuple[int, int]] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         """`on_recovered` is called (on the heartbeat thread) when the hub answers again
         after failed heartbeats: the agent repairs then, since keys that failed too often
@@ -111,6 +123,7 @@ class HeartbeatLoop:
         # (imported ServiceImports, imported endpoints) for the heartbeat; None: no import.
         self._import_counts = import_counts
         self._interval = interval
+        self._rng = rng if rng is not None else random.Random()
         self._gate = gate
         self._metrics = metrics
         self._last_ok: float | None = None
@@ -160,10 +173,14 @@ class HeartbeatLoop:
         self._last_ok_before = True
         return True
 
+    def next_wait(self) -> float:
+        """Seconds until the next heartbeat: the interval, jittered (module docstring)."""
+        return self._interval * self._rng.uniform(1 - HEARTBEAT_JITTER, 1 + HEARTBEAT_JITTER)
+
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
             self.beat_once()
-            stop.wait(self._interval)
+            stop.wait(self.next_wait())
 
     def start(self, stop: threading.Event) -> threading.Thread:
         thread = threading.Thread(target=self.run, args=(stop,), name="heartbeat", daemon=True)
