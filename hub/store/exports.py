@@ -19,9 +19,9 @@ from hub.store import codec, paging
 from hub.store.batch import ClusterNotRegistered, WriteBatcher
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
-from hub.store.errors import NotFound
 from hub.store.feed import read_current_revision
 from hub.store.locks import check_registered, lock_cluster
+from hub.store.mutations import not_found
 from hub.store.results import Page, PutResult
 from hub.store.tables import clusters, exports
 from hub.store.writer import Mutation, MutationResult, write_exports
@@ -57,10 +57,6 @@ def _is_stored(export: InternalServiceExport, stored: tuple[str, str] | None) ->
     if annotations is not None and codec.canonical_json(dict(annotations)) != annotations_text:
         return False
     return codec.spec_text(export.spec) == spec_text
-
-
-def _not_found(cluster_id: str, namespace: str, name: str) -> NotFound:
-    return NotFound(f"InternalServiceExport {namespace}/{name} of cluster {cluster_id!r} not found")
 
 
 class ExportStore:
@@ -99,7 +95,7 @@ class ExportStore:
         async with self._ctx.read() as conn:
             row = (await conn.execute(query)).mappings().first()
         if row is None:
-            raise _not_found(cluster_id, namespace, name)
+            raise not_found(cluster_id, namespace, name)
         state = ClusterStates(self._ctx.cluster_ttl).of_export(row["last_heartbeat"])
         return codec.export_model(row, cluster_state=state)
 
@@ -108,9 +104,9 @@ class ExportStore:
         try:
             result = await self._batcher.write(Mutation(cluster_id, namespace, name, None))
         except ClusterNotRegistered:
-            raise _not_found(cluster_id, namespace, name) from None
+            raise not_found(cluster_id, namespace, name) from None
         if not result.existed or result.record is None:
-            raise _not_found(cluster_id, namespace, name)
+            raise not_found(cluster_id, namespace, name)
         return result.record
 
     async def patch_annotations(
@@ -135,7 +131,7 @@ class ExportStore:
         try:
             result = await self._batcher.write(mutation)
         except ClusterNotRegistered:
-            raise _not_found(cluster_id, namespace, name) from None
+            raise not_found(cluster_id, namespace, name) from None
         assert result.record is not None
         return result.record
 

@@ -125,12 +125,15 @@ def _patched(stored_text: str, patch: Mapping[str, str | None]) -> dict[str, str
     return patched
 
 
+def not_found(cluster_id: str, namespace: str, name: str) -> NotFound:
+    """The one wording of a missing export record (a patch here, a GET or DELETE too)."""
+    return NotFound(f"InternalServiceExport {namespace}/{name} of cluster {cluster_id!r} not found")
+
+
 def _refusal(m: Mutation, row: RowMapping | None) -> StoreError | None:
     """Why a patch is refused, if it is."""
     if row is None:
-        return NotFound(
-            f"InternalServiceExport {m.namespace}/{m.name} of cluster {m.cluster_id!r} not found"
-        )
+        return not_found(m.cluster_id, m.namespace, m.name)
     if str(row["resource_version"]) != m.resource_version:
         return Conflict(
             f"InternalServiceExport {m.namespace}/{m.name} of cluster {m.cluster_id!r} is at "
