@@ -113,6 +113,10 @@ class Plan:
     keys: dict[Key, list[Entry]] = field(default_factory=dict)
     # Keys mutated that have no export after the write: their ServiceImport row goes.
     empty: list[Key] = field(default_factory=list)
+    # Keys whose verdicts may change: an export added, withdrawn or given another spec. A
+    # key written only in its annotations (the agent's SPEC §2.6 patch, a re-PUT with new
+    # annotations) keeps its verdicts: the judge reads specs alone (SPEC §3).
+    judged: set[Key] = field(default_factory=set)
 
 
 def _patched(stored_text: str, patch: Mapping[str, str | None]) -> dict[str, str]:
@@ -214,6 +218,11 @@ def plan(
         key = (rid[1], rid[2])
         if key in affected and rid not in entries and rid not in out.withdrawn:
             entries[rid] = Entry(rid, row, row["spec"], row["annotations"], row["created_at"])
+    out.judged = {(ns, n) for _, ns, n in out.withdrawn} | {
+        (rid[1], rid[2])
+        for rid, entry in entries.items()
+        if entry.row is None or entry.spec_text != entry.row["spec"]
+    }
     out.keys = {key: [] for key in sorted(affected)}  # in key order: revisions follow it
     for rid, entry in entries.items():
         out.keys[(rid[1], rid[2])].append(entry)

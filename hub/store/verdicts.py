@@ -30,17 +30,20 @@ from shared.models import Condition
 
 
 def judge_plan(instruments: StoreInstruments, p: Plan) -> dict[Key, KeyVerdicts]:
-    """Judge each affected key that keeps exports; spanned and timed (SPEC §6)."""
-    affected = sorted(p.keys)
+    """Judge each affected key that keeps exports and whose specs change; spanned and timed
+    (SPEC §6). A write of annotations alone judges nothing: no span, no sample."""
+    affected = sorted(key for key in p.keys if key in p.judged)
+    if not affected:
+        return {}
     with instruments.resolving(affected) as span:
         judged = {
             key: judge_key(
                 [e.spec for e in group], wires={e.rid[0]: e.wire for e in group if e.wire}
             )
-            for key, group in p.keys.items()
-            if group
+            for key in affected
+            if (group := p.keys[key])
         }
-        span.set_attribute("mcsync.export_count", sum(len(g) for g in p.keys.values()))
+        span.set_attribute("mcsync.export_count", sum(len(p.keys[k]) for k in affected))
         span.set_attribute(
             "mcsync.conflicting_key_count", sum(bool(j.reasons) for j in judged.values())
         )
@@ -69,6 +72,19 @@ def verdict_changes(
     re-judged ones by key."""
     changes = [Change(rid, "DELETED", None, None, "") for rid in p.withdrawn]
     for key, group in p.keys.items():
+        if key not in judged:  # annotations alone: each written record keeps its verdict
+            changes.extend(
+                Change(
+                    e.rid,
+                    e.change,
+                    e,
+                    codec.condition_from_text(e.row["condition"]),
+                    e.row["conflict_reasons"],
+                )
+                for e in group
+                if e.change is not None and e.row is not None
+            )
+            continue
         for entry in group:
             verdicts = judged[key]
             verdict = verdicts.verdicts[entry.rid[0]]

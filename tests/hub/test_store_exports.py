@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from opentelemetry import trace
 from sqlalchemy import func, select
 
 from hub.store import Conflict, NotFound, Store
@@ -112,6 +113,32 @@ async def test_patch_annotations_with_precondition(store: Store) -> None:
         annotations={"keep": None},
     )
     assert removed.metadata.annotations == {LAST_OBSERVED: "100"}
+
+
+async def test_patch_of_annotations_keeps_the_verdict_and_judges_nothing(store: Store) -> None:
+    """The judge reads specs alone (SPEC §3): the agent's dedupe annotation patch (§2.6)
+    stores a new revision with the verdict it had, and costs no conflict resolution."""
+    await store.exports.put("beta", make_export("beta", type="Headless"))
+    put = await store.exports.put("alpha", make_export("alpha"))
+    assert conflict_of(put.object)[0] == "True"
+    resolutions: list[float] = []
+    store.instrument(tracer=trace.NoOpTracer(), resolution_seconds=resolutions.append)
+    patched = await store.exports.patch_annotations(
+        "alpha", "demo", "web", resource_version=put.object.metadata.resource_version or "",
+        annotations={LAST_OBSERVED: "7"},
+    )
+    assert resolutions == []
+    assert patched.status.conditions == put.object.status.conditions
+    before, after = put.object.metadata.resource_version, patched.metadata.resource_version
+    assert int(after or 0) > int(before or 0)
+    stored = await store.exports.get("alpha", "demo", "web")
+    assert (stored.status.conditions, stored.metadata.annotations) == (
+        put.object.status.conditions, {LAST_OBSERVED: "7"}
+    )
+    # A spec change of the same key is judged again.
+    await store.exports.put("alpha", make_export("alpha", type="Headless"))
+    assert len(resolutions) == 1
+    assert conflict_of(await store.exports.get("alpha", "demo", "web"))[0] == "False"
 
 
 async def test_patch_with_stale_resource_version_changes_nothing(store: Store) -> None:
