@@ -73,7 +73,10 @@ def import_writes(agent: AgentProcess) -> float:
 
 
 def agent(
-    name: str, kube: KubeCluster, hub: HubProcess, agents: AgentFactory,
+    name: str,
+    kube: KubeCluster,
+    hub: HubProcess,
+    agents: AgentFactory,
     extra: list[str] | None = None,
 ) -> AgentProcess:
     token = hub.register(name)
@@ -132,8 +135,12 @@ def test_an_export_is_imported_everywhere_and_unexported_everywhere(
     changed["endpoints"] = [{"addresses": ["10.0.0.2"], "conditions": {"ready": True}}]
     east.state.update("endpointslices", NS, changed)
     wait_for(
-        lambda: (west.state.get("endpointslices", NS, MIRRORED) or {}).get("endpoints", [{}])[0]
-        .get("addresses") == ["10.0.0.2"],
+        lambda: (
+            (west.state.get("endpointslices", NS, MIRRORED) or {})
+            .get("endpoints", [{}])[0]
+            .get("addresses")
+            == ["10.0.0.2"]
+        ),
         what="the endpoint change mirrored in west",
     )
     wait_for(lambda: import_settled(west_agent), what="west's import queues drained")
@@ -161,20 +168,23 @@ def test_a_namespace_created_later_receives_its_imports(
     wait_for(lambda: imported(west), what="the import in west once its namespace exists")
 
 
-@pytest.mark.parametrize(
-    "scope", [[], ["--namespace", NS]], ids=["all namespaces", "--namespace"]
-)
+@pytest.mark.parametrize("scope", [[], ["--namespace", NS]], ids=["all namespaces", "--namespace"])
 def test_an_agent_started_later_imports_what_the_hub_lists(
-    kube_cluster_factory: Any, hub_process: HubProcess, agent_factory: AgentFactory,
+    kube_cluster_factory: Any,
+    hub_process: HubProcess,
+    agent_factory: AgentFactory,
     scope: list[str],
 ) -> None:
     west = export_from_east(kube_cluster_factory, hub_process, agent_factory)
     west_agent = agent("west", west, hub_process, agent_factory, extra=scope)
     for kind in ("ServiceImport", "Service", "EndpointSlice"):
         for operation in ("create", "update", "status", "delete"):
-            assert west_agent.metric(
-                "mcsync_agent_import_writes_total", {"kind": kind, "operation": operation}
-            ) is not None, (kind, operation)  # every series exists from start
+            assert (
+                west_agent.metric(
+                    "mcsync_agent_import_writes_total", {"kind": kind, "operation": operation}
+                )
+                is not None
+            ), (kind, operation)  # every series exists from start
     found = wait_for(lambda: imported(west), what="the import in west")
     assert found["si"]["spec"]["ips"] == found["svc"]["spec"]["clusterIPs"]
     assert found["eps"]["endpoints"][0]["addresses"] == ["10.0.0.1"]
@@ -203,9 +213,17 @@ def test_an_agent_started_later_imports_what_the_hub_lists(
     assert west_agent.stop() == 0
     west_agent.start()
     wait_for(
-        lambda: (west_agent.metric(
-            "mcsync_agent_reconcile_duration_seconds_count", {"controller": "mirroredslices"}
-        ) or 0) >= 1 and import_settled(west_agent),
+        lambda: (
+            (
+                west_agent.metric(
+                    "mcsync_agent_reconcile_duration_seconds_count",
+                    {"controller": "mirroredslices"},
+                )
+                or 0
+            )
+            >= 1
+            and import_settled(west_agent)
+        ),
         what="west's restarted agent reconciled the key",
     )
     assert import_writes(west_agent) == 0
