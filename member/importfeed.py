@@ -7,12 +7,14 @@ the export feed, so `HubImportListWatch` plugs into `member.informer.Informer` e
 `member.hubfeed.HubExportListWatch` does. The feed is pushed, never polled.
 
 What the informer caches of each object is a `feed_entry()`: its kind, resourceVersion and
-change time, and the object itself in the one form the reconcilers read — the hub client's
-validated `ServiceImport`, or a slice's `member.importspec.SourceSlice` (immutable, its
-endpoints one JSON bytes). Each object is thus parsed once, when it arrives, never per
-reconcile; and a key's slices cost what a reconcile needs of them, not their wire dicts
+change time, and the object itself in the one compact immutable form the reconcilers read —
+a ServiceImport's `member.importspec.HeldImport` (the fields the three desired objects are
+built from, strings interned), or a slice's `member.importspec.SourceSlice` (its endpoints
+one JSON bytes). Each object is thus parsed once, when it arrives, never per reconcile;
+and a key costs what a reconcile needs of it, not its wire dicts nor its validated model
 (a mirrored-slice reconcile used to re-validate all 50 source slices of a key, at 50
-clusters, for each endpoint change of one of them).
+clusters, for each endpoint change of one of them; a held pydantic ServiceImport was
+~5 KB a key, the `HeldImport` a tenth of that).
 
 One informer caches both kinds, so each needs a key of its own (`import_item_key`): a
 ServiceImport is "namespace/name", the same key as the Kubernetes objects made from it; an
@@ -33,7 +35,7 @@ from typing import Any, NamedTuple
 
 from member.hubclient import HubClient, HubGone
 from member.hubfeed import HubEventStream
-from member.importspec import SourceSlice
+from member.importspec import HeldImport, SourceSlice
 from member.informer import Informer, ItemTransform, ResourceExpired
 from shared.constants import ANNOTATION_CHANGED_AT, KIND_ENDPOINT_SLICE, KIND_IMPORT
 from shared.models import EndpointSliceExport, ServiceImport, WatchEvent, to_wire
@@ -74,9 +76,12 @@ def _changed_at(item: ServiceImport | EndpointSliceExport) -> datetime | None:
 def feed_entry(item: ServiceImport | EndpointSliceExport) -> dict[str, Any]:
     """What the informer caches of one import-feed object (see the module doc): `kind` and
     `metadata.resourceVersion` (what the informer diffs by), `changedAt` (the feed's
-    `mcsync.io/changed-at`, parsed) and `item`, the ServiceImport or the SourceSlice."""
-    value: ServiceImport | SourceSlice
-    value = SourceSlice.of(item) if isinstance(item, EndpointSliceExport) else item
+    `mcsync.io/changed-at`, parsed) and `item`, the HeldImport or the SourceSlice."""
+    value: HeldImport | SourceSlice
+    if isinstance(item, EndpointSliceExport):
+        value = SourceSlice.of(item)
+    else:
+        value = HeldImport.of(item)
     return {
         "kind": item.kind,
         "metadata": {"resourceVersion": item.metadata.resource_version},
@@ -108,7 +113,7 @@ def import_item_key(entry: dict[str, Any]) -> str:
     item = entry[_ITEM]
     if isinstance(item, SourceSlice):
         return slice_item_key(item.namespace, SliceRef(item.cluster, item.name))
-    return f"{item.metadata.namespace or ''}/{item.metadata.name}"
+    return f"{item.namespace}/{item.name}"
 
 
 def service_key_of(entry: dict[str, Any]) -> str:
@@ -116,7 +121,7 @@ def service_key_of(entry: dict[str, Any]) -> str:
     item = entry[_ITEM]
     if isinstance(item, SourceSlice):
         return f"{item.namespace}/{item.service}"
-    return f"{item.metadata.namespace or ''}/{item.metadata.name}"
+    return f"{item.namespace}/{item.name}"
 
 
 class ImportEventStream(HubEventStream):
@@ -195,13 +200,13 @@ class ImportView:
         with self._lock:
             return set(self._by_namespace.get(namespace, ()))
 
-    def get(self, key: str) -> ServiceImport | None:
+    def get(self, key: str) -> HeldImport | None:
         """The hub's ServiceImport of `key` ("namespace/name"), None when there is none.
-        Shared with the cache: read it, never mutate it."""
+        Shared with the cache, and immutable."""
         entry = self._informer.get(key)
         if entry is None or entry.get("kind") != KIND_IMPORT:
             return None
-        item: ServiceImport = entry[_ITEM]
+        item: HeldImport = entry[_ITEM]
         return item
 
     def changed_at(self, key: str) -> datetime | None:

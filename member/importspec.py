@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -50,13 +51,14 @@ from shared.constants import (
     MANAGED_BY_MCSYNC,
     MCS_GROUP,
 )
-from shared.models import Endpoint, EndpointSliceExport, ServiceImport, ServicePort
+from shared.models import Endpoint, EndpointSliceExport, ServiceImport
 
 __all__ = [
     "DERIVED_PREFIX",
     "ENDPOINTSLICE_API_VERSION",
     "OPTIONAL_IMPORT_FIELDS",
     "SERVICEIMPORT_KIND",
+    "HeldImport",
     "MirroredSlice",
     "SlicePort",
     "SourceSlice",
@@ -107,7 +109,7 @@ def is_managed(obj: Mapping[str, Any] | None) -> bool:
     return bool(labels.get(LABEL_MANAGED_BY) == MANAGED_BY_MCSYNC)
 
 
-def _port(port: ServicePort) -> dict[str, Any]:
+def _port(port: SlicePort) -> dict[str, Any]:
     wire: dict[str, Any] = {"name": port.name, "protocol": port.protocol, "port": port.port}
     # None: an appProtocol the import no longer has is removed.
     wire["appProtocol"] = port.app_protocol
@@ -126,8 +128,8 @@ def _owner(api_version: str, kind: str, owner: Mapping[str, Any]) -> dict[str, A
     }
 
 
-def _is_headless(imported: ServiceImport) -> bool:
-    return imported.spec.type == _HEADLESS
+def _is_headless(imported: HeldImport) -> bool:
+    return imported.type == _HEADLESS
 
 
 def ordered_ips(service: Mapping[str, Any] | None, families: Iterable[str]) -> list[str]:
@@ -145,7 +147,7 @@ def ordered_ips(service: Mapping[str, Any] | None, families: Iterable[str]) -> l
 
 
 def desired_service_import(
-    imported: ServiceImport,
+    imported: HeldImport | ServiceImport,
     *,
     api_version: str,
     derived_service: Mapping[str, Any] | None,
@@ -157,67 +159,62 @@ def desired_service_import(
     cluster's derived Service as it is now (None before it exists: no `ips` yet);
     `optional_fields`: which of `OPTIONAL_IMPORT_FIELDS` the served version has.
     """
-    spec = imported.spec
-    labels = {**spec.labels, LABEL_MANAGED_BY: MANAGED_BY_MCSYNC}
+    held = HeldImport.of(imported)
+    labels = {**dict(held.labels), LABEL_MANAGED_BY: MANAGED_BY_MCSYNC}
     body: dict[str, Any] = {
-        "type": spec.type,
-        "ports": [_port(p) for p in spec.ports],
-        "sessionAffinity": spec.session_affinity,
-        "sessionAffinityConfig": (
-            spec.session_affinity_config.model_dump(mode="json", by_alias=True, exclude_none=True)
-            if spec.session_affinity_config is not None
-            else None
-        ),
-        "ipFamilies": list(spec.ip_families) or None,
+        "type": held.type,
+        "ports": [_port(p) for p in held.ports],
+        "sessionAffinity": held.session_affinity,
+        "sessionAffinityConfig": held.affinity_config(),
+        "ipFamilies": list(held.ip_families) or None,
         "ips": None
-        if _is_headless(imported)
-        else (ordered_ips(derived_service, spec.ip_families) or None),
+        if _is_headless(held)
+        else (ordered_ips(derived_service, held.ip_families) or None),
     }
     if "internalTrafficPolicy" in optional_fields:
-        body["internalTrafficPolicy"] = spec.internal_traffic_policy
+        body["internalTrafficPolicy"] = held.internal_traffic_policy
     if "trafficDistribution" in optional_fields:
-        body["trafficDistribution"] = spec.traffic_distribution
+        body["trafficDistribution"] = held.traffic_distribution
     return {
         "apiVersion": api_version,
         "kind": SERVICEIMPORT_KIND,
         "metadata": {
-            "name": imported.metadata.name,
-            "namespace": imported.metadata.namespace,
+            "name": held.name,
+            "namespace": held.namespace,
             "labels": labels,
-            "annotations": dict(spec.annotations),
+            "annotations": dict(held.annotations),
         },
         "spec": body,
     }
 
 
-def desired_service_import_status(imported: ServiceImport) -> dict[str, Any]:
+def desired_service_import_status(imported: HeldImport | ServiceImport) -> dict[str, Any]:
     """`status` of the ServiceImport: the exporting clusters, sorted (SPEC §2.8)."""
-    clusters = sorted({c.cluster for c in imported.status.clusters})
-    return {"clusters": [{"cluster": cluster} for cluster in clusters]}
+    return {"clusters": [{"cluster": cluster} for cluster in HeldImport.of(imported).clusters]}
 
 
-def desired_derived_service(imported: ServiceImport, *, owner: Mapping[str, Any]) -> dict[str, Any]:
+def desired_derived_service(
+    imported: HeldImport | ServiceImport, *, owner: Mapping[str, Any]
+) -> dict[str, Any]:
     """The derived Service of `imported`, owned by `owner` (this cluster's ServiceImport)."""
-    spec = imported.spec
-    name = imported.metadata.name
-    headless = _is_headless(imported)
-    families = list(spec.ip_families)
-    affinity = not headless and spec.session_affinity == "ClientIP"
+    held = HeldImport.of(imported)
+    name = held.name
+    headless = _is_headless(held)
+    families = list(held.ip_families)
+    affinity = not headless and held.session_affinity == "ClientIP"
     body: dict[str, Any] = {
         "type": "ClusterIP",
         "selector": None,
-        "ports": [_port(p) for p in spec.ports],
+        "ports": [_port(p) for p in held.ports],
         # Kubernetes ignores affinity on headless Services: only ClusterSetIP carries it.
         "sessionAffinity": "ClientIP" if affinity else "None",
         "sessionAffinityConfig": None,
-        "internalTrafficPolicy": spec.internal_traffic_policy or "Cluster",
-        "trafficDistribution": spec.traffic_distribution,
+        "internalTrafficPolicy": held.internal_traffic_policy or "Cluster",
+        "trafficDistribution": held.traffic_distribution,
     }
     if affinity:
-        if spec.session_affinity_config is not None:
-            body["sessionAffinityConfig"] = spec.session_affinity_config.model_dump(
-                mode="json", by_alias=True, exclude_none=True
-            )
+        if held.session_affinity_config is not None:
+            body["sessionAffinityConfig"] = held.affinity_config()
         else:
             # The API server defaults the ClientIP timeout: not stating it (rather than
             # stating it absent) keeps a defaulted Service from being rewritten for ever.
@@ -233,7 +230,7 @@ def desired_derived_service(imported: ServiceImport, *, owner: Mapping[str, Any]
         "kind": "Service",
         "metadata": {
             "name": derived_service_name(name),
-            "namespace": imported.metadata.namespace,
+            "namespace": held.namespace,
             "labels": {LABEL_MCS_SERVICE_NAME: name, LABEL_MANAGED_BY: MANAGED_BY_MCSYNC},
             "ownerReferences": [_owner(owner_version, SERVICEIMPORT_KIND, owner)],
         },
@@ -241,12 +238,12 @@ def desired_derived_service(imported: ServiceImport, *, owner: Mapping[str, Any]
     }
 
 
-def served_ports(imported: ServiceImport) -> dict[str, frozenset[str]]:
+def served_ports(imported: HeldImport | ServiceImport) -> dict[str, frozenset[str]]:
     """cluster → names of the import ports it serves (the per-port cluster lists, §3)."""
     served: dict[str, set[str]] = {}
-    for port in imported.status.ports:
-        for cluster in port.clusters:
-            served.setdefault(cluster, set()).add(port.name)
+    for port_name, clusters in HeldImport.of(imported).served:
+        for cluster in clusters:
+            served.setdefault(cluster, set()).add(port_name)
     return {cluster: frozenset(names) for cluster, names in served.items()}
 
 
@@ -257,6 +254,77 @@ class SlicePort(NamedTuple):
     protocol: str
     port: int | None
     app_protocol: str | None
+
+
+def _interned(pairs: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((sys.intern(k), sys.intern(v)) for k, v in pairs.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class HeldImport:
+    """The hub's ServiceImport in the compact immutable form the import feed keeps.
+
+    Made once when the hub's `ServiceImport` arrives (already validated by the hub client)
+    and read by every reconcile of its key: exactly the fields the three desired objects
+    are built from, every string interned, labels and annotations as sorted pairs, the
+    status as the sorted exporting clusters and, per import port name, the clusters that
+    serve it. A validated pydantic model of the same import held ~5 KB; this is a tenth
+    of it, which at 10,000 imported keys is ~45 MB of agent memory (docs/benchmarks.md
+    §11). `session_affinity_config` is the config's JSON (rare; kept exact).
+    """
+
+    namespace: str
+    name: str
+    type: str
+    ports: tuple[SlicePort, ...]
+    session_affinity: str
+    session_affinity_config: bytes | None
+    internal_traffic_policy: str | None
+    traffic_distribution: str | None
+    ip_families: tuple[str, ...]
+    labels: tuple[tuple[str, str], ...]
+    annotations: tuple[tuple[str, str], ...]
+    clusters: tuple[str, ...]
+    served: tuple[tuple[str, tuple[str, ...]], ...]
+
+    @classmethod
+    def of(cls, imported: ServiceImport | HeldImport) -> HeldImport:
+        """`imported` held compactly (a `HeldImport` is answered as it is)."""
+        if isinstance(imported, HeldImport):
+            return imported
+        spec, status = imported.spec, imported.status
+        config = spec.session_affinity_config
+        return cls(
+            namespace=sys.intern(imported.metadata.namespace or ""),
+            name=sys.intern(imported.metadata.name),
+            type=sys.intern(spec.type),
+            ports=tuple(
+                SlicePort(sys.intern(p.name), sys.intern(p.protocol), p.port, p.app_protocol)
+                for p in spec.ports
+            ),
+            session_affinity=sys.intern(spec.session_affinity),
+            session_affinity_config=(
+                None
+                if config is None
+                else config.model_dump_json(by_alias=True, exclude_none=True).encode()
+            ),
+            internal_traffic_policy=spec.internal_traffic_policy,
+            traffic_distribution=spec.traffic_distribution,
+            ip_families=tuple(sys.intern(f) for f in spec.ip_families),
+            labels=_interned(spec.labels),
+            annotations=_interned(spec.annotations),
+            clusters=tuple(sorted({sys.intern(c.cluster) for c in status.clusters})),
+            served=tuple(
+                (sys.intern(p.name), tuple(sys.intern(c) for c in p.clusters)) for p in status.ports
+            ),
+        )
+
+    def affinity_config(self) -> dict[str, Any] | None:
+        """`sessionAffinityConfig` as the objects state it; None when the import has none."""
+        if self.session_affinity_config is None:
+            return None
+        config: dict[str, Any] = json.loads(self.session_affinity_config)
+        return config
 
 
 _ENDPOINTS: TypeAdapter[list[Endpoint]] = TypeAdapter(list[Endpoint])
@@ -313,7 +381,7 @@ class MirroredSlice(NamedTuple):
 
 
 def mirrored_slice(
-    imported: ServiceImport,
+    imported: HeldImport | ServiceImport,
     source: SourceSlice,
     *,
     owner: Mapping[str, Any],
@@ -323,14 +391,15 @@ def mirrored_slice(
     None when there must be none: a source of another key or without a cluster, or one
     whose cluster serves none of the import's ports. `served`: `served_ports(imported)`,
     when the caller mirrors many sources of one import."""
-    name = imported.metadata.name
-    if source.service != name or source.namespace != imported.metadata.namespace:
+    held = HeldImport.of(imported)
+    name = held.name
+    if source.service != name or source.namespace != held.namespace:
         return None
     if not source.cluster:
         return None
     ports = source.ports
-    if imported.spec.ports:  # an import without ports: nothing to cut
-        kept = (served if served is not None else served_ports(imported)).get(source.cluster)
+    if held.ports:  # an import without ports: nothing to cut
+        kept = (served if served is not None else served_ports(held)).get(source.cluster)
         ports = tuple(p for p in ports if kept and p.name in kept)
         if not ports:
             return None
@@ -349,17 +418,18 @@ def mirrored_slice(
 
 
 def desired_slices(
-    imported: ServiceImport,
+    imported: HeldImport | ServiceImport,
     sources: Iterable[SourceSlice],
     *,
     owner: Mapping[str, Any],
 ) -> dict[str, MirroredSlice]:
     """name → the mirrored slice of each source slice of `imported`'s key (see
     `mirrored_slice()`); sources of another key are ignored."""
-    served = served_ports(imported)
+    held = HeldImport.of(imported)
+    served = served_ports(held)
     slices: dict[str, MirroredSlice] = {}
     for source in sources:
-        want = mirrored_slice(imported, source, owner=owner, served=served)
+        want = mirrored_slice(held, source, owner=owner, served=served)
         if want is not None:
             slices[want.name] = want
     return slices

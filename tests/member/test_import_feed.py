@@ -15,7 +15,7 @@ from member.importfeed import (
     service_key_of,
     slice_ref,
 )
-from member.importspec import SourceSlice
+from member.importspec import HeldImport, SourceSlice
 from shared.constants import ANNOTATION_CHANGED_AT
 from shared.models import EndpointSliceExport, ServiceImport, WatchEvent, to_wire
 from shared.timefmt import parse_rfc3339
@@ -82,7 +82,7 @@ def test_the_view_answers_a_keys_import_and_slices_and_forgets_deleted_ones() ->
     feed(view, cache, endpoint_slice("b", "web-1"))
     feed(view, cache, endpoint_slice("a", "api-1", service="api"))
     imported = view.get("shop/web")
-    assert imported is not None and imported.metadata.name == "web"
+    assert imported is not None and (imported.namespace, imported.name) == ("shop", "web")
     assert [s.cluster for s in view.slices("shop/web")] == ["a", "b"]
     assert view.slice("shop", SliceRef("b", "web-1")) == view.slices("shop/web")[1]
     assert view.keys() == {"shop/web"} and view.keys_in("shop") == {"shop/web"}
@@ -104,17 +104,18 @@ def test_each_object_is_held_once_parsed_never_again() -> None:
     assert isinstance(held, SourceSlice) and held is view.slice("shop", SliceRef("a", "web-1"))
 
 
-def test_a_slice_is_held_in_less_memory_than_its_wire_dict() -> None:
-    def deep_size(value: Any) -> int:
-        size = sys.getsizeof(value)
-        if isinstance(value, dict):
-            size += sum(deep_size(k) + deep_size(v) for k, v in value.items())
-        elif isinstance(value, list | tuple):
-            size += sum(deep_size(v) for v in value)
-        elif isinstance(value, SourceSlice):
-            size += sum(deep_size(getattr(value, f)) for f in SourceSlice.__slots__)
-        return size
+def deep_size(value: Any) -> int:
+    size = sys.getsizeof(value)
+    if isinstance(value, dict):
+        size += sum(deep_size(k) + deep_size(v) for k, v in value.items())
+    elif isinstance(value, list | tuple | frozenset):
+        size += sum(deep_size(v) for v in value)
+    elif isinstance(value, SourceSlice | HeldImport):
+        size += sum(deep_size(getattr(value, f)) for f in type(value).__slots__)
+    return size
 
+
+def test_a_slice_is_held_in_less_memory_than_its_wire_dict() -> None:
     export = EndpointSliceExport.model_validate(
         {
             "metadata": {"name": "web-1", "namespace": "shop", "resourceVersion": "9"},
@@ -166,3 +167,32 @@ def test_the_watch_hands_the_informer_entries_and_bookmarks_as_dicts() -> None:
     added, bookmark = next(stream), next(stream)
     assert added["type"] == "ADDED" and slice_ref(added["object"]) == SliceRef("a", "w")
     assert bookmark["object"]["metadata"]["resourceVersion"] == "7"
+
+
+def test_a_service_import_is_held_in_less_memory_than_its_wire_dict() -> None:
+    imported = ServiceImport.model_validate(
+        {
+            "metadata": {
+                "name": "web",
+                "namespace": "shop",
+                "resourceVersion": "9",
+                "annotations": {ANNOTATION_CHANGED_AT: "2026-11-24T10:00:00.000000Z"},
+            },
+            "spec": {
+                "type": "ClusterSetIP",
+                "ports": [{"name": "http", "port": 80}],
+                "ipFamilies": ["IPv4"],
+                "labels": {"app": "web"},
+                "annotations": {"team": "shop"},
+            },
+            "status": {
+                "clusters": [{"cluster": "a", "state": "Ready"}],
+                "ports": [{"name": "http", "port": 80, "clusters": ["a"]}],
+                "winningCluster": "a",
+            },
+        }
+    )
+    held = feed_entry(imported)["item"]
+    assert isinstance(held, HeldImport)
+    assert (held.name, held.clusters, held.served) == ("web", ("a",), (("http", ("a",)),))
+    assert deep_size(held) < deep_size(to_wire(imported)) / 2
