@@ -15,10 +15,11 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import Conflict, NotFound, Store
 from hub.store.context import StoreContext
-from hub.store.rows import PostgresRows, SQLiteRows, for_backend
+from hub.store.rows import COPY_MIN_ROWS, PostgresRows, SQLiteRows, for_backend
 from hub.store.tables import endpoint_slices
 from tests.hub.test_store_support import make_export, opened_store
 
@@ -123,6 +124,49 @@ async def test_a_naive_timestamp_is_refused(store: Store) -> None:
             await ctx.rows.insert(
                 conn, endpoint_slices, [{**ROW, "created_at": datetime(2026, 1, 1)}]
             )
+
+
+async def _begun(conn: AsyncConnection) -> None:
+    """A statement first, as every writer runs its locks first: the transaction is then
+    open on the driver's connection, where PostgreSQL's COPY joins it."""
+    await conn.execute(select(endpoint_slices.c.name).limit(1))
+
+
+async def test_a_large_insert_is_part_of_the_callers_transaction(store: Store) -> None:
+    # Many rows take PostgreSQL's COPY path: it must roll back with the transaction it
+    # runs in, and store each column as the one-statement insert does (timestamps in UTC).
+    ctx = _ctx(store)
+    east = timezone(timedelta(hours=5))
+    rows = [
+        {
+            **ROW,
+            "name": f"web-{i:03}",
+            "created_at": CREATED.astimezone(east),
+            "resource_version": i,
+        }
+        for i in range(COPY_MIN_ROWS + 3)
+    ]
+
+    class Abandon(Exception):
+        pass
+
+    with pytest.raises(Abandon):
+        async with ctx.write() as conn:
+            await _begun(conn)
+            await ctx.rows.insert(conn, endpoint_slices, rows)
+            raise Abandon
+    assert await _slices(ctx) == []
+    async with ctx.write() as conn:
+        await _begun(conn)
+        await ctx.rows.insert(conn, endpoint_slices, rows)
+    stored = await _slices(ctx)
+    assert len(stored) == len(rows)
+    async with ctx.read() as conn:
+        query = select(
+            endpoint_slices.c.name, endpoint_slices.c.resource_version, endpoint_slices.c.created_at
+        ).order_by(endpoint_slices.c.name)
+        got = [tuple(row) for row in await conn.execute(query)]
+    assert got == [(r["name"], r["resource_version"], CREATED) for r in rows]
 
 
 async def test_a_patch_shares_a_batch_with_puts_and_fails_alone(store: Store) -> None:
