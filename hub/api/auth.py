@@ -23,9 +23,11 @@ from typing import Annotated, Literal
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 
-from hub.api.deps import ContextDep, StoreDep
+from hub.api.deps import ContextDep, HubContext, StoreDep
 from hub.api.status import forbidden, unauthorized
+from hub.store import Store
 
 Role = Literal["admin", "reader", "member"]
 
@@ -48,15 +50,8 @@ def _matches(candidate: str, configured: str) -> bool:
     return hmac.compare_digest(candidate.encode("utf-8"), configured.encode("utf-8"))
 
 
-async def authenticate(
-    ctx: ContextDep,
-    store: StoreDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
-) -> Principal:
-    """The caller's role, from `Authorization: Bearer <token>`; 401 when there is none."""
-    if credentials is None or not credentials.credentials.strip():
-        raise unauthorized("this endpoint needs an Authorization: Bearer <token> header")
-    token = credentials.credentials.strip()
+async def principal_of(ctx: HubContext, store: Store, token: str) -> Principal | None:
+    """The role `token` (already stripped, non-empty) gives, or None when it is unknown."""
     if _matches(token, ctx.credentials.admin.get_secret_value()):
         return Principal("admin")
     reader = ctx.credentials.reader
@@ -65,7 +60,30 @@ async def authenticate(
     cluster = await store.clusters.authenticate(token)
     if cluster is not None:
         return Principal("member", cluster)
-    raise unauthorized("the bearer token is not known to this hub")
+    return None
+
+
+def bearer_token(request: Request) -> str | None:
+    """The non-empty token of an `Authorization: Bearer` header, or None (`bearer_scheme`'s
+    reading, for code that does not go through FastAPI's dependencies)."""
+    scheme, token = get_authorization_scheme_param(request.headers.get("authorization"))
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+async def authenticate(
+    ctx: ContextDep,
+    store: StoreDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
+) -> Principal:
+    """The caller's role, from `Authorization: Bearer <token>`; 401 when there is none."""
+    if credentials is None or not credentials.credentials.strip():
+        raise unauthorized("this endpoint needs an Authorization: Bearer <token> header")
+    principal = await principal_of(ctx, store, credentials.credentials.strip())
+    if principal is None:
+        raise unauthorized("the bearer token is not known to this hub")
+    return principal
 
 
 AuthenticatedDep = Annotated[Principal, Depends(authenticate)]
@@ -98,14 +116,22 @@ async def require_reader(principal: AuthenticatedDep) -> Principal:
     return principal
 
 
+def member_refusal(principal: Principal, cluster: str | None) -> Exception | None:
+    """Why `principal` may not write under /clusters/{cluster}/, or None when it may."""
+    if principal.role == "admin":
+        return None
+    if principal.role == "reader":
+        return forbidden("the reader token may only read (GET)")
+    if principal.cluster != cluster:
+        return _member_scope_error(principal)
+    return None
+
+
 async def require_member(principal: AuthenticatedDep, request: Request) -> Principal:
     """Admin or the member of the path's cluster: writes under /clusters/{cluster}/."""
-    if principal.role == "admin":
-        return principal
-    if principal.role == "reader":
-        raise forbidden("the reader token may only read (GET)")
-    if principal.cluster != _path_cluster(request):
-        raise _member_scope_error(principal)
+    refusal = member_refusal(principal, _path_cluster(request))
+    if refusal is not None:
+        raise refusal
     return principal
 
 

@@ -18,7 +18,8 @@ the stream opens; the store is the shared database, so no replica is "behind" an
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+import re
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
@@ -29,33 +30,42 @@ from hub.api.status import ApiError
 from hub.store.results import Page
 from shared.models import DNS1035_LABEL_RE, DNS1123_LABEL_RE, ListMeta, StatusCause
 
-ClusterPath = Annotated[
-    str,
-    Path(
-        min_length=1,
-        max_length=63,
-        pattern=DNS1123_LABEL_RE.pattern,
-        description="member cluster name (DNS-1123 label)",
-    ),
-]
+LABEL_MAX = 63
+
+
+def _label_path(pattern: re.Pattern[str], description: str) -> Any:
+    return Path(
+        min_length=1, max_length=LABEL_MAX, pattern=pattern.pattern, description=description
+    )
+
+
+ClusterPath = Annotated[str, _label_path(DNS1123_LABEL_RE, "member cluster name (DNS-1123 label)")]
 NamespacePath = Annotated[
-    str,
-    Path(
-        min_length=1,
-        max_length=63,
-        pattern=DNS1123_LABEL_RE.pattern,
-        description="namespace of the exported Service (DNS-1123 label)",
-    ),
+    str, _label_path(DNS1123_LABEL_RE, "namespace of the exported Service (DNS-1123 label)")
 ]
 NamePath = Annotated[
-    str,
-    Path(
-        min_length=1,
-        max_length=63,
-        pattern=DNS1035_LABEL_RE.pattern,
-        description="name of the exported Service (DNS-1035 label)",
-    ),
+    str, _label_path(DNS1035_LABEL_RE, "name of the exported Service (DNS-1035 label)")
 ]
+
+# The rule of each path name, for code that checks them without FastAPI (`hub.api.fastpath`).
+PATH_LABELS: Mapping[str, re.Pattern[str]] = {
+    "cluster": DNS1123_LABEL_RE,
+    "namespace": DNS1123_LABEL_RE,
+    "name": DNS1035_LABEL_RE,
+}
+
+
+def valid_path_labels(path_params: Mapping[str, Any], names: Sequence[str]) -> bool:
+    """Whether each of `names` in `path_params` passes its `PATH_LABELS` rule: what the
+    `*Path` aliases above accept (a stricter `fullmatch`, never looser)."""
+    for key in names:
+        value = path_params.get(key)
+        if not isinstance(value, str) or not 1 <= len(value) <= LABEL_MAX:
+            return False
+        if PATH_LABELS[key].fullmatch(value) is None:
+            return False
+    return True
+
 
 MAX_LIST_LIMIT = 10_000
 PageT = TypeVar("PageT")

@@ -18,11 +18,20 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import Response
+from pydantic import ValidationError
 
-from hub.api.auth import MemberAccess, MemberOrReaderAccess, ReaderAccess
-from hub.api.deps import ContextDep, StoreDep
+from hub.api.auth import (
+    MemberAccess,
+    MemberOrReaderAccess,
+    ReaderAccess,
+    bearer_token,
+    member_refusal,
+    principal_of,
+)
+from hub.api.deps import ContextDep, HubContext, StoreDep, context_of
+from hub.api.fastpath import fast_path_route
 from hub.api.gcpause import GcPausedJsonRoute
-from hub.api.jsonbody import StrictJsonRoute
+from hub.api.jsonbody import StrictJsonRequest, StrictJsonRoute
 from hub.api.params import (
     ClusterPath,
     ClusterQuery,
@@ -34,6 +43,7 @@ from hub.api.params import (
     list_meta,
     parse_revision,
     read_page,
+    valid_path_labels,
 )
 from hub.api.status import ApiError, documented
 from hub.api.sync import apply_sync
@@ -120,15 +130,56 @@ async def _list(store: Store, *, cluster_id: str | None, options: ListOptions) -
     )
 
 
-@router.put(
-    ONE,
-    response_model=InternalServiceExport,
-    summary="Create or replace one export (idempotent)",
-    responses={
-        201: {"model": InternalServiceExport, "description": "created"},
-        **documented(401, 403, 404, 413, 422, 503),
-    },
-)
+async def _put(
+    ctx: HubContext,
+    store: Store,
+    export: InternalServiceExport,
+    *,
+    cluster: str,
+    namespace: str,
+    name: str,
+) -> Response:
+    _check_agreement(export, cluster=cluster, namespace=namespace, name=name)
+    result = await store.exports.put(cluster, export)
+    outcome = "created" if result.created else "replaced" if result.changed else "unchanged"
+    ctx.metrics.export_writes.labels(outcome).inc()
+    _log_decision(f"export {outcome}", result.object, cluster=cluster)
+    return wire(result.object, status_code=201 if result.created else 200)
+
+
+_PUT_PATH_NAMES = ("cluster", "namespace", "name")
+
+
+async def put_export_fast(request: StrictJsonRequest) -> Response | None:
+    """`put_export` for a request entirely in order, without FastAPI's dependency solving
+    (`hub.api.fastpath`); None for anything else, which `put_export` then answers."""
+    params = request.path_params
+    if not valid_path_labels(params, _PUT_PATH_NAMES):
+        return None
+    content_type = request.headers.get("content-type", "")
+    if content_type.split(";", 1)[0].strip().lower() != "application/json":
+        return None
+    ctx = context_of(request.app)
+    store = ctx.store
+    token = bearer_token(request)
+    if store is None or token is None:
+        return None
+    body = await request.body()
+    if not body:
+        return None
+    try:
+        export = InternalServiceExport.model_validate(await request.json())
+    except (ValueError, ValidationError):  # JSONDecodeError is a ValueError
+        return None
+    principal = await principal_of(ctx, store, token)
+    cluster = params["cluster"]
+    if principal is None or member_refusal(principal, cluster) is not None:
+        return None
+    return await _put(
+        ctx, store, export, cluster=cluster, namespace=params["namespace"], name=params["name"]
+    )
+
+
 async def put_export(
     cluster: ClusterPath,
     namespace: NamespacePath,
@@ -140,12 +191,23 @@ async def put_export(
 ) -> Response:
     """200 when replaced or unchanged, 201 when created; answers the stored object with
     its verdict. 404 when the cluster is not registered."""
-    _check_agreement(export, cluster=cluster, namespace=namespace, name=name)
-    result = await store.exports.put(cluster, export)
-    outcome = "created" if result.created else "replaced" if result.changed else "unchanged"
-    ctx.metrics.export_writes.labels(outcome).inc()
-    _log_decision(f"export {outcome}", result.object, cluster=cluster)
-    return wire(result.object, status_code=201 if result.created else 200)
+    return await _put(ctx, store, export, cluster=cluster, namespace=namespace, name=name)
+
+
+# Registered without the decorator only to give it its own route class: a request in
+# order is answered by `put_export_fast`, anything else by `put_export` (`hub.api.fastpath`).
+router.add_api_route(
+    ONE,
+    put_export,
+    methods=["PUT"],
+    response_model=InternalServiceExport,
+    summary="Create or replace one export (idempotent)",
+    responses={
+        201: {"model": InternalServiceExport, "description": "created"},
+        **documented(401, 403, 404, 413, 422, 503),
+    },
+    route_class_override=fast_path_route(put_export_fast),
+)
 
 
 @router.get(
