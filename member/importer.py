@@ -85,7 +85,7 @@ from member.reconcilers.export import NotLeading
 from member.reconcilers.importbase import ImportReconciler, ImportScope, ManagedIndex
 from member.reconcilers.mirroredslices import ChangedSlices, MirroredSliceReconciler
 from member.reconcilers.serviceimport import ForeignImports, ServiceImportReconciler
-from member.transform import transform_import_object
+from member.transform import endpoint_count, transform_import_object
 from member.workqueue import WorkQueue, WorkQueueMetrics, run_workers
 from shared.constants import MCS_GROUP
 
@@ -240,7 +240,7 @@ class Importer:
             return sum(1 for o in cached_imports.cached() if is_managed(o))
 
         def endpoints() -> int:
-            return sum(len(o.get("endpoints") or []) for o in cached_slices.cached())
+            return sum(endpoint_count(o) for o in cached_slices.cached())
 
         self.metrics.count_with(imported=imported, endpoints=endpoints)
         # (managed ServiceImports, endpoints over managed slices): the heartbeat says them.

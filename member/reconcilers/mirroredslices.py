@@ -22,7 +22,9 @@ slices of it (SPEC §2.8).
 "Differing" is cheap on the common path: the reconciler remembers, per slice, the
 resourceVersion it last found or made equal to which desired tuple. The same
 resourceVersion and an equal tuple need no comparison; otherwise the full field-wise
-`matches` decides (a user's edit changes the resourceVersion, so it is always seen).
+`matches` decides (a user's edit changes the resourceVersion, so it is always seen), on
+the cached slice with its endpoints unpacked (`member.transform.unpacked`: the informer
+holds them as one JSON bytes), which is also the base of an update.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from member.importspec import (
     overlay,
 )
 from member.reconcilers.importbase import ImportDeps, ImportReconciler, ManagedIndex
+from member.transform import unpacked
 
 __all__ = ["ChangedSlices", "MirroredSliceReconciler"]
 
@@ -174,7 +177,7 @@ class MirroredSliceReconciler(ImportReconciler):
                 equal[slice_name] = (_rv(answer), want)
             elif want is not None and have is not None and not self._equals(equal, want, have):
                 self.check_write(KIND, "update")
-                answer = self._writer.replace(overlay(have, mirrored_body(want)))
+                answer = self._writer.replace(overlay(unpacked(have), mirrored_body(want)))
                 equal[slice_name] = (_rv(answer), want)
             else:
                 continue
@@ -197,7 +200,7 @@ class MirroredSliceReconciler(ImportReconciler):
         seen = (_rv(have), want)
         if equal.get(want.name) == seen:
             return True
-        if not matches(mirrored_body(want), have):
+        if not matches(mirrored_body(want), unpacked(have)):
             return False
         equal[want.name] = seen
         return True

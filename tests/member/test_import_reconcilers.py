@@ -24,6 +24,7 @@ from member.reconcilers.export import NotLeading
 from member.reconcilers.importbase import ImportScope, ManagedIndex
 from member.reconcilers.mirroredslices import ChangedSlices, MirroredSliceReconciler
 from member.reconcilers.serviceimport import ForeignImports, ServiceImportReconciler
+from member.transform import transform_import_object, unpacked
 from shared.constants import ANNOTATION_CHANGED_AT
 from shared.models import EndpointSliceExport, ServiceImport
 from shared.timefmt import format_millis, utcnow
@@ -67,9 +68,10 @@ class Writer:
                 "clusterIP": "10.96.0.7",
                 "clusterIPs": ["10.96.0.7"],
             }
-        self.cache.items[key] = stored
+        # The cache holds what the import informers keep (a slice's endpoints packed).
+        cached = self.cache.items[key] = transform_import_object(stored)
         if self.index is not None:
-            self.index.observe(old, stored)
+            self.index.observe(old, cached)
         return stored
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -219,7 +221,7 @@ class World:
         key = f"demo/{name}"
         edited = {**self.slices.items[key], **fields}
         edited["metadata"] = {**edited["metadata"], "resourceVersion": str(next(Writer._rv))}
-        self.slices.items[key] = edited
+        self.slices.items[key] = transform_import_object(edited)
         self.changed.mark(KEY, None)
 
     def converge(self) -> list[tuple[str, str]]:
@@ -275,7 +277,8 @@ def test_one_endpoint_change_costs_one_slice_write(world: World) -> None:
     world.feed(hub_slice("hello-1", "10.0.0.9"))
     assert world.writes_of(world.eps.reconcile) == [("EndpointSlice", "update")]
     mirrored = world.slices.get(f"demo/{mirrored_slice_name('hello', 'a', 'hello-1')}")
-    assert mirrored is not None and mirrored["endpoints"][0]["addresses"] == ["10.0.0.9"]
+    assert mirrored is not None
+    assert unpacked(mirrored)["endpoints"][0]["addresses"] == ["10.0.0.9"]
 
 
 def _stale_slice(world: World) -> str:
@@ -368,7 +371,7 @@ def test_mirrored_slices_one_row_per_outcome(
     for name in absent:
         assert f"demo/{name}" not in world.slices.items, name
     if expected == ["update"]:  # what was written is the source's state again
-        mirrored = {n.rsplit("/", 1)[1]: o for n, o in world.slices.items.items()}
+        mirrored = {n.rsplit("/", 1)[1]: unpacked(o) for n, o in world.slices.items.items()}
         assert mirrored[M1]["endpoints"][0]["addresses"] in (["10.0.0.1"], ["10.0.0.9"])
         assert mirrored[M2]["endpoints"][0]["addresses"] == ["10.0.0.2"]
     world.changed.mark(KEY, None)  # a relist then finds only a stale slice left to delete
