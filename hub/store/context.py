@@ -82,13 +82,7 @@ class StoreContext:
     locks: KeyLocks = field(init=False)
 
     def __post_init__(self) -> None:
-        # Imported here: `locks` takes the revision counter through `feed`, which needs
-        # this module.
-        from hub.store.locks import for_backend as locks_for
-        from hub.store.rows import for_backend as rows_for
-
-        self.rows = rows_for(self.backend)
-        self.locks = locks_for(self.backend)
+        self.rows, self.locks = for_backend(self.backend)
 
     @contextlib.asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
@@ -99,3 +93,18 @@ class StoreContext:
     async def read(self) -> AsyncIterator[AsyncConnection]:
         async with read_transaction(self.reader) as conn:
             yield conn
+
+
+def for_backend(backend: str) -> tuple[RowWriter, KeyLocks]:
+    """The row writer and the locks of `backend` ("sqlite" or "postgresql"): the one place
+    a back end's name is turned into its implementations."""
+    # Imported here: `locks` takes the revision counter through `feed`, which needs this
+    # module.
+    from hub.store.locks import PostgresLocks, SQLiteLocks
+    from hub.store.rows import PostgresRows, SQLiteRows
+
+    if backend == "postgresql":
+        return PostgresRows(), PostgresLocks()
+    if backend == "sqlite":
+        return SQLiteRows(), SQLiteLocks()
+    raise ValueError(f"unknown database back end {backend!r}: expected sqlite or postgresql")

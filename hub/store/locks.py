@@ -146,15 +146,6 @@ class SQLiteLocks:
         )
 
 
-def for_backend(backend: str) -> KeyLocks:
-    """The locks of `backend` ("sqlite" or "postgresql")."""
-    if backend == "postgresql":
-        return PostgresLocks()
-    if backend == "sqlite":
-        return SQLiteLocks()
-    raise ValueError(f"unknown database back end {backend!r}: expected sqlite or postgresql")
-
-
 # --- the order, step by step ------------------------------------------------------------------
 
 

@@ -321,12 +321,3 @@ class SQLiteRows:
                     for key in keys
                 ],
             )
-
-
-def for_backend(backend: str) -> RowWriter:
-    """The row writer of `backend` ("sqlite" or "postgresql")."""
-    if backend == "postgresql":
-        return PostgresRows()
-    if backend == "sqlite":
-        return SQLiteRows()
-    raise ValueError(f"unknown database back end {backend!r}: expected sqlite or postgresql")

@@ -117,7 +117,8 @@ exports = Table(
     # The whole spec as the member sent it (canonical JSON of the wire form).
     Column("spec", Text, nullable=False),
     Column("annotations", Text, nullable=False, server_default="{}"),
-    # The Conflict condition (wire JSON); NULL only inside the transaction that inserts it.
+    # The Conflict condition (wire JSON), written with the row itself (the writer judges
+    # before it inserts). Nullable only as the schema was first made: no row holds NULL.
     Column("condition", Text, nullable=True),
     Column("conflict", Boolean, nullable=False, server_default=false()),
     Column("conflict_reasons", Text, nullable=False, server_default=""),

@@ -18,8 +18,9 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import Conflict, NotFound, Store
-from hub.store.context import StoreContext
-from hub.store.rows import COPY_MIN_ROWS, PostgresRows, SQLiteRows, for_backend
+from hub.store.context import StoreContext, for_backend
+from hub.store.locks import PostgresLocks, SQLiteLocks
+from hub.store.rows import COPY_MIN_ROWS, PostgresRows, SQLiteRows
 from hub.store.tables import endpoint_slices
 from tests.hub.test_store_support import make_export, opened_store
 
@@ -51,9 +52,11 @@ async def _slices(ctx: StoreContext) -> list[tuple[object, ...]]:
         return [tuple(row) for row in await conn.execute(query)]
 
 
-def test_the_row_writer_is_chosen_from_the_back_end() -> None:
-    assert isinstance(for_backend("postgresql"), PostgresRows)
-    assert isinstance(for_backend("sqlite"), SQLiteRows)
+def test_the_row_writer_and_locks_are_chosen_from_the_back_end() -> None:
+    rows, locks = for_backend("postgresql")
+    assert isinstance(rows, PostgresRows) and isinstance(locks, PostgresLocks)
+    rows, locks = for_backend("sqlite")
+    assert isinstance(rows, SQLiteRows) and isinstance(locks, SQLiteLocks)
     with pytest.raises(ValueError, match="unknown database back end 'mysql'"):
         for_backend("mysql")
 
