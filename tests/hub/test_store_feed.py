@@ -4,12 +4,14 @@ to subscribers by the shared reader, woken by local commits and other replicas' 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 
 import pytest
 
 from hub.store import DatabaseUnavailable, Gone, Store
 from hub.store.fanout import FeedLine, Subscription
+from hub.store.feed import event_line
 from tests.hub.test_store_support import at, make_export, open_store, opened_store, register
 
 DEADLINE = 30.0  # generous: these waits normally end in milliseconds
@@ -62,6 +64,24 @@ async def test_changes_of_one_cluster(store: Store) -> None:
     assert last.condition("Conflict").status == "True"  # type: ignore[union-attr]
     beta = await store.feed.changes_since(revision=0, cluster_id="beta")
     assert [e.type for e in beta] == ["ADDED"]
+
+
+async def test_a_watch_line_is_the_event_of_its_stored_change(store: Store) -> None:
+    # The shared reader writes each line from the stored text with the cluster state
+    # spliced in, never through a model: the same JSON as encoding the decoded event, for
+    # an added record with annotations, a re-judged one in conflict, a withdrawal.
+    await store.exports.put(
+        "alpha", make_export("alpha", name="one", created=at(0), annotations={"a": "é\u2028"})
+    )
+    await store.exports.put("beta", make_export("beta", name="one", created=at(5), type="Headless"))
+    await store.exports.delete("alpha", "demo", "one")
+    rows = await store.feed.rows_since(revision=0)
+    assert {r.type for r in rows} == {"ADDED", "MODIFIED", "DELETED"}
+    for row in rows:
+        line = row.line()
+        assert line.endswith(b"\n") and line.count(b"\n") == 1
+        assert json.loads(line) == json.loads(event_line(row.event()))
+        assert json.loads(line)["object"]["status"]["clusterState"] == row.state
 
 
 async def test_revision_older_than_history_is_gone(database_url: str) -> None:
