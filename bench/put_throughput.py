@@ -14,6 +14,10 @@ Three phases, the same aiohttp client and the same 64 concurrent workers each:
   (`INSERT … ON CONFLICT DO UPDATE`, one statement per export, autocommit) into a copy of
   the `exports` table, at the same concurrency: what the database alone allows.
 
+Each HTTP phase also records the hub process's CPU per answered request. Their ratio (no-op
+CPU / PUT CPU) is what the throughput ratio would be with the hub's core to itself; other
+work on a shared host moves it far less than it moves req/s.
+
 Target (issue): hub throughput ≥ 50 % of the framework ceiling.
 """
 
@@ -65,6 +69,7 @@ def bodies(count: int, *, prefix: str) -> list[tuple[str, str, bytes]]:
 async def http_phase(
     session: aiohttp.ClientSession,
     *,
+    hub_pid: int,
     url_of: Any,
     items: list[tuple[str, str, bytes]],
     headers: dict[str, str],
@@ -77,8 +82,19 @@ async def http_phase(
             await answer.read()
             return answer.status < 300
 
+    cpu0 = cpu_seconds(hub_pid)
     result = await closed_loop(one, concurrency=clients, total=len(items), max_seconds=seconds)
-    return result.summary()
+    summary = result.summary()
+    summary["hub_cpu_seconds"] = round(cpu_seconds(hub_pid) - cpu0, 2)
+    summary["hub_cpu_ms_per_request"] = cpu_per_request_ms(summary)
+    return summary
+
+
+def cpu_per_request_ms(summary: dict[str, Any]) -> float | None:
+    """The hub's CPU per answered request in a phase, in ms."""
+    if not summary["requests"]:
+        return None
+    return round(summary["hub_cpu_seconds"] * 1000 / summary["requests"], 3)
 
 
 async def database_phase(
@@ -133,15 +149,18 @@ async def run(args: Any) -> dict[str, Any]:
 
                 connector = aiohttp.TCPConnector(limit=clients)
                 async with aiohttp.ClientSession(connector=connector) as session:
-                    phase = {"headers": headers, "clients": clients, "seconds": args.seconds}
+                    phase = {
+                        "hub_pid": hub.pid,
+                        "headers": headers,
+                        "clients": clients,
+                        "seconds": args.seconds,
+                    }
                     warm = bodies(args.warmup, prefix="warm")
                     await http_phase(session, url_of=noop, items=warm, **phase)
                     await http_phase(session, url_of=real, items=warm, **phase)
                     items = bodies(args.requests, prefix="svc")
                     noop_before = await http_phase(session, url_of=noop, items=items, **phase)
-                    cpu0 = cpu_seconds(hub.pid)
                     hub_put = await http_phase(session, url_of=real, items=items, **phase)
-                    hub_cpu = cpu_seconds(hub.pid) - cpu0
                     noop_after = await http_phase(session, url_of=noop, items=items, **phase)
                 hub_rss = rss_bytes(hub.pid)
             database: dict[str, Any] | None = None
@@ -156,13 +175,21 @@ async def run(args: Any) -> dict[str, Any]:
                     database = {"per_second": None, "error": str(exc)}
     ceiling = (noop_before["per_second"] + noop_after["per_second"]) / 2
     framework_ratio = ratio(hub_put["per_second"], ceiling)
+    cpu_before, cpu_after = (p["hub_cpu_ms_per_request"] for p in (noop_before, noop_after))
+    noop_cpu_ms = (
+        (cpu_before + cpu_after) / 2 if cpu_before is not None and cpu_after is not None else None
+    )
     return {
         "clients": clients,
         "hub_pool_size": args.pool_size,
         "framework_ceiling": {"before": noop_before, "after": noop_after, "per_second": ceiling},
         "hub_put": hub_put,
         "database_ceiling": database,
-        "hub_cpu_seconds_during_put_phase": round(hub_cpu, 2),
+        "hub_cpu_seconds_during_put_phase": hub_put["hub_cpu_seconds"],
+        # CPU per request of each route, and their ratio: what the throughput ratio would
+        # be with the hub's core to itself. A busy host moves it far less than req/s.
+        "hub_cpu_ms_per_request": {"noop": noop_cpu_ms, "put": hub_put["hub_cpu_ms_per_request"]},
+        "cpu_ratio_noop_to_put": ratio(noop_cpu_ms, hub_put["hub_cpu_ms_per_request"]),
         "hub_rss_mib": mib(hub_rss),
         "ratio_to_framework_ceiling": framework_ratio,
         "ratio_to_database_ceiling": ratio(
