@@ -165,11 +165,12 @@ async def put_export_fast(request: StrictJsonRequest) -> Response | None:
     if store is None or token is None:
         return None
     body = await request.body()
-    if not body:
-        return None
     try:
-        export = InternalServiceExport.model_validate(await request.json())
-    except (ValueError, ValidationError):  # JSONDecodeError is a ValueError
+        # One pass from bytes to model. pydantic's JSON parser refuses what
+        # `hub.api.jsonbody` refuses (lone surrogates, bytes that are not UTF-8, NaN) and
+        # keeps long integers exact, so every field sees what `strict_loads` would give.
+        export = InternalServiceExport.model_validate_json(body)
+    except ValidationError:
         return None
     principal = await principal_of(ctx, store, token)
     cluster = params["cluster"]
