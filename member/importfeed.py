@@ -9,12 +9,12 @@ the export feed, so `HubImportListWatch` plugs into `member.informer.Informer` e
 What the informer caches of each object is a `feed_entry()`: its kind, resourceVersion and
 change time, and the object itself in the one compact immutable form the reconcilers read —
 a ServiceImport's `member.importspec.HeldImport` (the fields the three desired objects are
-built from, strings interned), or a slice's `member.importspec.SourceSlice` (its endpoints
-one JSON bytes). Each object is thus parsed once, when it arrives, never per reconcile;
-and a key costs what a reconcile needs of it, not its wire dicts nor its validated model
-(a mirrored-slice reconcile used to re-validate all 50 source slices of a key, at 50
-clusters, for each endpoint change of one of them; a held pydantic ServiceImport was
-~5 KB a key, the `HeldImport` a tenth of that).
+built from, strings interned), or a slice's `member.importspec.SourceSlice` (its
+endpoints one deflated JSON bytes, `pack_json`). Each object is thus parsed once, when it
+arrives, never per reconcile; and a key costs what a reconcile needs of it, not its wire
+dicts nor its validated model (a mirrored-slice reconcile used to re-validate all 50
+source slices of a key, at 50 clusters, for each endpoint change of one of them; a held
+pydantic ServiceImport was ~5 KB a key, the `HeldImport` a tenth of that).
 
 One informer caches both kinds, so each needs a key of its own (`import_item_key`): a
 ServiceImport is "namespace/name", the same key as the Kubernetes objects made from it; an

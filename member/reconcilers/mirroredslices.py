@@ -24,7 +24,7 @@ resourceVersion it last found or made equal to which desired tuple. The same
 resourceVersion and an equal tuple need no comparison; otherwise the full field-wise
 `matches` decides (a user's edit changes the resourceVersion, so it is always seen), on
 the cached slice with its endpoints unpacked (`member.transform.unpacked`: the informer
-holds them as one JSON bytes), which is also the base of an update.
+holds them packed), which is also the base of an update.
 """
 
 from __future__ import annotations
