@@ -29,6 +29,7 @@ to its slices kept current by `observe()` (called from the informer's handler).
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -48,6 +49,8 @@ __all__ = [
     "SliceRef",
     "feed_entry",
     "import_item_key",
+    "index_add",
+    "index_discard",
     "service_key_of",
     "slice_item_key",
     "slice_ref",
@@ -104,8 +107,9 @@ def slice_ref(entry: dict[str, Any] | None) -> SliceRef | None:
 
 
 def slice_item_key(namespace: str, ref: SliceRef) -> str:
-    """The informer key of a source slice: "slice:<cluster>/<namespace>/<slice>"."""
-    return f"{_SLICE_PREFIX}{ref.cluster}/{namespace}/{ref.name}"
+    """The informer key of a source slice: "slice:<cluster>/<namespace>/<slice>" (interned:
+    the cache and the view's index hold one string)."""
+    return sys.intern(f"{_SLICE_PREFIX}{ref.cluster}/{namespace}/{ref.name}")
 
 
 def import_item_key(entry: dict[str, Any]) -> str:
@@ -113,15 +117,15 @@ def import_item_key(entry: dict[str, Any]) -> str:
     item = entry[_ITEM]
     if isinstance(item, SourceSlice):
         return slice_item_key(item.namespace, SliceRef(item.cluster, item.name))
-    return f"{item.namespace}/{item.name}"
+    return sys.intern(f"{item.namespace}/{item.name}")
 
 
 def service_key_of(entry: dict[str, Any]) -> str:
     """ "namespace/name" of the Service a `feed_entry()` belongs to."""
     item = entry[_ITEM]
     if isinstance(item, SourceSlice):
-        return f"{item.namespace}/{item.service}"
-    return f"{item.namespace}/{item.name}"
+        return sys.intern(f"{item.namespace}/{item.service}")
+    return sys.intern(f"{item.namespace}/{item.name}")
 
 
 class ImportEventStream(HubEventStream):
@@ -159,15 +163,22 @@ class HubImportListWatch:
         return ImportEventStream(stream)
 
 
-def _index(index: dict[str, set[str]], group: str, member: str, present: bool) -> None:
-    if present:
-        index.setdefault(group, set()).add(member)
-        return
-    members = index.get(group)
-    if members is not None:
-        members.discard(member)
-        if not members:
-            del index[group]
+def index_add(index: dict[str, tuple[str, ...]], group: str, member: str) -> None:
+    """Add `member` to `group` of an index held as tuples: a key has one member or a few
+    (its slices), and a tuple of one is 48 bytes where a set is 216, at 10,000 keys per
+    index (docs/benchmarks.md §11)."""
+    members = index.get(group, ())
+    if member not in members:
+        index[group] = (*members, member)
+
+
+def index_discard(index: dict[str, tuple[str, ...]], group: str, member: str) -> None:
+    """Remove `member` from `group` (see `index_add`); an emptied group goes."""
+    members = tuple(m for m in index.get(group, ()) if m != member)
+    if members:
+        index[group] = members
+    else:
+        index.pop(group, None)
 
 
 class ImportView:
@@ -177,7 +188,7 @@ class ImportView:
     def __init__(self, informer: Informer) -> None:
         self._informer = informer
         self._lock = threading.Lock()
-        self._slices: dict[str, set[str]] = {}  # Service key -> slice item keys
+        self._slices: dict[str, tuple[str, ...]] = {}  # Service key -> slice item keys
         self._by_namespace: dict[str, set[str]] = {}  # namespace -> ServiceImport keys
 
     def observe(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> set[str]:
@@ -190,9 +201,19 @@ class ImportView:
                 service = service_key_of(entry)
                 touched.add(service)
                 if entry.get("kind") != KIND_ENDPOINT_SLICE:
-                    _index(self._by_namespace, service.partition("/")[0], service, present)
+                    namespace = service.partition("/")[0]
+                    if present:
+                        self._by_namespace.setdefault(namespace, set()).add(service)
+                    else:
+                        members = self._by_namespace.get(namespace, set())
+                        members.discard(service)
+                        if not members:
+                            self._by_namespace.pop(namespace, None)
                     continue
-                _index(self._slices, service, import_item_key(entry), present)
+                if present:
+                    index_add(self._slices, service, import_item_key(entry))
+                else:
+                    index_discard(self._slices, service, import_item_key(entry))
         return touched
 
     def keys_in(self, namespace: str) -> set[str]:

@@ -20,6 +20,7 @@ bottom on their own (`member.reconcilers.serviceimport`, `.derivedservice`,
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -27,7 +28,7 @@ from typing import Any, NotRequired, Protocol, TypedDict, Unpack
 
 from opentelemetry import trace
 
-from member.importfeed import ImportView
+from member.importfeed import ImportView, index_add, index_discard
 from member.importmetrics import ImportMetrics
 from member.kube.importobjects import ObjectWriter
 from member.metrics import AgentMetrics
@@ -76,7 +77,7 @@ def service_key(obj: dict[str, Any]) -> str | None:
     metadata = obj.get("metadata") or {}
     name = (metadata.get("labels") or {}).get(LABEL_MCS_SERVICE_NAME)
     namespace = metadata.get("namespace")
-    return f"{namespace}/{name}" if name and namespace else None
+    return sys.intern(f"{namespace}/{name}") if name and namespace else None
 
 
 class ManagedIndex:
@@ -85,7 +86,7 @@ class ManagedIndex:
     def __init__(self, lister: NamespaceLister) -> None:
         self._lister = lister
         self._lock = threading.Lock()
-        self._names: dict[str, set[str]] = {}
+        self._names: dict[str, tuple[str, ...]] = {}
 
     def observe(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> set[str]:
         """Update the index for one change; answers the Service keys it touches."""
@@ -96,15 +97,11 @@ class ManagedIndex:
                 if obj is None or key is None:
                     continue
                 touched.add(key)
-                name = str((obj.get("metadata") or {}).get("name"))
+                name = sys.intern(str((obj.get("metadata") or {}).get("name")))
                 if present:
-                    self._names.setdefault(key, set()).add(name)
+                    index_add(self._names, key, name)
                 else:
-                    names = self._names.get(key)
-                    if names is not None:
-                        names.discard(name)
-                        if not names:
-                            del self._names[key]
+                    index_discard(self._names, key, name)
         return touched
 
     def objects(self, key: str) -> dict[str, dict[str, Any]]:
