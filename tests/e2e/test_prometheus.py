@@ -14,7 +14,6 @@ every second and evaluating rules every second. Under CI a missing Prometheus fa
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -31,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from shared.metrics import EXPORT_DURATION_METRIC
 from tests.conftest import BACKENDS, dispose_database_url, make_database_url
 from tests.e2e.fleet import NAMESPACE, Member, new_member
-from tests.helm.test_alert_rules import RULES
+from tests.helm.test_alert_rules import RULES, prometheus_binary
 from tests.helm.test_dashboard import queries
 from tests.kube.fixtures import FIXTURE_NAMESPACES, start_emulator_process
 from tests.member import agent_support
@@ -39,16 +38,6 @@ from tests.member.agent_support import AgentProcess, HubProcess, free_port, wait
 
 CLUSTER = "west"
 SCRAPE = "1s"
-
-
-def binary(name: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        message = f"{name} is not installed (Debian package prometheus; scripts/test installs it)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
 
 
 @dataclass
@@ -87,7 +76,7 @@ def start_prometheus(directory: Path, *, hub: HubProcess, agent_port: int) -> Pr
     (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
     log = (directory / "prometheus.log").open("ab")
     process = subprocess.Popen(
-        [binary("prometheus"), f"--config.file={directory / 'prometheus.yml'}",
+        [prometheus_binary("prometheus"), f"--config.file={directory / 'prometheus.yml'}",
          f"--storage.tsdb.path={directory / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
         stdout=log, stderr=subprocess.STDOUT,
     )
@@ -116,7 +105,7 @@ class Monitored:
 @pytest.fixture(scope="module", params=BACKENDS)
 def monitored(request: pytest.FixtureRequest,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Monitored]:
-    binary("prometheus")
+    prometheus_binary("prometheus")
     directory = tmp_path_factory.mktemp(f"prometheus-{request.param}")
     database = make_database_url(str(request.param), directory)
     hub = HubProcess(directory=directory, database=database)
@@ -164,8 +153,9 @@ MILLISECOND_HISTOGRAMS = {EXPORT_DURATION_METRIC, "mcsync_agent_import_lag_milli
 
 def test_both_metrics_pages_pass_promtool_lint(monitored: Monitored) -> None:
     for name, url in (("hub", monitored.hub.url), ("agent", agent_url(monitored.member.agent))):
-        lint = subprocess.run([binary("promtool"), "check", "metrics"], input=metrics_page(url),
-                              capture_output=True, text=True, timeout=60, check=False)
+        lint = subprocess.run([prometheus_binary("promtool"), "check", "metrics"],
+                              input=metrics_page(url), capture_output=True, text=True,
+                              timeout=60, check=False)
         problems = [line for line in (lint.stdout + lint.stderr).splitlines() if line and not (
             line.split()[0] in MILLISECOND_HISTOGRAMS
             and 'use base unit "seconds" instead of "milliseconds"' in line)]

@@ -25,19 +25,21 @@ RULES = HUB_CHART / "rules" / "mcsync-alerts.yaml"
 RULE_TESTS = HUB_CHART / "rules" / "mcsync-alerts.test.yaml"
 
 
-def promtool() -> str:
-    found = shutil.which("promtool")
+def prometheus_binary(name: str) -> str:
+    """The path of `prometheus` or `promtool`; skips the test where it is missing, fails
+    under CI (which installs it)."""
+    found = shutil.which(name)
     if found is None:
+        message = f"{name} is not installed (Debian package prometheus; scripts/test installs it)"
         if os.environ.get("CI"):
-            pytest.fail("promtool is not installed (Debian package prometheus; scripts/test "
-                        "installs it)")
-        pytest.skip("promtool is not installed (Debian package prometheus)")
+            pytest.fail(message)
+        pytest.skip(message)
     return found
 
 
 def run_promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([promtool(), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=120, check=False)
+    return subprocess.run([prometheus_binary("promtool"), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120, check=False)
 
 
 def test_rules_parse() -> None:
