@@ -17,6 +17,8 @@ Three phases, the same aiohttp client and the same 64 concurrent workers each:
 Each HTTP phase also records the hub process's CPU per answered request. Their ratio (no-op
 CPU / PUT CPU) is what the throughput ratio would be with the hub's core to itself; other
 work on a shared host moves it far less than it moves req/s.
+It records the local PostgreSQL server's CPU per request too: the database's work per PUT
+shares the machine's cores with the hub and the client, and the no-op route has none.
 
 Target (issue): hub throughput ≥ 50 % of the framework ceiling.
 """
@@ -41,6 +43,7 @@ from bench.support import (
     closed_loop,
     cpu_seconds,
     created_at,
+    database_cpu_seconds,
     export_wire,
     fresh_database,
     mib,
@@ -82,11 +85,17 @@ async def http_phase(
             await answer.read()
             return answer.status < 300
 
-    cpu0 = cpu_seconds(hub_pid)
+    cpu0, db0 = cpu_seconds(hub_pid), database_cpu_seconds()
     result = await closed_loop(one, concurrency=clients, total=len(items), max_seconds=seconds)
     summary = result.summary()
     summary["hub_cpu_seconds"] = round(cpu_seconds(hub_pid) - cpu0, 2)
     summary["hub_cpu_ms_per_request"] = cpu_per_request_ms(summary)
+    db1 = database_cpu_seconds()
+    summary["database_cpu_ms_per_request"] = (
+        round((db1 - db0) * 1000 / summary["requests"], 3)
+        if db0 is not None and db1 is not None and summary["requests"]
+        else None
+    )
     return summary
 
 
@@ -190,6 +199,9 @@ async def run(args: Any) -> dict[str, Any]:
         # be with the hub's core to itself. A busy host moves it far less than req/s.
         "hub_cpu_ms_per_request": {"noop": noop_cpu_ms, "put": hub_put["hub_cpu_ms_per_request"]},
         "cpu_ratio_noop_to_put": ratio(noop_cpu_ms, hub_put["hub_cpu_ms_per_request"]),
+        # The database server's CPU per PUT runs on the same cores as the hub (and the
+        # benchmark's own client): what the hub's Python cannot win back.
+        "database_cpu_ms_per_put": hub_put["database_cpu_ms_per_request"],
         "hub_rss_mib": mib(hub_rss),
         "ratio_to_framework_ceiling": framework_ratio,
         "ratio_to_database_ceiling": ratio(

@@ -177,6 +177,31 @@ def cpu_seconds(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / ticks
 
 
+def database_cpu_seconds() -> float | None:
+    """CPU time used so far by this machine's PostgreSQL server, all its processes together
+    (a backend that has exited counts in the postmaster's reaped-children time); None where
+    no local server can be seen. The server is shared: read it on a quiet host.
+
+    The hub's CPU alone does not say whether a target fits the machine: the database's
+    work per export runs on the same cores."""
+    total, seen = 0, False
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        head, _, rest = stat.rpartition(")")
+        if head.partition("(")[2] != "postgres":
+            continue
+        fields = rest.split()
+        total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+        seen = True
+    return total / os.sysconf("SC_CLK_TCK") if seen else None
+
+
 def mib(value: int) -> float:
     return round(value / 1024 / 1024, 1)
 

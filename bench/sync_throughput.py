@@ -8,7 +8,10 @@ One cluster PUTs its whole set, `PUT /api/v1/clusters/{c}/serviceexports`, three
 request to the answer, through HTTP, validation, the hub's batched transactions
 (`hub.store.exports.SYNC_BATCH` keys each, `SYNC_PARALLEL` in flight) and the conflict
 judge. Each phase also records the hub process's CPU time per export, which a shared
-machine's load moves far less than the rate.
+machine's load moves far less than the rate. It records the local PostgreSQL server's CPU per export too
+(`database_cpu_us_per_export`), and from both the rate this machine's cores allow at all
+(`cores_allow_per_second`: every core busy with nothing but the hub and the database): a
+target above it is out of reach here, whatever the hub's Python does.
 
 Ceiling (PostgreSQL): the same rows, already converted to columns, `COPY`ed by asyncpg
 into a copy of the `exports` table (same indexes) in one transaction — the fastest way
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -36,6 +40,7 @@ from bench.support import (
     base_parser,
     cpu_seconds,
     created_at,
+    database_cpu_seconds,
     export_wire,
     fresh_database,
     mib,
@@ -61,6 +66,19 @@ def sync_body(count: int, *, port: int) -> dict[str, Any]:
         "kind": "InternalServiceExportList",
         "metadata": {},
         "items": items,
+    }
+
+
+def cpu_bound(hub_cpu: float, database_cpu: float | None, exports: int) -> dict[str, Any]:
+    """The database server's CPU per export, and the rate this machine's cores allow at
+    all: hub and database together, each export's CPU spread over every core. A target
+    above it cannot be met here by the hub's Python alone."""
+    if database_cpu is None:
+        return {"database_cpu_us_per_export": None, "cores_allow_per_second": None}
+    per_export = (hub_cpu + database_cpu) / exports
+    return {
+        "database_cpu_us_per_export": round(1e6 * database_cpu / exports, 1),
+        "cores_allow_per_second": round((os.cpu_count() or 1) / per_export) if per_export else None,
     }
 
 
@@ -109,11 +127,12 @@ async def run(args: Any) -> dict[str, Any]:
                         ("unchanged", second),
                     ):
                         content = json.dumps(body).encode()
-                        cpu_before = cpu_seconds(hub.pid)
+                        cpu_before, db_before = cpu_seconds(hub.pid), database_cpu_seconds()
                         started = time.perf_counter()
                         answer = await client.put(path, content=content, headers=headers)
                         seconds = time.perf_counter() - started
                         hub_cpu = cpu_seconds(hub.pid) - cpu_before
+                        db_after = database_cpu_seconds()
                         if answer.status_code != 200:
                             raise RuntimeError(f"sync {phase}: {answer.status_code} {answer.text}")
                         phases[phase] = {
@@ -125,6 +144,13 @@ async def run(args: Any) -> dict[str, Any]:
                             # moves with the rest of a shared machine's load.
                             "hub_cpu_seconds": round(hub_cpu, 3),
                             "hub_cpu_us_per_export": round(1e6 * hub_cpu / args.exports, 1),
+                            **cpu_bound(
+                                hub_cpu,
+                                None
+                                if db_after is None or db_before is None
+                                else db_after - db_before,
+                                args.exports,
+                            ),
                             "answer": answer.json(),
                         }
                 hub_rss = rss_bytes(hub.pid)

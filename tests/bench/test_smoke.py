@@ -25,7 +25,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "put_throughput": (
         ("postgresql", "sqlite"),
-        ("framework_ceiling", "hub_put", "database_ceiling", "ratio_to_framework_ceiling"),
+        (
+            "framework_ceiling",
+            "hub_put",
+            "database_ceiling",
+            "ratio_to_framework_ceiling",
+            "database_cpu_ms_per_put",
+        ),
     ),
     "sync_throughput": (
         ("postgresql", "sqlite"),
