@@ -61,10 +61,18 @@ def fields(**values: Any) -> dict[str, Any]:
 
 def record_fields(record: logging.LogRecord) -> dict[str, Any]:
     """Every structured field of `record`: plain extras, then `fields(...)` ones."""
-    values = {
-        k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")
-    }
+    return dict(_fields_of(record))
+
+
+def _fields_of(record: logging.LogRecord) -> Mapping[str, Any]:
+    """`record_fields` for the formatters, which only read it: a record with no plain
+    extras (every line written with `fields(...)`) answers its `fields` mapping itself,
+    without sifting and copying the record's twenty-odd attributes."""
+    state = vars(record)
     attached = getattr(record, FIELDS_ATTR, None)
+    if _STANDARD.issuperset(state):
+        return attached if isinstance(attached, Mapping) else {}
+    values = {k: v for k, v in state.items() if k not in _STANDARD and not k.startswith("_")}
     if isinstance(attached, Mapping):
         values.update(attached)
     return values
@@ -106,9 +114,15 @@ class TraceContext(logging.Filter):
 
 
 def _json_value(value: Any) -> Any:
+    if type(value) is str:  # most fields: the checks below would answer the same
+        return redact(value)
     if value is None or isinstance(value, int | float | bool):
         return value
     return redact(str(value))
+
+
+# `json.dumps(..., separators=...)` builds an encoder per call; one does for every line.
+_JSON_LINE = json.JSONEncoder(separators=(",", ":"))
 
 
 class JsonFormatter(logging.Formatter):
@@ -121,11 +135,12 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for key, value in record_fields(record).items():
-            entry.setdefault(key, _json_value(value))
+        for key, value in _fields_of(record).items():
+            if key not in entry:
+                entry[key] = _json_value(value)
         if record.exc_info:
             entry["exception"] = redact(self.formatException(record.exc_info))
-        return json.dumps(entry, separators=(",", ":"))
+        return _JSON_LINE.encode(entry)
 
 
 class TextFormatter(logging.Formatter):
@@ -136,7 +151,7 @@ class TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = super().format(record)
-        extra = " ".join(f"{k}={_text_value(v)}" for k, v in record_fields(record).items())
+        extra = " ".join([f"{k}={_text_value(v)}" for k, v in _fields_of(record).items()])
         if extra:
             # The exception text (if any) follows the first line; keep fields on that line.
             first, sep, rest = line.partition("\n")
@@ -146,7 +161,9 @@ class TextFormatter(logging.Formatter):
 
 def _text_value(value: Any) -> str:
     text = str(value)
-    return json.dumps(text) if (not text or any(c in text for c in ' "=\n')) else text
+    if not text or " " in text or '"' in text or "=" in text or "\n" in text:
+        return json.dumps(text)
+    return text
 
 
 def configure_logging(
