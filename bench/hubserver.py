@@ -6,8 +6,9 @@ The framework ceiling of a PUT must be measured in the same server process, behi
 same middleware (request observer, body limit) and on the same event loop as the real
 route, or the ratio compares two different servers. The no-op route is mounted here, by
 the benchmark's own launcher, on the app that `hub.app.create_app` builds; the production
-API never ships it. Everything else (migrations, store, uvicorn settings) follows
-`hub.__main__` so the hub measured is the hub deployed. Admin token: `MCSYNC_ADMIN_TOKEN`.
+API never ships it. Everything else is `hub.__main__`'s (migrations, store, and the server
+itself: `server_config` and `HubServer`, with its connection guard and its `gc.freeze`),
+so the hub measured is the hub deployed. Admin token: `MCSYNC_ADMIN_TOKEN`.
 """
 
 from __future__ import annotations
@@ -16,15 +17,14 @@ import argparse
 import asyncio
 import logging
 import os
-import socket
 from collections.abc import Sequence
 
-import uvicorn
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
 
+from hub.__main__ import HubServer, server_config
 from hub.api.credentials import load_credentials
-from hub.app import begin_shutdown, create_app, open_store
+from hub.app import create_app, open_store
 from hub.logs import configure_logging
 from hub.settings import HubSettings
 from hub.store import Store, migrate
@@ -48,34 +48,13 @@ def build_app(settings: HubSettings, store: Store) -> FastAPI:
     return app
 
 
-class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, *, app: FastAPI) -> None:
-        super().__init__(config)
-        self._hub_app = app
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        begin_shutdown(self._hub_app)
-        await super().shutdown(sockets=sockets)
-
-
 async def serve(settings: HubSettings) -> None:
     await migrate.upgrade_async(settings.database_url)
     logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)
     store = await open_store(settings)
     try:
         app = build_app(settings, store)
-        config = uvicorn.Config(
-            app,
-            host=settings.host,
-            port=settings.port,
-            log_config=None,
-            access_log=False,
-            lifespan="on",
-            timeout_graceful_shutdown=5,
-            server_header=False,
-            backlog=4096,
-        )
-        await _Server(config, app=app).serve()
+        await HubServer(server_config(settings, app), app=app).serve()
     finally:
         await store.close()
 
@@ -97,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         database_url=args.database_url,
         pool_size=args.pool_size,
         max_body_bytes=args.max_body_bytes,
+        backlog=4096,  # a benchmark opens its clients' connections all at once
+        shutdown_grace_seconds=5,
         log_level=args.log_level,
     )
     configure_logging(log_format=settings.log_format, level=settings.log_level)

@@ -238,6 +238,25 @@ def _credentials(settings: HubSettings) -> Credentials:
         raise StartupError(str(exc)) from None
 
 
+def server_config(settings: HubSettings, app: Any) -> uvicorn.Config:
+    """How uvicorn serves the hub's app: the one place, so that what the benchmarks run
+    (`bench.hubserver`) is the server deployed."""
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_config=None,  # ours (hub.logs) is configured already
+        access_log=False,  # the request observer writes one line per request
+        lifespan="on",
+        timeout_graceful_shutdown=settings.shutdown_grace_seconds,
+        server_header=False,
+        # Slow, idle and surplus clients (issue 13): see hub.connections.
+        http=guard_for(settings).protocol_class(),
+        timeout_keep_alive=settings.keep_alive_timeout_seconds,
+        backlog=settings.backlog,
+    )
+
+
 async def _serve(settings: HubSettings, tracer_provider: Any) -> None:
     if settings.migrate:
         await _migrate(settings)
@@ -260,21 +279,7 @@ async def _serve(settings: HubSettings, tracer_provider: Any) -> None:
             settings, store=store, credentials=credentials, tracer_provider=tracer_provider
         )
         ratelimitlog.install()
-        config = uvicorn.Config(
-            app,
-            host=settings.host,
-            port=settings.port,
-            log_config=None,  # ours (hub.logs) is configured already
-            access_log=False,  # the request observer writes one line per request
-            lifespan="on",
-            timeout_graceful_shutdown=settings.shutdown_grace_seconds,
-            server_header=False,
-            # Slow, idle and surplus clients (issue 13): see hub.connections.
-            http=guard_for(settings).protocol_class(),
-            timeout_keep_alive=settings.keep_alive_timeout_seconds,
-            backlog=settings.backlog,
-        )
-        server = HubServer(config, app=app)
+        server = HubServer(server_config(settings, app), app=app)
         # uvicorn re-raises the signal that stopped it once it has shut down; with these
         # no-op handlers in place that re-raise lands here, and a graceful stop exits 0.
         previous = {
