@@ -164,7 +164,16 @@ class HubServer(uvicorn.Server):
     loaded machine, stalling every request; without the startup objects they are a third
     cheaper. Reference counting still frees them; only cycles among them would be kept,
     and those live as long as the process anyway.
+
+    The youngest generation is then collected after `GC_YOUNG_THRESHOLD` net new objects
+    instead of CPython's 700. A request's objects are freed by reference counting when it
+    ends; at 700 the collector ran every few requests and walked whatever was in flight,
+    some 3 % of the hub's CPU under 64 concurrent PUTs (bench/put_throughput: 2,774 young
+    collections in one run against 15 at 20,000). What it still collects is cyclic
+    garbage, which now waits a little longer: kilobytes, not a request's worth.
     """
+
+    GC_YOUNG_THRESHOLD = 20_000
 
     STALLED_SECONDS = 1.0
     NOTSENT_LOWAT_BYTES = 16 * 1024
@@ -182,6 +191,7 @@ class HubServer(uvicorn.Server):
                     sock.setsockopt(socket.IPPROTO_TCP, option, self.NOTSENT_LOWAT_BYTES)
         gc.collect()
         gc.freeze()
+        gc.set_threshold(self.GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
     def __init__(self, config: uvicorn.Config, *, app: Any) -> None:
         super().__init__(config)
