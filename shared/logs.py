@@ -210,7 +210,12 @@ class TextFormatter(logging.Formatter):
         return time.strftime(self.default_time_format, self.converter(second))
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        if record.exc_info or record.exc_text or record.stack_info:
+            line = super().format(record)
+        else:  # `logging.Formatter.format` less its traceback and stack, with no tests left
+            record.message = record.getMessage()
+            record.asctime = self.formatTime(record, self.datefmt)
+            line = self.formatMessage(record)
         extra = " ".join([f"{k}={_text_value(v)}" for k, v in _fields_of(record).items()])
         if extra:
             # The exception text (if any) follows the first line; keep fields on that line.
