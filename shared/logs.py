@@ -123,8 +123,34 @@ def _json_value(value: Any) -> Any:
     return redact(str(value))
 
 
-# `json.dumps(..., separators=...)` builds an encoder per call; one does for every line.
-_JSON_LINE = json.JSONEncoder(separators=(",", ":"))
+def _line_encoder() -> Callable[[dict[str, Any]], str]:
+    """`json.dumps(entry, separators=(",", ":"))`, built once instead of per line.
+
+    `json.dumps` with separators makes a `JSONEncoder` per call, whose `encode` makes a C
+    encoder per call: 0.85 of the 2.4 us a line's encoding costs. A line's entry holds
+    only strings, numbers, booleans and None (`_json_value`), never a container that could
+    refer to itself, so one C encoder without the circular-reference bookkeeping writes
+    the same bytes; where the C accelerator is missing, one `JSONEncoder` does.
+    """
+    plain = json.JSONEncoder(separators=(",", ":"))
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return plain.encode
+    chunks = make(
+        None,  # no circular-reference markers (see above)
+        plain.default,
+        json.encoder.encode_basestring_ascii,  # plain.ensure_ascii
+        None,  # plain.indent
+        plain.key_separator,
+        plain.item_separator,
+        plain.sort_keys,
+        plain.skipkeys,
+        plain.allow_nan,
+    )
+    return lambda entry: "".join(chunks(entry, 0))
+
+
+_JSON_LINE = _line_encoder()
 
 
 class _LastSecond:
@@ -173,7 +199,7 @@ class JsonFormatter(logging.Formatter):
                 entry[key] = _json_value(value)
         if record.exc_info:
             entry["exception"] = redact(self.formatException(record.exc_info))
-        return _JSON_LINE.encode(entry)
+        return _JSON_LINE(entry)
 
     def _time(self, created: float) -> str:
         """`datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")`.

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
+import shared.logs
 from shared.logs import (
     JsonFormatter,
     RedactBearer,
@@ -144,6 +145,9 @@ def case(message: str, *args: object, **extra: Any) -> logging.LogRecord:
     return record(message, *args, logger_name=DECISION_LOGGER, **extra)
 
 
+LOOP: list[object] = [1]
+LOOP.append(LOOP)
+
 GOLDEN = {
     "decision": (
         lambda: case("export created", **fields(
@@ -166,6 +170,15 @@ GOLDEN = {
         '"message":"request PUT 7","empty":"","space":"two words","quote":"say \\"hi\\"",'
         '"eq":"a=b","nl":"x\\ny","none":null,"int":3,"float":1.5,"flag":true,'
         '"uni":"na\\u00efve \\u2713"}',
+    ),
+    # Containers are written as their text, so no line's entry holds one (nor a cycle).
+    "containers": (
+        lambda: case("containers", **fields(items=[1, "a"], mapping={"k": "v"}, loop=LOOP)),
+        "2025-11-24 16:00:00,250 INFO mcsync.hub.exports: containers items=\"[1, 'a']\""
+        " mapping=\"{'k': 'v'}\" loop=\"[1, [...]]\"",
+        '{"time":"2025-11-24T16:00:00.250+00:00","level":"info","logger":"mcsync.hub.exports",'
+        '"message":"containers","items":"[1, \'a\']","mapping":"{\'k\': \'v\'}",'
+        '"loop":"[1, [...]]"}',
     ),
     # Plain extras first; a `fields` name that repeats one keeps the extra's place.
     "extras_then_fields": (
@@ -246,6 +259,16 @@ def test_lines_are_byte_for_byte_what_they_were(name: str) -> None:
     build, text, json_line = GOLDEN[name]
     assert TextFormatter().format(build()) == text
     assert JsonFormatter().format(build()) == json_line
+
+
+@pytest.mark.usefixtures("utc")
+def test_json_lines_are_the_same_without_the_c_accelerator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(json.encoder, "c_make_encoder", None)
+    monkeypatch.setattr(shared.logs, "_JSON_LINE", shared.logs._line_encoder())
+    for build, _, json_line in GOLDEN.values():
+        assert JsonFormatter().format(build()) == json_line
 
 
 @pytest.mark.usefixtures("utc")
