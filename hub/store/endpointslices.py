@@ -23,8 +23,9 @@ writes are:
    exports are checked again too (one withdrawn since step 2 fails the transaction);
 4. the slices' rows by primary key; an unchanged slice writes nothing and takes no
    revision;
-5. LAST, the revision counter (`locks.take_revisions`) and the change rows, each slice
-   cut to what its source serves (`importfeed`).
+5. LAST, the revision counter (`locks.take_revisions`); then the slice rows and the
+   change rows, each slice cut to what its source serves (`importfeed`), go in one
+   `RowWriter.write`.
 
 Single-slice PUTs and DELETEs are group-committed (`SliceBatcher`, on `batch.GroupCommit`
 as export PUTs are): the revision counter is one row every writer holds until its commit,
@@ -56,7 +57,7 @@ from hub.store import codec, paging
 from hub.store.batch import ClusterNotRegistered, GroupCommit
 from hub.store.context import StoreContext
 from hub.store.errors import Conflict, NotFound
-from hub.store.feed import insert_changes, read_current_revision
+from hub.store.feed import change_rows, read_current_revision
 from hub.store.importfeed import (
     ImportChanges,
     Key,
@@ -67,6 +68,7 @@ from hub.store.importfeed import (
 )
 from hub.store.locks import check_registered, lock_clusters, lock_keys, take_revisions
 from hub.store.results import Page
+from hub.store.rows import Write
 from hub.store.tables import endpoint_slices, exports
 from shared.models import (
     EndpointSliceExport,
@@ -330,18 +332,23 @@ async def write_slices(
 
     if not feed.items:
         return [outcomes[i] for i in ids], None
-    await ctx.rows.delete(conn, endpoint_slices, deletes)
 
-    # --- 4. LAST: revisions, the rows with theirs, history ------------------------------------
+    # --- 4. LAST: revisions, the rows with theirs, history (one unit: `RowWriter.write`) ------
     newest = await take_revisions(conn, ctx, len(feed))
     first = newest - len(feed) + 1
     history, _, _ = feed.records(first)
     for stamped in (*inserts, *updates):
         slice_record = (stamped["cluster_id"], stamped["namespace"], stamped["name"])
         stamped["resource_version"] = first + written[slice_record]
-    await ctx.rows.insert(conn, endpoint_slices, inserts)
-    await ctx.rows.update(conn, endpoint_slices, updates)
-    await insert_changes(conn, ctx, history)
+    await ctx.rows.write(
+        conn,
+        [
+            Write.delete(endpoint_slices, deletes),
+            Write("insert", endpoint_slices, inserts),
+            Write("update", endpoint_slices, updates),
+            change_rows(history),
+        ],
+    )
     for record_id, index in written.items():
         result = outcomes[record_id]
         if isinstance(result, SliceResult) and result.record is not None:

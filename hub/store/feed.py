@@ -2,7 +2,7 @@
 
 Write side. Every writer takes its revisions with one statement on the one counter row
 (`allocate_revisions`, reached through `locks.take_revisions`) and then inserts one
-history row per changed record (`insert_changes`) in the same transaction:
+history row per changed record (`change_rows`) in the same transaction:
 
     UPDATE revision SET value = value + k                      -- takes the counter's row lock
       RETURNING value, pg_notify('mcsync_changes', value)       -- NOTIFY delivered at commit
@@ -50,6 +50,7 @@ from hub.store.context import StoreContext
 from hub.store.errors import Gone
 from hub.store.fanout import BufferLimits, FeedFanout, Subscription
 from hub.store.notify import CHANNEL
+from hub.store.rows import Write
 from hub.store.tables import REVISION_ROW_ID, changes, clusters
 from hub.store.tables import revision as revision_table
 from shared import constants
@@ -206,11 +207,9 @@ async def allocate_revisions(
     return newest
 
 
-async def insert_changes(
-    conn: AsyncConnection, ctx: StoreContext, records: Sequence[tuple[int, ChangeRecord]]
-) -> None:
-    """Keep each (revision, change) in the history the watch replays (`ctx.rows`: one
-    execution for the whole batch on PostgreSQL, not one per change row)."""
+def change_rows(records: Sequence[tuple[int, ChangeRecord]]) -> Write:
+    """The history rows of (revision, change) pairs, which the watch replays; written with
+    the transaction's other rows in one `RowWriter.write`."""
     rows = [
         {
             "revision": rev,
@@ -223,7 +222,7 @@ async def insert_changes(
         }
         for rev, rec in records
     ]
-    await ctx.rows.insert(conn, changes, rows)
+    return Write("insert", changes, rows)
 
 
 async def read_current_revision(conn: AsyncConnection) -> int:

@@ -228,7 +228,7 @@ class ImportChanges:
         self, first: int
     ) -> tuple[list[tuple[int, ChangeRecord]], dict[Key, int], list[dict[str, Any]]]:
         """With revisions from `first` on: the history rows, each ServiceImport's revision,
-        and the slice rows to stamp with theirs (`stamp_slices`). Each row carries the
+        and the `endpoint_slices` rows to update with theirs (re-sent slices). Each row carries the
         time of this write (`mcsync.io/changed-at`): the transaction commits right after."""
         changed_at = utcnow()
         history: list[tuple[int, ChangeRecord]] = []
@@ -277,13 +277,6 @@ class ImportChanges:
                     }
             history.append((rev, record))
         return history, import_revisions, list(stamps.values())
-
-
-async def stamp_slices(
-    conn: AsyncConnection, ctx: StoreContext, stamps: Sequence[Mapping[str, Any]]
-) -> None:
-    """Give re-sent slice rows the revision of their new import form."""
-    await ctx.rows.update(conn, endpoint_slices, stamps)
 
 
 def triples_filter(ctx: StoreContext, triples: Sequence[Triple]) -> Any:

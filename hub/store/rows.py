@@ -22,6 +22,15 @@ have to ask about (`if postgres:` in each writer was the old shape of this file'
 * SQLite (`SQLiteRows`): `executemany` and row-value `IN` lists. Its statements are
   function calls in the same process; there is nothing to save by arrays, which it lacks.
 
+A write transaction ends in several such statements over different tables (the export
+records, their change rows, the ServiceImports); `write` takes them together. PostgreSQL
+then runs them as ONE statement, each a data-modifying `WITH` part: a round trip to the
+server costs the hub about as much CPU as a small statement's work (a loopback send wakes
+the server inside the hub's own system call), and a group-committed PUT paid four or five
+of them for its rows. The parts never touch the same row (a write changes each record
+once, and a key either keeps exports and has its ServiceImport upserted, or has none left
+and has it deleted), which is what PostgreSQL requires of parts sharing one snapshot.
+
 `StoreContext` picks the writer from the back end when it is built; writers call
 `ctx.rows.…` and never ask which database they are on. Updates and deletes join on the
 primary key; every caller has locked the rows' keys first (`hub.store.locks`), so the
@@ -31,9 +40,10 @@ order in which a statement meets its rows cannot deadlock.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from sqlalchemy import (
     BigInteger,
@@ -59,8 +69,28 @@ from hub.store.tables import UTCDateTime
 Row = Mapping[str, Any]
 
 
+@dataclass(frozen=True)
+class Write:
+    """One batched statement of a `RowWriter.write`: rows of one table, all with the same
+    columns (for a delete, the primary-key columns only)."""
+
+    op: Literal["insert", "update", "upsert", "delete"]
+    table: Table
+    rows: Sequence[Row]
+
+    @classmethod
+    def delete(cls, table: Table, keys: Sequence[tuple[Any, ...]]) -> Write:
+        names = primary_key(table)
+        return cls("delete", table, [dict(zip(names, key, strict=True)) for key in keys])
+
+
 class RowWriter(Protocol):
     """Batched row statements over one table; every row of a call has the same columns."""
+
+    async def write(self, conn: AsyncConnection, writes: Sequence[Write]) -> None:
+        """Run `writes` as one unit (on PostgreSQL one statement, see above). No two of
+        them may touch the same row, so the order they run in does not matter."""
+        ...
 
     def where_in(
         self, columns: Sequence[ColumnElement[Any]], rows: Sequence[tuple[str, ...]]
@@ -108,9 +138,9 @@ def _single(columns: Sequence[ColumnElement[Any]], row: tuple[Any, ...]) -> Colu
 Columns = tuple[tuple[str, str], ...]
 
 
-def _unnest(columns: Columns) -> str:
-    """`unnest(CAST(:a AS T[]), …) AS v(a, …)`: the rows of one array per column."""
-    args = ", ".join(f"CAST(:{name} AS {sql_type}[])" for name, sql_type in columns)
+def _unnest(columns: Columns, prefix: str) -> str:
+    """`unnest(CAST(:<prefix>a AS T[]), …) AS v(a, …)`: the rows of one array per column."""
+    args = ", ".join(f"CAST(:{prefix}{name} AS {sql_type}[])" for name, sql_type in columns)
     return f"unnest({args}) AS v({', '.join(name for name, _ in columns)})"
 
 
@@ -141,42 +171,42 @@ def _typed(table: Table, columns: tuple[str, ...]) -> Columns:
 
 
 @cache
-def _delete_statement(table: Table, keys: Columns) -> TextClause:
-    where = " AND ".join(f"{table.name}.{name} = v.{name}" for name, _ in keys)
-    return text(f"DELETE FROM {table.name} USING {_unnest(keys)} WHERE {where}")
-
-
-@cache
-def _insert_statement(table: Table, columns: Columns) -> str:
+def _statement(op: str, table: Table, columns: Columns, prefix: str) -> str:
+    """The SQL of one `Write`, its arrays bound as `:<prefix><column>`."""
+    rows = _unnest(columns, prefix)
+    keys = primary_key(table)
+    where = " AND ".join(f"{table.name}.{key} = v.{key}" for key in keys)
+    if op == "delete":
+        return f"DELETE FROM {table.name} USING {rows} WHERE {where}"
+    if op == "update":
+        sets = ", ".join(f"{name} = v.{name}" for name, _ in columns if name not in keys)
+        return f"UPDATE {table.name} SET {sets} FROM {rows} WHERE {where}"
     names = ", ".join(name for name, _ in columns)
     values = ", ".join(f"v.{name}" for name, _ in columns)
-    return f"INSERT INTO {table.name} ({names}) SELECT {values} FROM {_unnest(columns)}"
-
-
-@cache
-def _update_statement(table: Table, columns: Columns) -> TextClause:
-    keys = primary_key(table)
-    sets = ", ".join(f"{name} = v.{name}" for name, _ in columns if name not in keys)
-    where = " AND ".join(f"{table.name}.{key} = v.{key}" for key in keys)
-    return text(f"UPDATE {table.name} SET {sets} FROM {_unnest(columns)} WHERE {where}")
-
-
-@cache
-def _upsert_statement(table: Table, columns: Columns) -> TextClause:
-    keys = primary_key(table)
+    insert = f"INSERT INTO {table.name} ({names}) SELECT {values} FROM {rows}"
+    if op == "insert":
+        return insert
     sets = ", ".join(f"{name} = EXCLUDED.{name}" for name, _ in columns if name not in keys)
-    return text(
-        f"{_insert_statement(table, columns)} ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}"
-    )
+    return f"{insert} ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}"
 
 
-def _arrays(table: Table, columns: Columns, rows: Sequence[Row]) -> dict[str, list[Any]]:
+@cache
+def _together(parts: tuple[str, ...]) -> TextClause:
+    """One statement of `parts`: itself when alone, else each a data-modifying WITH part
+    (each runs once, to completion, whether or not anything reads it)."""
+    if len(parts) == 1:
+        return text(parts[0])
+    steps = ", ".join(f"w{i} AS ({part})" for i, part in enumerate(parts))
+    return text(f"WITH {steps} SELECT 1")
+
+
+def _arrays(columns: Columns, rows: Sequence[Row], prefix: str = "") -> dict[str, list[Any]]:
     arrays: dict[str, list[Any]] = {}
     for name, sql_type in columns:
         values = [row[name] for row in rows]
         if sql_type == "TIMESTAMPTZ":  # as `UTCDateTime` binds them: aware, in UTC
             values = [None if v is None else _utc(v) for v in values]
-        arrays[name] = values
+        arrays[prefix + name] = values
     return arrays
 
 
@@ -193,7 +223,7 @@ async def _copy(conn: AsyncConnection, table: Table, columns: Columns, rows: Seq
     if driver is None or not driver.is_in_transaction():
         return False
     names = [name for name, _ in columns]
-    arrays = _arrays(table, columns, rows)
+    arrays = _arrays(columns, rows)
     records = list(zip(*(arrays[name] for name in names), strict=True))
     await driver.copy_records_to_table(table.name, records=records, columns=names)
     return True
@@ -216,43 +246,38 @@ class PostgresRows:
         )
         return tuple_(*columns).in_(arrays)
 
-    async def _run(
-        self,
-        conn: AsyncConnection,
-        statement: TextClause,
-        table: Table,
-        columns: Columns,
-        rows: Sequence[Row],
-    ) -> None:
-        await conn.execute(statement, _arrays(table, columns, rows))
+    async def write(self, conn: AsyncConnection, writes: Sequence[Write]) -> None:
+        parts: list[str] = []
+        params: dict[str, list[Any]] = {}
+        for w in writes:
+            if not w.rows:
+                continue
+            columns = _typed(w.table, _columns_of(w.rows))
+            if (
+                w.op == "insert"
+                and len(w.rows) >= COPY_MIN_ROWS
+                and await _copy(conn, w.table, columns, w.rows)
+            ):
+                continue
+            prefix = f"w{len(parts)}_"
+            parts.append(_statement(w.op, w.table, columns, prefix))
+            params.update(_arrays(columns, w.rows, prefix))
+        if parts:
+            await conn.execute(_together(tuple(parts)), params)
 
     async def insert(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
-        if rows:
-            columns = _typed(table, _columns_of(rows))
-            if len(rows) >= COPY_MIN_ROWS and await _copy(conn, table, columns, rows):
-                return
-            statement = text(_insert_statement(table, columns))
-            await self._run(conn, statement, table, columns, rows)
+        await self.write(conn, [Write("insert", table, rows)])
 
     async def update(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
-        if rows:
-            columns = _typed(table, _columns_of(rows))
-            statement = _update_statement(table, columns)
-            await self._run(conn, statement, table, columns, rows)
+        await self.write(conn, [Write("update", table, rows)])
 
     async def upsert(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
-        if rows:
-            columns = _typed(table, _columns_of(rows))
-            await self._run(conn, _upsert_statement(table, columns), table, columns, rows)
+        await self.write(conn, [Write("upsert", table, rows)])
 
     async def delete(
         self, conn: AsyncConnection, table: Table, keys: Sequence[tuple[Any, ...]]
     ) -> None:
-        if keys:
-            names = primary_key(table)
-            columns = _typed(table, names)
-            rows = [dict(zip(names, key, strict=True)) for key in keys]
-            await self._run(conn, _delete_statement(table, columns), table, columns, rows)
+        await self.write(conn, [Write.delete(table, keys)])
 
 
 # --- SQLite --------------------------------------------------------------------------------
@@ -264,6 +289,14 @@ def _by_key(table: Table) -> ColumnElement[bool]:
 
 class SQLiteRows:
     """`executemany`: one statement, called per row inside the same process."""
+
+    async def write(self, conn: AsyncConnection, writes: Sequence[Write]) -> None:
+        for w in writes:  # in-process calls: nothing to gain by joining them
+            if w.op == "delete":
+                names = primary_key(w.table)
+                await self.delete(conn, w.table, [tuple(r[n] for n in names) for r in w.rows])
+            else:
+                await getattr(self, w.op)(conn, w.table, w.rows)
 
     def where_in(
         self, columns: Sequence[ColumnElement[Any]], rows: Sequence[tuple[str, ...]]

@@ -15,8 +15,9 @@ locked the clusters, `locks.lock_clusters`). The plan, step by step:
 4. **Revisions**, LAST of the locks (`locks.take_revisions`): one per change, the import
    feed's first, so export records keep their transaction's newest revisions.
 5. **Write each row once**, verdict and revision included (`stamps` builds them,
-   `ctx.rows` writes them): the records, the change rows, the ServiceImports. The verdict
-   is known before the insert, so no row is written and then stamped.
+   `ctx.rows.write` sends them all in one statement on PostgreSQL): the records, the
+   change rows, the ServiceImports. The verdict is known before the insert, so no row is
+   written and then stamped.
 
 Cost is proportional to the number of keys written and the exports of those keys; no
 statement scans the table.
@@ -34,10 +35,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import importfeed, stamps
 from hub.store.context import StoreContext
-from hub.store.feed import insert_changes
+from hub.store.feed import change_rows
 from hub.store.locks import Key, lock_keys, take_revisions
 from hub.store.mutations import Mutation, MutationResult, plan
-from hub.store.tables import exports, service_imports
+from hub.store.rows import Write
+from hub.store.tables import endpoint_slices, exports, service_imports
 from hub.store.verdicts import import_rows, judge_plan, verdict_changes
 
 __all__ = ["Mutation", "MutationResult", "WriteOutcome", "write_exports"]
@@ -86,16 +88,21 @@ async def write_exports(
     first = newest - len(changes) + 1
     feed_history, import_revisions, slice_stamps = feed.records(first - len(feed))
     rows = stamps.stamp(p, changes, first, answer_records=answer_records)  # 5.
-    await ctx.rows.delete(conn, exports, list(p.withdrawn))
-    await ctx.rows.insert(conn, exports, rows.inserts)
-    await ctx.rows.update(conn, exports, rows.updates)
-    await ctx.rows.update(conn, exports, rows.stamps)
-    await insert_changes(conn, ctx, [*feed_history, *rows.history])
-    await importfeed.stamp_slices(conn, ctx, slice_stamps)
-    await ctx.rows.delete(conn, service_imports, p.empty)
     for row in imports:
         row["resource_version"] = import_revisions.get((row["namespace"], row["name"]), newest)
-    await ctx.rows.upsert(conn, service_imports, imports)
+    await ctx.rows.write(
+        conn,
+        [
+            Write.delete(exports, list(p.withdrawn)),
+            Write("insert", exports, rows.inserts),
+            Write("update", exports, rows.updates),
+            Write("update", exports, rows.stamps),
+            change_rows([*feed_history, *rows.history]),
+            Write("update", endpoint_slices, slice_stamps),
+            Write.delete(service_imports, p.empty),
+            Write("upsert", service_imports, imports),
+        ],
+    )
     stamps.answer(mutations, p, rows.history, states)
     return WriteOutcome(p.results, newest)
 

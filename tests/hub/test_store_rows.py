@@ -20,8 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from hub.store import Conflict, NotFound, Store
 from hub.store.context import StoreContext, for_backend
 from hub.store.locks import PostgresLocks, SQLiteLocks
-from hub.store.rows import COPY_MIN_ROWS, PostgresRows, SQLiteRows
-from hub.store.tables import endpoint_slices
+from hub.store.rows import COPY_MIN_ROWS, PostgresRows, SQLiteRows, Write
+from hub.store.tables import endpoint_slices, service_imports
 from tests.hub.test_store_support import make_export, opened_store
 
 CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -170,6 +170,72 @@ async def test_a_large_insert_is_part_of_the_callers_transaction(store: Store) -
         ).order_by(endpoint_slices.c.name)
         got = [tuple(row) for row in await conn.execute(query)]
     assert got == [(r["name"], r["resource_version"], CREATED) for r in rows]
+
+
+async def _imports(ctx: StoreContext) -> list[tuple[object, ...]]:
+    async with ctx.read() as conn:
+        query = select(
+            service_imports.c.namespace, service_imports.c.name, service_imports.c.spec
+        ).order_by(service_imports.c.name)
+        return [tuple(row) for row in await conn.execute(query)]
+
+
+def _import(name: str, spec: str) -> dict[str, object]:
+    return {
+        "namespace": "demo",
+        "name": name,
+        "spec": spec,
+        "status": "{}",
+        "conflict": False,
+        "resource_version": 1,
+        "created_at": CREATED,
+    }
+
+
+async def test_writes_over_several_tables_go_as_one_unit(store: Store) -> None:
+    # A write transaction's last step: the rows of several tables at once (one statement
+    # on PostgreSQL, a COPY beside it for many rows). Each part leaves what its own call
+    # would, empty parts are skipped, and a failing part takes every other with it.
+    ctx = _ctx(store)
+    async with ctx.write() as conn:
+        await ctx.rows.insert(conn, endpoint_slices, [ROW, {**ROW, "name": "old"}])
+        await ctx.rows.insert(conn, service_imports, [_import("gone", "{}"), _import("kept", "{}")])
+    many = [{**ROW, "name": f"web-{i:03}"} for i in range(2, COPY_MIN_ROWS + 2)]
+    writes = [
+        Write("insert", endpoint_slices, many),
+        Write("update", endpoint_slices, [{**ROW, "spec": '{"v":2}'}]),
+        Write.delete(endpoint_slices, [("alpha", "demo", "old")]),
+        Write("insert", endpoint_slices, []),
+        Write.delete(service_imports, [("demo", "gone")]),
+        Write("upsert", service_imports, [_import("kept", '{"v":2}'), _import("new", "{}")]),
+    ]
+
+    class Abandon(Exception):
+        pass
+
+    with pytest.raises(Abandon):
+        async with ctx.write() as conn:
+            await _begun(conn)
+            await ctx.rows.write(conn, writes)
+            raise Abandon
+    assert [row[2] for row in await _slices(ctx)] == ["old", "web-1"]
+    async with ctx.write() as conn:
+        await _begun(conn)
+        await ctx.rows.write(conn, writes)
+    slices = await _slices(ctx)
+    assert [row[2] for row in slices] == sorted(["web-1", *(r["name"] for r in many)])
+    assert slices[-1][4] == '{"v":2}'
+    assert await _imports(ctx) == [("demo", "kept", '{"v":2}'), ("demo", "new", "{}")]
+
+    duplicate = [
+        Write("insert", endpoint_slices, [ROW]),
+        Write.delete(service_imports, [("demo", "new")]),
+    ]
+    with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+        async with ctx.write() as conn:
+            await _begun(conn)
+            await ctx.rows.write(conn, duplicate)
+    assert await _imports(ctx) == [("demo", "kept", '{"v":2}'), ("demo", "new", "{}")]
 
 
 async def test_a_patch_shares_a_batch_with_puts_and_fails_alone(store: Store) -> None:
