@@ -13,6 +13,11 @@ so a decision's line leads to its trace (and the trace to its lines).
 Tokens never reach a log line (SPEC §4.4): neither program logs a header or a token in the
 first place, and `RedactBearer` is the second line of defence, masking anything shaped like
 `Bearer <token>` in every record — including third-party ones — and in tracebacks.
+
+The hub writes two lines per request (the decision and the request), so a line's cost is
+part of every request's. The formatters skip what cannot change a line — the redaction's
+regular expression where no "bearer" is, re-rendering a second already rendered, copying
+a record's fields, building a JSON encoder — and the tests pin each line's bytes.
 """
 
 from __future__ import annotations
@@ -86,7 +91,8 @@ def redact(text: str) -> str:
     Nearly no text says "bearer", and a lower-cased copy and a substring search cost a
     fraction of the regular expression's scan, so the expression runs only on the text that
     does. The test is exact: the pattern's case-insensitive `bearer` matches ASCII letters
-    only (no other character folds to b, e, a or r), which `str.lower` maps one to one.
+    only (no other character folds to b, e, a or r), and `str.lower` turns each of those
+    into its lower-case letter in place, so every match survives as "bearer".
     """
     if "bearer" not in text.lower():
         return text
