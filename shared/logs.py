@@ -189,8 +189,8 @@ def _utc_second(second: int) -> str:
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, then the fields."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # as `logging.Formatter`, which it long was
         self._seconds = _LastSecond(_utc_second)
 
     def format(self, record: logging.LogRecord) -> str:
