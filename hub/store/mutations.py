@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.engine import RowMapping
-
 from hub.conflicts import precedence_key
 from hub.store import codec
 from hub.store.errors import Conflict, NotFound, StoreError
@@ -33,6 +31,7 @@ from shared.models import InternalServiceExport, InternalServiceExportSpec, to_w
 
 Key = tuple[str, str]  # (namespace, name)
 RecordId = tuple[str, str, str]  # (cluster_id, namespace, name)
+StoredRow = Mapping[str, Any]  # an `exports` row as read, by column name
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,7 @@ class Entry:
     """One export of an affected key as it will be after the write."""
 
     rid: RecordId
-    row: RowMapping | None  # as stored before the write; None for a new record
+    row: StoredRow | None  # as stored before the write; None for a new record
     spec_text: str
     annotations_text: str
     created_at: datetime
@@ -108,7 +107,7 @@ class Entry:
 class Plan:
     results: list[MutationResult]
     written: dict[RecordId, str] = field(default_factory=dict)  # record → change type
-    withdrawn: dict[RecordId, RowMapping] = field(default_factory=dict)  # their last rows
+    withdrawn: dict[RecordId, StoredRow] = field(default_factory=dict)  # their last rows
     # Each affected key's exports after the write, in precedence order (empty: none left).
     keys: dict[Key, list[Entry]] = field(default_factory=dict)
     # Keys mutated that have no export after the write: their ServiceImport row goes.
@@ -134,7 +133,7 @@ def not_found(cluster_id: str, namespace: str, name: str) -> NotFound:
     return NotFound(f"InternalServiceExport {namespace}/{name} of cluster {cluster_id!r} not found")
 
 
-def _refusal(m: Mutation, row: RowMapping | None) -> StoreError | None:
+def _refusal(m: Mutation, row: StoredRow | None) -> StoreError | None:
     """Why a patch is refused, if it is."""
     if row is None:
         return not_found(m.cluster_id, m.namespace, m.name)
@@ -149,7 +148,7 @@ def _refusal(m: Mutation, row: RowMapping | None) -> StoreError | None:
 
 def plan(
     mutations: Sequence[Mutation],
-    stored: Sequence[RowMapping],
+    stored: Sequence[StoredRow],
     *,
     now: datetime,
     cluster_states: Mapping[str, str],

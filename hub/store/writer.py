@@ -28,9 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import importfeed, stamps
@@ -109,7 +108,6 @@ async def write_exports(
 
 async def _read_keys(
     conn: AsyncConnection, ctx: StoreContext, keys: Sequence[Key]
-) -> Sequence[RowMapping]:
+) -> Sequence[Mapping[str, Any]]:
     """Every export of `keys` (`ix_exports_key_precedence`), the written records among them."""
-    where = ctx.rows.where_in((exports.c.namespace, exports.c.name), keys)
-    return (await conn.execute(select(exports).where(where))).mappings().all()
+    return await ctx.rows.select_in(conn, exports, ("namespace", "name"), keys)

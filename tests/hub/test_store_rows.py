@@ -238,6 +238,44 @@ async def test_writes_over_several_tables_go_as_one_unit(store: Store) -> None:
     assert await _imports(ctx) == [("demo", "kept", '{"v":2}'), ("demo", "new", "{}")]
 
 
+async def test_a_write_first_in_its_transaction_still_joins_it(store: Store) -> None:
+    # PostgreSQL: with nothing sent yet, the transaction has not begun on the driver's
+    # connection; the write must begin it (not run on its own and commit), so it rolls
+    # back with the rest.
+    ctx = _ctx(store)
+
+    class Abandon(Exception):
+        pass
+
+    with pytest.raises(Abandon):
+        async with ctx.write() as conn:
+            await ctx.rows.write(conn, [Write("insert", endpoint_slices, [ROW])])
+            raise Abandon
+    assert await _slices(ctx) == []
+
+
+async def test_select_in_finds_the_rows_of_one_key_and_many(store: Store) -> None:
+    ctx = _ctx(store)
+    async with ctx.write() as conn:
+        await ctx.rows.insert(
+            conn, endpoint_slices, [{**ROW, "name": f"web-{i}"} for i in range(4)]
+        )
+    columns = ("cluster_id", "name")
+    for in_transaction in (False, True):
+        async with ctx.write() as conn:
+            if in_transaction:
+                await _begun(conn)
+            for wanted in (
+                [("alpha", "web-2")],
+                [("alpha", "web-0"), ("alpha", "web-3"), ("beta", "web-1")],
+                [],
+            ):
+                found = await ctx.rows.select_in(conn, endpoint_slices, columns, wanted)
+                assert sorted((r["name"], r["created_at"]) for r in found) == sorted(
+                    (name, CREATED) for cluster, name in wanted if cluster == "alpha"
+                )
+
+
 async def test_a_patch_shares_a_batch_with_puts_and_fails_alone(store: Store) -> None:
     """An annotation patch is one more mutation of the group commit: a stale
     resourceVersion or a missing record refuses that patch alone, the rest commit."""
