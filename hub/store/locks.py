@@ -8,10 +8,10 @@ only in it:
    UPDATE that marks a cluster deleting, so a cluster delete waits for every in-flight
    write of that cluster, and every write after it sees `deleting` and is refused.
    Without it a PUT racing a cluster delete could leave an export nobody withdraws.
-2. **Service keys**, sorted by (namespace, name) (`lock_keys`): the key's ServiceImport
-   row. Every row a write then touches — the key's exports, their slices, the
-   ServiceImport itself — is reached through a locked key, so two writers of one key take
-   turns and writers of different keys never meet.
+2. **Service keys** (`lock_keys`): one lock per key, taken in the sorted order of the
+   keys' lock numbers (below). Every row a write then touches — the key's exports, their
+   slices, the ServiceImport itself — is reached through a locked key, so two writers of
+   one key take turns and writers of different keys never meet.
 3. **The revision counter**, LAST (`take_revisions`): one row every writer updates,
    held until commit. Taken after everything else, so a writer holds it only for its
    final statements, and never while waiting for another lock.
@@ -20,26 +20,54 @@ Because every writer climbs the same ladder, hub replicas cannot deadlock each o
 
 How each back end keeps the order (`StoreContext.locks`, chosen once):
 
-* PostgreSQL (`PostgresLocks`): step 2 is one multi-row `INSERT INTO service_imports …
-  SELECT … FROM unnest(…) ORDER BY position ON CONFLICT DO UPDATE` (a no-op update), which
-  locks each key's row in sorted order, creating it when absent, and answers the rows as
-  locked (a read saved). `ON CONFLICT DO NOTHING` + `SELECT … FOR UPDATE` would leave a
-  gap: when the transaction holding the lock deletes the row (last export withdrawn), the
-  waiting SELECT finds no row and returns without a lock; retrying then takes locks out of
-  order and can deadlock. The upsert has no such gap (PostgreSQL re-checks a concurrently
-  deleted row itself). A key left without exports has its row deleted by the writer.
+* PostgreSQL (`PostgresLocks`): step 2 is one statement taking a transaction-scoped
+  advisory lock, `pg_advisory_xact_lock(bigint)`, per key, on `key_lock_number`: a
+  stable 64-bit hash of (namespace, name) computed here. The numbers travel as one array
+  parameter and are locked in its order (`unnest … WITH ORDINALITY`); a second statement
+  then reads the keys' ServiceImport rows. A key's lock needs no row, so the writer
+  stores each ServiceImport once, with its document (the old lock, an `INSERT … ON
+  CONFLICT DO UPDATE` no-op upsert of the row, wrote every row twice per write and left
+  an empty "lock row", `created_at` NULL, for every key a write left without exports).
+
+  The order is that of the sorted, de-duplicated NUMBERS, not of the keys: two keys can
+  share a number, and in key order writer 1 (keys A, C) would lock h(A) then h(C) while
+  writer 2 (keys B, D) locks h(B) then h(D); with h(C) = h(B) and h(D) = h(A) each waits
+  for the other. In number order both lock the smaller number first. A collision costs
+  only that two keys' writers take turns.
+
+  Two statements, not one: under READ COMMITTED a statement reads the snapshot taken
+  when it began, so a read in the locking statement (a CTE too, whatever order its parts
+  run in) could miss what the lock's previous holder committed while it waited. The
+  read after the lock sees it.
+
+  The numbers share PostgreSQL's one bigint advisory-lock space with the migration lock
+  (`migrate.MIGRATION_LOCK_KEY`); a key meeting it would only wait for a migration.
+
+  Leftover lock rows of older hubs (`created_at` NULL) are answered as found; every
+  reader treats them as absent (`importfeed`, `verdicts`, `imports`), and the writer
+  deletes a key's row when the key is left without exports.
 * SQLite (`SQLiteLocks`): a write transaction begins with BEGIN IMMEDIATE and already
   holds the database's only writer lock; steps 1 and 2 only read.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqlalchemy import Select, String, Table, bindparam, func, select
+from sqlalchemy import (
+    BigInteger,
+    Select,
+    String,
+    Table,
+    bindparam,
+    func,
+    select,
+    text,
+    tuple_,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -71,7 +99,8 @@ class KeyLocks(Protocol):
         ...
 
     async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, RowMapping]:
-        """Lock `keys` (sorted) until commit (step 2); answers their ServiceImport rows."""
+        """Lock `keys` until commit (step 2); answers the ServiceImport rows they have
+        (a key without one is absent)."""
         ...
 
     async def revisions(self, conn: AsyncConnection, *, count: int, history_limit: int) -> int:
@@ -79,8 +108,44 @@ class KeyLocks(Protocol):
         ...
 
 
-def _text_array(values: Sequence[str]) -> Any:
-    return bindparam(None, list(values), type_=ARRAY(String()))
+def key_lock_number(key: Key) -> int:
+    """The advisory-lock number of `key`: the same in every hub process and version (not
+    Python's salted `hash`), a signed 64-bit integer as `pg_advisory_xact_lock` takes it.
+    Each part is length-prefixed, so ("a", "bc") and ("ab", "c") hash different bytes."""
+    digest = hashlib.blake2b(digest_size=8, person=b"mcsync-key-lock")
+    for part in key:
+        encoded = part.encode()
+        digest.update(len(encoded).to_bytes(4, "big"))
+        digest.update(encoded)
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+# Both statements are built once: per call only their array parameters change (building
+# a `table_valued` unnest per call cost column-collection setup and a fresh cache key).
+#
+# The locks, one per number in the array's order: a function scan WITH ORDINALITY yields
+# its rows in ordinal order (the planner knows it, so ORDER BY adds no sort) and the lock
+# call is evaluated on each row as it comes. One row answered, not one per key.
+_TAKE_KEY_LOCKS = text(
+    "SELECT count(*) FROM ("
+    "SELECT pg_advisory_xact_lock(k.number) FROM unnest(CAST(:numbers AS BIGINT[]))"
+    " WITH ORDINALITY AS k(number, position) ORDER BY k.position"
+    ") AS locked"
+).bindparams(bindparam("numbers", type_=ARRAY(BigInteger())))
+
+# The keys' ServiceImport rows, a semi-join on the unnested key arrays (`rows.PostgresRows`).
+_LOCKED_KEYS = (
+    func.unnest(
+        bindparam("namespaces", type_=ARRAY(String())), bindparam("names", type_=ARRAY(String()))
+    )
+    .table_valued("namespace", "name")
+    .render_derived("locked_keys")
+)
+_READ_KEYS = select(service_imports).where(
+    tuple_(service_imports.c.namespace, service_imports.c.name).in_(
+        select(_LOCKED_KEYS.c.namespace, _LOCKED_KEYS.c.name)
+    )
+)
 
 
 class PostgresLocks:
@@ -95,26 +160,13 @@ class PostgresLocks:
     async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, RowMapping]:
         if not keys:
             return {}
-        # The keys travel as two array parameters, not as one VALUES row each (a 500-key
-        # batch was a 1,000-parameter statement compiled afresh every time); WITH
-        # ORDINALITY … ORDER BY keeps the sorted lock order explicit.
-        pairs = (
-            func.unnest(
-                _text_array([ns for ns, _ in keys]), _text_array([name for _, name in keys])
-            )
-            .table_valued("namespace", "name", with_ordinality="position")
-            .render_derived("lock_keys")
+        numbers = sorted({key_lock_number(key) for key in keys})  # not key order: see above
+        await conn.execute(_TAKE_KEY_LOCKS, {"numbers": numbers})
+        found = await conn.execute(
+            _READ_KEYS,
+            {"namespaces": [ns for ns, _ in keys], "names": [name for _, name in keys]},
         )
-        stmt = pg_insert(service_imports).from_select(
-            ["namespace", "name"],
-            select(pairs.c.namespace, pairs.c.name).order_by(pairs.c.position),
-        )
-        locking = stmt.on_conflict_do_update(
-            index_elements=[service_imports.c.namespace, service_imports.c.name],
-            set_={"namespace": stmt.excluded.namespace},
-        ).returning(*service_imports.c)
-        rows = (await conn.execute(locking)).mappings().all()
-        return {(r["namespace"], r["name"]): r for r in rows}
+        return {(r["namespace"], r["name"]): r for r in found.mappings()}
 
     async def revisions(self, conn: AsyncConnection, *, count: int, history_limit: int) -> int:
         # The NOTIFY rides on the counter's statement (`feed.allocate_revisions`).
@@ -184,8 +236,9 @@ async def lock_cluster(conn: AsyncConnection, ctx: StoreContext, cluster_id: str
 async def lock_keys(
     conn: AsyncConnection, ctx: StoreContext, keys: Sequence[Key]
 ) -> dict[Key, RowMapping]:
-    """Step 2: lock `keys` in sorted order; answers each key's ServiceImport row as locked
-    (on PostgreSQL possibly an empty lock row, `created_at` NULL)."""
+    """Step 2: lock `keys` (in the back end's order); answers the ServiceImport rows they
+    have, as read under the locks. A key without a row is absent; a leftover lock row of
+    an older hub (`created_at` NULL) is answered, and readers treat it as absent."""
     return await ctx.locks.keys(conn, sorted(set(keys)))
 
 
