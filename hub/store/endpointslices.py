@@ -12,15 +12,15 @@ writes are:
 1. the clusters, `FOR SHARE` (`locks.lock_clusters`): a slice write and the cluster's
    deregistration exclude each other, as export writes and the deregistration do;
 2. whether each slice's Service is exported by its cluster, checked BEFORE the keys are
-   locked, so that a refused slice (409) neither waits on a key nor leaves a lock row;
-3. the slices' keys, sorted (`locks.lock_keys`, the ServiceImport rows every export
-   writer locks first): a slice write and an export write of one key take turns, so the
-   export cannot be withdrawn, nor the key's per-port cluster lists change, between the
-   check and the commit. A slice's key is its Service; a slice whose Service changed is
-   locked under both. The rows are read once before locking to learn their keys, and
-   again under the locks: a key changed in between (another
-   writer moved the slice to another Service) makes the transaction start again; the
-   exports are checked again too (one withdrawn since step 2 fails the transaction);
+   locked, so that a refused slice (409) never waits on a key;
+3. the slices' keys (`locks.lock_keys`, the locks every export writer takes first): a
+   slice write and an export write of one key take turns, so the export cannot be
+   withdrawn, nor the key's per-port cluster lists change, between the check and the
+   commit. A slice's key is its Service; a slice whose Service changed is locked under
+   both. The rows are read once before locking to learn their keys, and again under the
+   locks: a key changed in between (another writer moved the slice to another Service)
+   makes the transaction start again; the exports are checked again too (one withdrawn
+   since step 2 fails the transaction);
 4. the slices' rows by primary key; an unchanged slice writes nothing and takes no
    revision;
 5. LAST, the revision counter (`locks.take_revisions`); then the slice rows and the
@@ -192,10 +192,10 @@ async def write_slices(
 
     Refused alone: a slice of a cluster that is not registered (or being deleted),
     `ClusterNotRegistered`; a slice naming a Service its cluster does not export,
-    `Conflict` (checked before the keys are locked, so a refused slice leaves no lock row
-    behind). Raised for the whole transaction: `Conflict` when an export went between
-    that check and the key locks (PostgreSQL; the group commit then retries each write
-    alone), `_KeysMoved` (start the transaction again) when a concurrent writer moved a
+    `Conflict` (checked before the keys are locked, so a refused slice waits on no key).
+    Raised for the whole transaction: `Conflict` when an export went between that check
+    and the key locks (PostgreSQL; the group commit then retries each write alone),
+    `_KeysMoved` (start the transaction again) when a concurrent writer moved a
     slice to another Service.
     """
     ids = [m.record_id for m in mutations]

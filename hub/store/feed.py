@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Row, Select, Text, cast, delete, func, select, update
+from sqlalchemy import Row, Select, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import codec
@@ -49,7 +49,6 @@ from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import Gone
 from hub.store.fanout import BufferLimits, FeedFanout, Subscription
-from hub.store.notify import CHANNEL
 from hub.store.rows import Write
 from hub.store.tables import REVISION_ROW_ID, changes, clusters
 from hub.store.tables import revision as revision_table
@@ -170,29 +169,28 @@ def prune_step(history_limit: int) -> int:
     return max(1, min(1000, history_limit // 10))
 
 
-async def allocate_revisions(
-    conn: AsyncConnection, *, count: int, history_limit: int, notify: bool
-) -> int:
+async def allocate_revisions(conn: AsyncConnection, *, count: int, history_limit: int) -> int:
     """Take `count` revisions; answer the newest. Call LAST in the write (see module doc).
 
-    `notify`: the statement also sends the NOTIFY (`locks.PostgresLocks`).
+    The statement as SQLAlchemy says it (SQLite); PostgreSQL's adds the NOTIFY and goes on
+    the driver's connection (`locks.PostgresLocks.revisions`). Both then `prune_history`.
     """
     stmt = (
         update(revision_table)
         .where(revision_table.c.id == REVISION_ROW_ID)
         .values(value=revision_table.c.value + count)
+        .returning(revision_table.c.value)
     )
-    if notify:
-        # The NOTIFY rides on the same statement (one round trip fewer per write); it is
-        # delivered to every LISTENer when (and only if) this transaction commits.
-        stmt = stmt.returning(
-            revision_table.c.value,
-            func.pg_notify(CHANNEL, cast(revision_table.c.value, Text)),
-        )
-    else:
-        stmt = stmt.returning(revision_table.c.value)
-    row = (await conn.execute(stmt)).one()
-    newest = int(row[0])
+    newest = int((await conn.execute(stmt)).scalar_one())
+    await prune_history(conn, newest=newest, count=count, history_limit=history_limit)
+    return newest
+
+
+async def prune_history(
+    conn: AsyncConnection, *, newest: int, count: int, history_limit: int
+) -> None:
+    """Drop the history older than the last `history_limit` revisions, when the `count`
+    revisions just taken (up to `newest`) crossed a multiple of the pruning step."""
     step = prune_step(history_limit)
     if (newest - count) // step != newest // step and newest > history_limit:
         horizon = newest - history_limit
@@ -204,7 +202,6 @@ async def allocate_revisions(
             .where(revision_table.c.id == REVISION_ROW_ID)
             .values(pruned_through=horizon)
         )
-    return newest
 
 
 def change_rows(records: Sequence[tuple[int, ChangeRecord]]) -> Write:

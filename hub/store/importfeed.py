@@ -49,6 +49,7 @@ from hub.store.feed import (
     read_current_revision,
     read_retained,
 )
+from hub.store.locks import KeyRow
 from hub.store.results import Page
 from hub.store.tables import changes, endpoint_slices, service_imports
 from shared import constants
@@ -294,7 +295,7 @@ async def follow_exports(
     ctx: StoreContext,
     *,
     written: Mapping[Triple, str],
-    before: Mapping[Key, RowMapping | None],
+    before: Mapping[Key, KeyRow | None],
     upserts: Sequence[Mapping[str, Any]],
     deletes: Sequence[Key],
 ) -> ImportChanges:

@@ -72,7 +72,7 @@ class ImportStore:
         paging.check_limit(limit)
         query = (
             select(service_imports)
-            # Committed rows always have created_at; a NULL one is a lock row mid-write.
+            # Committed rows always have created_at; a NULL one is an older hub's lock row.
             .where(service_imports.c.created_at.is_not(None))
             .order_by(service_imports.c.namespace, service_imports.c.name)
         )

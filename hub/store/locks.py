@@ -53,33 +53,29 @@ How each back end keeps the order (`StoreContext.locks`, chosen once):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import (
-    BigInteger,
     Select,
-    String,
     Table,
-    bindparam,
-    func,
     select,
-    text,
-    tuple_,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store.errors import NotFound
-from hub.store.feed import allocate_revisions
-from hub.store.rows import SQLiteRows
-from hub.store.tables import clusters, service_imports
+from hub.store.feed import allocate_revisions, prune_history
+from hub.store.notify import CHANNEL
+from hub.store.rows import PostgresRows, SQLiteRows, fetch
+from hub.store.tables import REVISION_ROW_ID, clusters, service_imports
+from hub.store.tables import revision as revision_table
 
 if TYPE_CHECKING:
     from hub.store.context import StoreContext
 
 Key = tuple[str, str]  # (namespace, name)
+KeyRow = Mapping[Any, Any]  # a key's `service_imports` row as read, by column name
 
 
 class KeyLocks(Protocol):
@@ -98,7 +94,7 @@ class KeyLocks(Protocol):
         first step, which excludes every write of that cluster (step 1 of the writes)."""
         ...
 
-    async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, RowMapping]:
+    async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, KeyRow]:
         """Lock `keys` until commit (step 2); answers the ServiceImport rows they have
         (a key without one is absent)."""
         ...
@@ -120,32 +116,27 @@ def key_lock_number(key: Key) -> int:
     return int.from_bytes(digest.digest(), "big", signed=True)
 
 
-# Both statements are built once: per call only their array parameters change (building
-# a `table_valued` unnest per call cost column-collection setup and a fresh cache key).
-#
 # The locks, one per number in the array's order: a function scan WITH ORDINALITY yields
 # its rows in ordinal order (the planner knows it, so ORDER BY adds no sort) and the lock
-# call is evaluated on each row as it comes. One row answered, not one per key.
-_TAKE_KEY_LOCKS = text(
+# call is evaluated on each row as it comes. One row answered, not one per key. Like the
+# read of the rows after it (`PostgresRows.select_in`) and the revision counter's
+# statement, it goes on the driver's connection (`rows.fetch`): fixed text, no
+# SQLAlchemy statement work per write.
+_TAKE_KEY_LOCKS = (
     "SELECT count(*) FROM ("
-    "SELECT pg_advisory_xact_lock(k.number) FROM unnest(CAST(:numbers AS BIGINT[]))"
+    "SELECT pg_advisory_xact_lock(k.number) FROM unnest($1::BIGINT[])"
     " WITH ORDINALITY AS k(number, position) ORDER BY k.position"
     ") AS locked"
-).bindparams(bindparam("numbers", type_=ARRAY(BigInteger())))
+)
 
-# The keys' ServiceImport rows, a semi-join on the unnested key arrays (`rows.PostgresRows`).
-_LOCKED_KEYS = (
-    func.unnest(
-        bindparam("namespaces", type_=ARRAY(String())), bindparam("names", type_=ARRAY(String()))
-    )
-    .table_valued("namespace", "name")
-    .render_derived("locked_keys")
+# The counter's statement carries the NOTIFY (one round trip fewer per write); it is
+# delivered to every LISTENer when, and only if, the transaction commits.
+_TAKE_REVISIONS = (
+    f"UPDATE {revision_table.name} SET value = value + $1 WHERE id = $2"
+    f" RETURNING value, pg_notify('{CHANNEL}', value::text)"
 )
-_READ_KEYS = select(service_imports).where(
-    tuple_(service_imports.c.namespace, service_imports.c.name).in_(
-        select(_LOCKED_KEYS.c.namespace, _LOCKED_KEYS.c.name)
-    )
-)
+
+_POSTGRES_ROWS = PostgresRows()
 
 
 class PostgresLocks:
@@ -157,20 +148,19 @@ class PostgresLocks:
     def exclusive(self, query: Select[Any], *, of: Table) -> Select[Any]:
         return query.with_for_update(of=of)
 
-    async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, RowMapping]:
+    async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, KeyRow]:
         if not keys:
             return {}
         numbers = sorted({key_lock_number(key) for key in keys})  # not key order: see above
-        await conn.execute(_TAKE_KEY_LOCKS, {"numbers": numbers})
-        found = await conn.execute(
-            _READ_KEYS,
-            {"namespaces": [ns for ns, _ in keys], "names": [name for _, name in keys]},
-        )
-        return {(r["namespace"], r["name"]): r for r in found.mappings()}
+        await fetch(conn, _TAKE_KEY_LOCKS, numbers)
+        found = await _POSTGRES_ROWS.select_in(conn, service_imports, ("namespace", "name"), keys)
+        return {(r["namespace"], r["name"]): r for r in found}
 
     async def revisions(self, conn: AsyncConnection, *, count: int, history_limit: int) -> int:
-        # The NOTIFY rides on the counter's statement (`feed.allocate_revisions`).
-        return await allocate_revisions(conn, count=count, history_limit=history_limit, notify=True)
+        (row,) = await fetch(conn, _TAKE_REVISIONS, count, REVISION_ROW_ID)
+        newest = int(row["value"])
+        await prune_history(conn, newest=newest, count=count, history_limit=history_limit)
+        return newest
 
 
 _SQLITE_ROWS = SQLiteRows()
@@ -185,7 +175,7 @@ class SQLiteLocks:
     def exclusive(self, query: Select[Any], *, of: Table) -> Select[Any]:
         return query
 
-    async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, RowMapping]:
+    async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, KeyRow]:
         if not keys:
             return {}
         where = _SQLITE_ROWS.where_in((service_imports.c.namespace, service_imports.c.name), keys)
@@ -193,9 +183,7 @@ class SQLiteLocks:
         return {(r["namespace"], r["name"]): r for r in rows}
 
     async def revisions(self, conn: AsyncConnection, *, count: int, history_limit: int) -> int:
-        return await allocate_revisions(
-            conn, count=count, history_limit=history_limit, notify=False
-        )
+        return await allocate_revisions(conn, count=count, history_limit=history_limit)
 
 
 # --- the order, step by step ------------------------------------------------------------------
@@ -235,7 +223,7 @@ async def lock_cluster(conn: AsyncConnection, ctx: StoreContext, cluster_id: str
 
 async def lock_keys(
     conn: AsyncConnection, ctx: StoreContext, keys: Sequence[Key]
-) -> dict[Key, RowMapping]:
+) -> dict[Key, KeyRow]:
     """Step 2: lock `keys` (in the back end's order); answers the ServiceImport rows they
     have, as read under the locks. A key without a row is absent; a leftover lock row of
     an older hub (`created_at` NULL) is answered, and readers treat it as absent."""

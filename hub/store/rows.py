@@ -235,12 +235,6 @@ def _arrays(columns: Columns, rows: Sequence[Row]) -> list[list[Any]]:
     return arrays
 
 
-async def _selected(
-    conn: AsyncConnection, table: Table, where: ColumnElement[bool]
-) -> Sequence[Mapping[Any, Any]]:
-    return (await conn.execute(select(table).where(where))).mappings().all()
-
-
 async def _driver(conn: AsyncConnection) -> Any:
     """asyncpg's own connection under `conn` when the caller's transaction has begun on it,
     else None: a statement sent there joins that transaction (and commits or rolls back
@@ -249,6 +243,23 @@ async def _driver(conn: AsyncConnection) -> Any:
     raw = await conn.get_raw_connection()
     driver = raw.driver_connection
     return driver if driver is not None and driver.is_in_transaction() else None
+
+
+async def _run(
+    conn: AsyncConnection, driver: Any, sql: str, args: Sequence[Any]
+) -> Sequence[Mapping[Any, Any]]:
+    if driver is not None:
+        return cast(Sequence[Mapping[Any, Any]], await driver.fetch(sql, *args))
+    # Nothing has begun the transaction on the driver yet: SQLAlchemy begins it.
+    result = await conn.exec_driver_sql(sql, tuple(args))
+    return result.mappings().all() if result.returns_rows else []
+
+
+async def fetch(conn: AsyncConnection, sql: str, *args: Any) -> Sequence[Mapping[Any, Any]]:
+    """PostgreSQL: run `sql` (parameters `$1`, `$2`, …) in the caller's transaction, on the
+    driver's connection once the transaction has begun there (see the module docstring);
+    answers its rows by column name."""
+    return await _run(conn, await _driver(conn), sql, args)
 
 
 COPY_MIN_ROWS = 32
@@ -293,11 +304,7 @@ class PostgresRows:
             args.extend(_arrays(columns, w.rows))
         if not parts:
             return
-        sql = _together(tuple(parts))
-        if driver is not None:
-            await driver.execute(sql, *args)
-        else:  # nothing has begun the transaction on the driver yet: SQLAlchemy begins it
-            await conn.exec_driver_sql(sql, tuple(args))
+        await _run(conn, driver, _together(tuple(parts)), args)
 
     async def select_in(
         self,
@@ -309,13 +316,7 @@ class PostgresRows:
         if not keys:
             return []
         arrays = [[key[i] for key in keys] for i in range(len(columns))]
-        driver = await _driver(conn)
-        if driver is not None:
-            return cast(
-                Sequence[Mapping[Any, Any]],
-                await driver.fetch(_select_in(table, tuple(columns)), *arrays),
-            )
-        return await _selected(conn, table, self.where_in([table.c[c] for c in columns], keys))
+        return await fetch(conn, _select_in(table, tuple(columns)), *arrays)
 
     async def insert(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
         await self.write(conn, [Write("insert", table, rows)])
@@ -351,7 +352,8 @@ class SQLiteRows:
     ) -> Sequence[Mapping[Any, Any]]:
         if not keys:
             return []
-        return await _selected(conn, table, self.where_in([table.c[c] for c in columns], keys))
+        where = self.where_in([table.c[name] for name in columns], keys)
+        return (await conn.execute(select(table).where(where))).mappings().all()
 
     async def write(self, conn: AsyncConnection, writes: Sequence[Write]) -> None:
         for w in writes:  # in-process calls: nothing to gain by joining them

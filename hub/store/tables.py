@@ -12,7 +12,9 @@ Why the columns look the way they do:
   properties of SPEC §3 get a column each so that SQL can compare them with the winner's
   (`first_value(...) OVER (PARTITION BY namespace, name ORDER BY ...)`) for fleet-wide
   questions without loading rows into Python.
-* `service_imports` doubles as the per-key lock row: every write of a key first locks it.
+* `service_imports` holds each key's derived ServiceImport. Writers lock a key, not its row
+  (`hub.store.locks`); hubs before the advisory locks left empty lock rows (`created_at`
+  NULL), which every reader treats as absent.
 * `revision` is a one-row counter; `changes` the retained history that the watch feeds
   replay (SPEC §4.3). Its `kind` says which feed a row belongs to: InternalServiceExport
   rows make the per-cluster export feed, ServiceImport and EndpointSliceExport rows the

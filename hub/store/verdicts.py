@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.engine import RowMapping
-
 from hub.conflicts import KeyVerdicts, judge_key, same_verdict
 from hub.store import codec
 from hub.store.context import StoreInstruments
+from hub.store.locks import KeyRow
 from hub.store.mutations import Entry, Key, Plan, RecordId
 from shared.models import Condition
 
@@ -107,7 +106,7 @@ def verdict_changes(
 
 
 def import_rows(
-    judged: Mapping[Key, KeyVerdicts], before: Mapping[Key, RowMapping], now: datetime
+    judged: Mapping[Key, KeyVerdicts], before: Mapping[Key, KeyRow], now: datetime
 ) -> list[dict[str, Any]]:
     """The ServiceImport rows whose documents change (or that are new)."""
     upserts = []

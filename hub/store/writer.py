@@ -4,7 +4,7 @@ A PUT, a DELETE, an annotation patch, a sync batch, a cluster's withdrawal: each
 of `Mutation`s given to `write_exports` inside the caller's transaction (the caller has
 locked the clusters, `locks.lock_clusters`). The plan, step by step:
 
-1. **Lock** the keys, sorted (`locks.lock_keys`; the order is `locks`' docstring).
+1. **Lock** the keys (`locks.lock_keys`; the order is `locks`' docstring).
 2. **Read** every export of those keys with ONE indexed query, and **plan** the mutations
    against them (`mutations.plan`): which are real, and each affected key's exports as
    they will be, in precedence order.
@@ -73,7 +73,7 @@ async def write_exports(
     states = cluster_states or {}
     p = plan(mutations, stored, now=now, cluster_states=states, answer_records=answer_records)
     if not p.written:
-        await ctx.rows.delete(conn, service_imports, p.empty)  # lock rows left for nothing
+        await ctx.rows.delete(conn, service_imports, p.empty)  # an older hub's lock rows
         return WriteOutcome(p.results, None)
     judged = judge_plan(ctx.instruments, p)  # 3.
     changes = verdict_changes(
