@@ -8,7 +8,7 @@ One cluster PUTs its whole set, `PUT /api/v1/clusters/{c}/serviceexports`, three
 request to the answer, through HTTP, validation, the hub's batched transactions
 (`hub.store.exports.SYNC_BATCH` keys each, `SYNC_PARALLEL` in flight) and the conflict
 judge. Each phase also records the hub process's CPU time per export, which a shared
-machine's load moves far less than the rate. It records the local PostgreSQL server's CPU per export too
+machine's load moves far less than the rate, the local PostgreSQL server's CPU per export
 (`database_cpu_us_per_export`), and from both the rate this machine's cores allow at all
 (`cores_allow_per_second`: every core busy with nothing but the hub and the database): a
 target above it is out of reach here, whatever the hub's Python does.
