@@ -121,7 +121,7 @@ def _ping_on_checkout(_dbapi_connection: Any, record: Any, _proxy: Any) -> None:
     `DisconnectionError` makes the pool discard it and check out another, or connect
     anew. Every transaction, a token lookup's as a PUT batch's, begins with a checkout:
     the two round trips saved were a sixth of a group-committed PUT batch's store CPU
-    (a loopback send costs the hub about as much as a small statement).
+    (py-spy over the hub under bench/put_throughput).
     """
     try:
         await_only(record.driver_connection.fetchrow(";"))
