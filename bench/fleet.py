@@ -1,6 +1,6 @@
 """Member clusters for the agent benchmarks: emulated API servers, agent processes, stopwatches.
 
-* Emulated clusters (`tests.kube.emulator`) run as threads of the benchmark process: the
+* Emulated clusters (`sandbox.emulator`) run as threads of the benchmark process: the
   benchmark seeds and creates objects through their in-process state (no HTTP on the
   benchmark's side), and `ConditionStopwatch` wraps each emulator store's `commit` so the
   moment a ServiceExport's status first carries a `Conflict` condition is taken where the
@@ -24,11 +24,11 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.support import REPO_ROOT, child_env, free_port, stop_process
+from sandbox.emulator import EmulatorServer, EmulatorState
+from sandbox.emulator.kubeconfig import write_kubeconfig
 from shared.constants import ANNOTATION_EXPORTED_SINCE, FINALIZER_SERVICEEXPORT_CLEANUP
 from shared.metrics import EXPORT_DURATION_METRIC
 from shared.timefmt import parse_rfc3339
-from tests.kube.emulator import EmulatorServer, EmulatorState
-from tests.kube.emulator.kubeconfig import write_kubeconfig
 
 EXPORTS = "serviceexports"
 

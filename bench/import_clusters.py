@@ -22,13 +22,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from bench.fleet import Agent
+from sandbox.emulator import EmulatorState
 from shared.constants import (
     LABEL_ENDPOINTSLICE_MANAGED_BY,
     LABEL_MANAGED_BY,
     LABEL_SERVICE_NAME,
     MANAGED_BY_MCSYNC,
 )
-from tests.kube.emulator import EmulatorState
 
 IMPORT_KINDS = ("serviceimports", "services", "endpointslices")
 K8S_ENDPOINTSLICE_MANAGER = "endpointslice-controller.k8s.io"

@@ -1,7 +1,7 @@
 """A whole fleet as real processes: one hub, three emulated member clusters, three agents.
 
 What an operator runs, on loopback ports: `python -m hub serve` over a fresh database
-(SQLite file or PostgreSQL database, `tests/conftest.py`), one `python -m tests.kube.emulator`
+(SQLite file or PostgreSQL database, `tests/conftest.py`), one `python -m sandbox.emulator`
 per member cluster, and one `python -m member` per cluster pointed at its emulator's
 kubeconfig and at the hub. Tests talk to each part the way its users do: the Kubernetes REST
 API of the member clusters (`KubeApi`), the hub's REST API with the reader token

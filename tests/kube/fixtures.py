@@ -38,10 +38,10 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from tests.kube.emulator.kubeconfig import write_kubeconfig
-from tests.kube.emulator.resources import DEFAULT_MCS_VERSIONS
-from tests.kube.emulator.server import EmulatorServer
-from tests.kube.emulator.state import EmulatorState
+from sandbox.emulator.kubeconfig import write_kubeconfig
+from sandbox.emulator.resources import DEFAULT_MCS_VERSIONS
+from sandbox.emulator.server import EmulatorServer
+from sandbox.emulator.state import EmulatorState
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Namespaces every fixture cluster has besides the system ones: where mcsync is installed.
@@ -178,10 +178,10 @@ def start_emulator_process(
     ready_timeout: float = 30.0,
     namespaces: Sequence[str] = FIXTURE_NAMESPACES,
 ) -> EmulatorProcess:
-    """Start `python -m tests.kube.emulator` and wait for its ready line."""
+    """Start `python -m sandbox.emulator` and wait for its ready line."""
     kubeconfig = directory / f"{name}.kubeconfig"
     cmd = [
-        sys.executable, "-m", "tests.kube.emulator", "--host", "127.0.0.1", "--port", str(port),
+        sys.executable, "-m", "sandbox.emulator", "--host", "127.0.0.1", "--port", str(port),
         "--mcs-versions", ",".join(mcs_versions), "--history", str(history),
         "--bookmark-interval", str(bookmark_interval), "--kubeconfig", str(kubeconfig),
         "--name", name, "--namespaces", ",".join(namespaces),

@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
-from tests.kube.emulator.errors import KubeError
-from tests.kube.emulator.patch import apply_patch, json_patch, merge_patch
-from tests.kube.emulator.selectors import (
+from sandbox.emulator.errors import KubeError
+from sandbox.emulator.patch import apply_patch, json_patch, merge_patch
+from sandbox.emulator.selectors import (
     COMMON_FIELDS,
     parse_field_selector,
     parse_label_selector,
 )
-from tests.kube.emulator.strategic import strategic_merge
-from tests.kube.emulator.tables import human_duration, json_path, wants_table
+from sandbox.emulator.strategic import strategic_merge
+from sandbox.emulator.tables import human_duration, json_path, wants_table
 
 
 def _obj(labels: dict[str, str] | None = None, name: str = "x", ns: str = "a") -> dict[str, Any]:

@@ -11,7 +11,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from member.kube.client import KubeConfigError, discover_serviceexport_version, load_api_client
-from tests.kube.emulator.kubeconfig import write_kubeconfig
+from sandbox.emulator.kubeconfig import write_kubeconfig
 from tests.kube.fixtures import KubeCluster, KubeClusterFactory
 
 

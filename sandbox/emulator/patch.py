@@ -14,8 +14,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.kube.emulator.errors import KubeError, bad_request, unsupported_media_type
-from tests.kube.emulator.strategic import strategic_merge
+from sandbox.emulator.errors import KubeError, bad_request, unsupported_media_type
+from sandbox.emulator.strategic import strategic_merge
 
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"

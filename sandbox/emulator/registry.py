@@ -33,14 +33,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.kube.emulator import errors
-from tests.kube.emulator.allocator import Allocator
-from tests.kube.emulator.errors import KubeError
-from tests.kube.emulator.patch import apply_patch
-from tests.kube.emulator.resources import NAMESPACES, ResourceType
-from tests.kube.emulator.selectors import FieldSelector, LabelSelector
-from tests.kube.emulator.store import Obj, ObjKey, Store
-from tests.kube.emulator.strategies import prepare, validate_name, validate_namespace
+from sandbox.emulator import errors
+from sandbox.emulator.allocator import Allocator
+from sandbox.emulator.errors import KubeError
+from sandbox.emulator.patch import apply_patch
+from sandbox.emulator.resources import NAMESPACES, ResourceType
+from sandbox.emulator.selectors import FieldSelector, LabelSelector
+from sandbox.emulator.store import Obj, ObjKey, Store
+from sandbox.emulator.strategies import prepare, validate_name, validate_namespace
 
 SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                "generation")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.kube.emulator.resources import ResourceType
+from sandbox.emulator.resources import ResourceType
 
 # The upstream MCS CRDs' labels (sigs.k8s.io/mcs-api v0.5.0), which MCS installers look for.
 UPSTREAM_LABELS = {

@@ -12,7 +12,7 @@ import base64
 import hashlib
 from typing import Any
 
-from tests.kube.emulator.resources import ResourceCatalog, ResourceType
+from sandbox.emulator.resources import ResourceCatalog, ResourceType
 
 KUBE_VERSION = {
     "major": "1",

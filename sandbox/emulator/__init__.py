@@ -18,7 +18,7 @@ Modules, one idea each:
 - `server` — uvicorn in a thread; `__main__` — the same as a process.
 """
 
-from tests.kube.emulator.server import EmulatorServer
-from tests.kube.emulator.state import EmulatorState, RequestRecord
+from sandbox.emulator.server import EmulatorServer
+from sandbox.emulator.state import EmulatorState, RequestRecord
 
 __all__ = ["EmulatorServer", "EmulatorState", "RequestRecord"]

@@ -23,17 +23,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.kube.emulator import discovery, errors, openapi, tables
-from tests.kube.emulator.errors import KubeError
-from tests.kube.emulator.resources import ResourceType
-from tests.kube.emulator.selectors import (
+from sandbox.emulator import discovery, errors, openapi, tables
+from sandbox.emulator.errors import KubeError
+from sandbox.emulator.resources import ResourceType
+from sandbox.emulator.selectors import (
     allowed_fields,
     parse_field_selector,
     parse_label_selector,
 )
-from tests.kube.emulator.state import EmulatorState, RequestRecord
-from tests.kube.emulator.store import Obj
-from tests.kube.emulator.watch import WatchRequest, stream_watch
+from sandbox.emulator.state import EmulatorState, RequestRecord
+from sandbox.emulator.store import Obj
+from sandbox.emulator.watch import WatchRequest, stream_watch
 
 TRUE = ("true", "1")
 

@@ -16,7 +16,7 @@ import hashlib
 import json
 from typing import Any
 
-from tests.kube.emulator.resources import ResourceCatalog, ResourceType
+from sandbox.emulator.resources import ResourceCatalog, ResourceType
 
 FIELD_VALIDATION = {
     "name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": True},

@@ -20,19 +20,19 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
 
-from tests.kube.emulator.collector import GarbageCollector
-from tests.kube.emulator.crds import crd_object
-from tests.kube.emulator.errors import KubeError
-from tests.kube.emulator.registry import Registry
-from tests.kube.emulator.resources import (
+from sandbox.emulator.collector import GarbageCollector
+from sandbox.emulator.crds import crd_object
+from sandbox.emulator.errors import KubeError
+from sandbox.emulator.registry import Registry
+from sandbox.emulator.resources import (
     CUSTOM_RESOURCE_DEFINITIONS,
     DEFAULT_MCS_VERSIONS,
     NAMESPACES,
     ResourceCatalog,
     ResourceType,
 )
-from tests.kube.emulator.selectors import FieldSelector, LabelSelector
-from tests.kube.emulator.store import Obj, Store
+from sandbox.emulator.selectors import FieldSelector, LabelSelector
+from sandbox.emulator.store import Obj, Store
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete"})
 SYSTEM_NAMESPACES: tuple[str, ...] = ("default", "kube-system", "kube-public",

@@ -21,10 +21,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tests.kube.emulator.errors import expired
-from tests.kube.emulator.resources import ResourceType
-from tests.kube.emulator.selectors import FieldSelector, LabelSelector
-from tests.kube.emulator.store import Obj, Store, StoredEvent, TooOld
+from sandbox.emulator.errors import expired
+from sandbox.emulator.resources import ResourceType
+from sandbox.emulator.selectors import FieldSelector, LabelSelector
+from sandbox.emulator.store import Obj, Store, StoredEvent, TooOld
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.kube.emulator.resources import PrinterColumn, ResourceType
-from tests.kube.emulator.store import Obj
+from sandbox.emulator.resources import PrinterColumn, ResourceType
+from sandbox.emulator.store import Obj
 
 TABLE_VERSIONS = ("v1", "v1beta1")
 NONE = "<none>"

@@ -17,9 +17,9 @@ import copy
 import re
 from typing import Any
 
-from tests.kube.emulator.allocator import FAMILIES, AllocationError, Allocator, family_of
-from tests.kube.emulator.errors import invalid
-from tests.kube.emulator.resources import ResourceType
+from sandbox.emulator.allocator import FAMILIES, AllocationError, Allocator, family_of
+from sandbox.emulator.errors import invalid
+from sandbox.emulator.resources import ResourceType
 
 Obj = dict[str, Any]
 

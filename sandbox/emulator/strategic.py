@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.kube.emulator.errors import bad_request
+from sandbox.emulator.errors import bad_request
 
 Path = tuple[str, ...]
 SET = ""  # merge strategy of a primitive list: union

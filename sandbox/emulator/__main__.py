@@ -1,4 +1,4 @@
-"""Run one emulated cluster as a process: `python -m tests.kube.emulator --port N`.
+"""Run one emulated cluster as a process: `python -m sandbox.emulator --port N`.
 
 Prints exactly one ready line, `emulator listening on http://HOST:PORT`, once the socket
 accepts connections (port 0 picks a free port and the line says which), then serves until
@@ -11,14 +11,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from tests.kube.emulator.kubeconfig import write_kubeconfig
-from tests.kube.emulator.resources import parse_mcs_versions
-from tests.kube.emulator.server import bind_socket, make_server
-from tests.kube.emulator.state import EmulatorState
+from sandbox.emulator.kubeconfig import write_kubeconfig
+from sandbox.emulator.resources import parse_mcs_versions
+from sandbox.emulator.server import bind_socket, make_server
+from sandbox.emulator.state import EmulatorState
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m tests.kube.emulator",
+    parser = argparse.ArgumentParser(prog="python -m sandbox.emulator",
                                      description="Kubernetes API emulator for mcsync tests")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)

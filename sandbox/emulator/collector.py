@@ -22,10 +22,10 @@ import queue
 import threading
 from collections import Counter, defaultdict
 
-from tests.kube.emulator.errors import KubeError
-from tests.kube.emulator.registry import Registry
-from tests.kube.emulator.resources import NAMESPACES, ResourceCatalog
-from tests.kube.emulator.store import Obj, ObjKey, StoredEvent
+from sandbox.emulator.errors import KubeError
+from sandbox.emulator.registry import Registry
+from sandbox.emulator.resources import NAMESPACES, ResourceCatalog
+from sandbox.emulator.store import Obj, ObjKey, StoredEvent
 
 _STOP = ("stop",)
 # ("dependent", storage_key, namespace, name) | ("namespace", name) | ("finalize", name)

@@ -13,8 +13,8 @@ import time
 
 import uvicorn
 
-from tests.kube.emulator.app import create_app
-from tests.kube.emulator.state import EmulatorState
+from sandbox.emulator.app import create_app
+from sandbox.emulator.state import EmulatorState
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
