@@ -41,6 +41,10 @@ DEFAULT_DENY_NAMESPACES: Final[tuple[str, ...]] = ("kube-system", "kube-public")
 # Cluster states (SPEC §4.2, §5)
 CLUSTER_READY: Final = "Ready"
 CLUSTER_STALE: Final = "Stale"
+CLUSTER_PENDING: Final = "Pending"
+# MemberCluster condition (SPEC §5.1 mass-withdrawal guard)
+CONDITION_WITHDRAWAL_HELD: Final = "WithdrawalHeld"
+REASON_MASS_WITHDRAWAL: Final = "MassWithdrawal"
 
 # EndpointSlices (SPEC §2.8). Kubernetes' own limits: 1,000 endpoints a slice, 100 addresses
 # an endpoint, 100 ports a slice.

@@ -590,6 +590,12 @@ class MemberClusterStatus(WireModel):
     # As the agent's last heartbeat said (None: it does not import, or has not said).
     imported_services: int | None = None
     imported_endpoints: int | None = None
+    # SPEC §5.1: True while the import feed withdraws this cluster's endpoints (it is Stale,
+    # and neither fail-open nor the panic threshold gives them back).
+    endpoints_withdrawn: bool = False
+    # SPEC §5.1: `WithdrawalHeld` (reason `MassWithdrawal`) while the agent holds a repair
+    # that would withdraw most of the cluster's exports; absent when nothing is held.
+    conditions: list[Condition] = Field(default_factory=list)
 
 
 class MemberCluster(WireModel):
@@ -622,6 +628,18 @@ class Heartbeat(WireModel):
     # `mcsync clusters` shows it; absent from an agent that does not import.
     imported_services: int | None = Field(default=None, ge=0, le=2**31)
     imported_endpoints: int | None = Field(default=None, ge=0, le=2**31)
+    # SPEC §5.1 mass-withdrawal guard: the repair the agent is holding, or None when it holds
+    # none (which clears the cluster's `WithdrawalHeld` condition on the hub).
+    withdrawal_held: WithdrawalHold | None = None
+
+
+class WithdrawalHold(WireModel):
+    """A repair the agent did not carry out: it would withdraw `would_withdraw` of the
+    cluster's `exports` hub records at once (SPEC §5.1)."""
+
+    would_withdraw: int = Field(ge=0, le=2**31)
+    exports: int = Field(ge=0, le=2**31)
+    since: Timestamp
 
 
 class HeartbeatResponse(WireModel):
@@ -629,6 +647,15 @@ class HeartbeatResponse(WireModel):
     min_agent_version: str
     server_time: Timestamp
     state: str
+    # SPEC §5.1: the hub's `--cluster-ttl`; the agent beats at least three times per TTL.
+    # None from a hub older than §5.1.
+    cluster_ttl_seconds: float | None = None
+    # SPEC §5.1: an admin's one-shot `allow-withdrawal`, handed to the agent that reported a
+    # hold (and consumed by that answer): its next held repair goes through.
+    withdrawal_allowed: bool = False
+    # SPEC §2.1 (KEP-2149): the hub's `--clusterset-name`, which the agent writes into the
+    # About API's `clusterset.k8s.io` ClusterProperty; None when the hub names none.
+    clusterset_name: str | None = None
 
 
 class VersionInfo(WireModel):
