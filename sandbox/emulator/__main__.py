@@ -24,6 +24,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--mcs-versions", default="v1beta1,v1alpha1",
                         help="served MCS versions, preferred first (default: %(default)s)")
+    parser.add_argument("--about-api", action="store_true",
+                        help="also serve the About API (KEP-2149 ClusterProperty) and its CRD")
     parser.add_argument("--history", type=int, default=1000,
                         help="watch events retained (default: %(default)s)")
     parser.add_argument("--bookmark-interval", type=float, default=5.0,
@@ -46,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     namespaces = tuple(n.strip() for n in args.namespaces.split(",") if n.strip())
     state = EmulatorState(mcs_versions=versions, history=args.history,
-                          bookmark_interval=args.bookmark_interval, namespaces=namespaces)
+                          bookmark_interval=args.bookmark_interval, namespaces=namespaces,
+                          about_api=args.about_api)
     sock = bind_socket(args.host, args.port)
     url = f"http://{args.host}:{sock.getsockname()[1]}"
     if args.kubeconfig is not None:

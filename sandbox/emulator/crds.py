@@ -14,8 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from sandbox.emulator.resources import ResourceType
+from shared.constants import MCS_GROUP
 
-# The upstream MCS CRDs' labels (sigs.k8s.io/mcs-api v0.5.0), which MCS installers look for.
+# The upstream MCS CRDs' labels (sigs.k8s.io/mcs-api v0.5.0), which MCS installers look for;
+# the About API's CRD has none upstream.
 UPSTREAM_LABELS = {
     "multicluster.x-k8s.io/release-version": "v0.5.0",
     "multicluster.x-k8s.io/crd-schema-revision": "0",
@@ -54,7 +56,8 @@ def crd_object(rt: ResourceType) -> dict[str, Any]:
             entry["additionalPrinterColumns"] = [c.crd_form() for c in rt.printer_columns]
         versions.append(entry)
     return {
-        "metadata": {"name": crd_name(rt), "labels": dict(UPSTREAM_LABELS)},
+        "metadata": {"name": crd_name(rt),
+                     "labels": dict(UPSTREAM_LABELS) if rt.group == MCS_GROUP else {}},
         "spec": {"group": rt.group, "scope": "Namespaced" if rt.namespaced else "Cluster",
                  "names": names, "versions": versions},
         "status": {

@@ -8,6 +8,9 @@ of special-casing resource names, so adding a resource is one entry here.
 
 The MCS CRDs mirror the upstream definitions (`sigs.k8s.io/mcs-api` v0.5.0): short names
 `svcex`/`svcexport` and `svcim`/`svcimport`, no categories, and their printer columns.
+The About API (KEP-2149, `sigs.k8s.io/about-api`) is served only when asked for
+(`about_api=True`), since a fresh cluster does not have its CRD: `ClusterProperty`,
+cluster-scoped, v1beta1 (storage) and v1alpha1, category `multicluster`, its columns.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from shared.constants import MCS_GROUP, MCS_SERVICEEXPORT_KIND, MCS_SERVICEEXPOR
 COORDINATION_GROUP = "coordination.k8s.io"
 DISCOVERY_GROUP = "discovery.k8s.io"
 APIEXTENSIONS_GROUP = "apiextensions.k8s.io"
+ABOUT_GROUP = "about.k8s.io"
 MCS_SERVICEIMPORT_PLURAL = "serviceimports"
 MCS_SERVICEIMPORT_KIND = "ServiceImport"
 READ_ONLY_VERBS: tuple[str, ...] = ("get", "list", "watch")
@@ -140,6 +144,16 @@ def service_imports(versions: Iterable[str]) -> ResourceType:
     )
 
 
+# KEP-2149's About API: one cluster-scoped `ClusterProperty` per property, `spec.value`.
+CLUSTER_PROPERTIES = ResourceType(
+    group=ABOUT_GROUP, versions=("v1beta1", "v1alpha1"), plural="clusterproperties",
+    singular="clusterproperty", kind="ClusterProperty", namespaced=False, has_status=True,
+    custom=True, categories=("multicluster",),
+    printer_columns=(PrinterColumn("value", "string", ".spec.value"),
+                     PrinterColumn("age", "date", ".metadata.creationTimestamp")),
+)
+
+
 def parse_mcs_versions(text: str) -> tuple[str, ...]:
     """`"v1beta1,v1alpha1"` -> versions in the given order; rejects unknown or empty lists."""
     versions = tuple(v.strip() for v in text.split(",") if v.strip())
@@ -155,7 +169,8 @@ def parse_mcs_versions(text: str) -> tuple[str, ...]:
 class ResourceCatalog:
     """All resources of one emulated cluster, looked up by (group, version, plural)."""
 
-    def __init__(self, *, mcs_versions: Iterable[str] = DEFAULT_MCS_VERSIONS) -> None:
+    def __init__(self, *, mcs_versions: Iterable[str] = DEFAULT_MCS_VERSIONS,
+                 about_api: bool = False) -> None:
         versions = tuple(mcs_versions)
         if not versions or any(v not in KNOWN_MCS_VERSIONS for v in versions):
             raise ValueError(f"unsupported MCS versions {versions!r}")
@@ -163,6 +178,7 @@ class ResourceCatalog:
         self.types: tuple[ResourceType, ...] = (
             NAMESPACES, SERVICES, EVENTS, LEASES, ENDPOINT_SLICES,
             CUSTOM_RESOURCE_DEFINITIONS, service_exports(versions), service_imports(versions),
+            *((CLUSTER_PROPERTIES,) if about_api else ()),
         )
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
@@ -188,7 +204,7 @@ class ResourceCatalog:
 
     @property
     def custom_types(self) -> list[ResourceType]:
-        """The resources served through CRDs (the MCS ones)."""
+        """The resources served through CRDs (the MCS ones, and the About API's)."""
         return [rt for rt in self.types if rt.custom]
 
     @property

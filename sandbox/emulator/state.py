@@ -9,8 +9,9 @@ going through HTTP. The agent never sees any of this; the same controls are serv
 
 A fresh cluster holds what a new real cluster holds that the agent may look at: the
 Namespaces `default`, `kube-system`, `kube-public` and `kube-node-lease` (plus any the
-caller names), and the CRDs of the custom resources it serves. The garbage collector
-runs from the start.
+caller names), and the CRDs of the custom resources it serves (the About API's
+`ClusterProperty` only with `about_api=True`: its CRD is an optional install). The garbage
+collector runs from the start.
 """
 
 from __future__ import annotations
@@ -61,8 +62,9 @@ class EmulatorState:
         bookmark_interval: float = 5.0,
         default_watch_timeout: float = 1800.0,
         namespaces: tuple[str, ...] | list[str] = (),
+        about_api: bool = False,
     ) -> None:
-        self.catalog = ResourceCatalog(mcs_versions=mcs_versions)
+        self.catalog = ResourceCatalog(mcs_versions=mcs_versions, about_api=about_api)
         self.store = Store(history=history)
         self.registry = Registry(self.store)
         self.collector = GarbageCollector(self.registry, self.catalog)

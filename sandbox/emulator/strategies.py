@@ -14,6 +14,7 @@ need an involvedObject; Leases need nothing. Failures are 422 Invalid with the f
 from __future__ import annotations
 
 import copy
+import json
 import re
 from typing import Any
 
@@ -345,6 +346,19 @@ def validate_event(rt: ResourceType, obj: Obj) -> None:
                       f'Invalid value: "{ns}": does not match event.namespace')
 
 
+def validate_cluster_property(rt: ResourceType, obj: Obj) -> None:
+    """The About API CRD's schema: `spec.value`, a non-empty string, is required."""
+    name = obj["metadata"].get("name", "")
+    spec = obj.get("spec")
+    value = spec.get("value") if isinstance(spec, dict) else None
+    if value is None:
+        raise invalid(rt.kind, rt.group, name, "spec.value", "Required value")
+    if not isinstance(value, str) or not value:
+        raise invalid(rt.kind, rt.group, name, "spec.value",
+                      f"Invalid value: {json.dumps(value)}: spec.value in body should be a "
+                      "non-empty string")
+
+
 def prepare(rt: ResourceType, obj: Obj, old: Obj | None, allocator: Allocator) -> None:
     """Default and validate `obj` of type `rt` (`old` is the stored object on update)."""
     validate_metadata(rt, obj)
@@ -356,6 +370,8 @@ def prepare(rt: ResourceType, obj: Obj, old: Obj | None, allocator: Allocator) -
         validate_endpoint_slice(rt, obj, old)
     elif rt.plural == "namespaces":
         default_namespace(obj, old)
+    elif rt.plural == "clusterproperties":
+        validate_cluster_property(rt, obj)
     for fld in ("spec", "status"):
         if fld in obj and obj[fld] is not None and not isinstance(obj[fld], dict):
             raise invalid(rt.kind, rt.group, obj["metadata"].get("name", ""), fld,

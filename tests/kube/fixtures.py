@@ -11,7 +11,8 @@ Use from another test package by importing the fixtures in that package's confte
   `compact()`, `close_watches()`, `pause()`/`unpause()`, `count()`, `writes()`,
   `inject_conflict()`, `create()/get()/list()`...). Stopped after the test.
 - `kube_cluster_factory(name, mcs_versions=..., history=..., bookmark_interval=...,
-  namespaces=...)`: as many clusters as a test needs, all stopped after it.
+  namespaces=..., about_api=...)`: as many clusters as a test needs, all stopped after it
+  (`about_api=True`: the cluster also serves KEP-2149's `ClusterProperty` and its CRD).
 
 Every cluster starts with the Namespaces a new cluster has (`default`, `kube-system`,
 `kube-public`, `kube-node-lease`) plus `namespaces` (default: `mcsync-system`, where the
@@ -86,10 +87,12 @@ def start_kube_cluster(
     history: int = 1000,
     bookmark_interval: float = 5.0,
     namespaces: Sequence[str] = FIXTURE_NAMESPACES,
+    about_api: bool = False,
 ) -> KubeCluster:
     """Start an emulator thread and write `<directory>/<name>.kubeconfig` for it."""
     state = EmulatorState(mcs_versions=tuple(mcs_versions), history=history,
-                          bookmark_interval=bookmark_interval, namespaces=tuple(namespaces))
+                          bookmark_interval=bookmark_interval, namespaces=tuple(namespaces),
+                          about_api=about_api)
     server = EmulatorServer(state).start()
     kubeconfig = write_kubeconfig(directory / f"{name}.kubeconfig", name=name, url=server.url)
     return KubeCluster(name=name, server=server, kubeconfig=kubeconfig)
@@ -120,8 +123,8 @@ KubeClusterFactory = Callable[..., KubeCluster]
 @pytest.fixture
 def kube_cluster_factory(tmp_path: Path,
                          request: pytest.FixtureRequest) -> Iterator[KubeClusterFactory]:
-    """`factory(name, mcs_versions=..., history=..., bookmark_interval=..., namespaces=...)`
-    -> KubeCluster."""
+    """`factory(name, mcs_versions=..., history=..., bookmark_interval=..., namespaces=...,
+    about_api=...)` -> KubeCluster."""
     started: list[KubeCluster] = []
 
     def factory(name: str = "member-1", **kwargs: Any) -> KubeCluster:
@@ -177,6 +180,7 @@ def start_emulator_process(
     port: int = 0,
     ready_timeout: float = 30.0,
     namespaces: Sequence[str] = FIXTURE_NAMESPACES,
+    about_api: bool = False,
 ) -> EmulatorProcess:
     """Start `python -m sandbox.emulator` and wait for its ready line."""
     kubeconfig = directory / f"{name}.kubeconfig"
@@ -185,6 +189,7 @@ def start_emulator_process(
         "--mcs-versions", ",".join(mcs_versions), "--history", str(history),
         "--bookmark-interval", str(bookmark_interval), "--kubeconfig", str(kubeconfig),
         "--name", name, "--namespaces", ",".join(namespaces),
+        *(["--about-api"] if about_api else []),
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
