@@ -18,8 +18,21 @@ The wait between beats is the interval ±20 %, drawn anew each time (client-go's
 `wait.JitterUntil` does the like for its periodic loops). Agents started together — a fleet
 rolled out at once, or a benchmark's 50 — would otherwise beat in lock-step for ever: every
 interval the hub takes a burst of one request per cluster, and a change that lands in that
-burst waits behind it (bench 10 saw its p99 tail there). The mean wait stays the interval,
-so a cluster's TTL on the hub (three intervals by default) is never at risk.
+burst waits behind it (bench 10 saw its p99 tail there).
+
+Heartbeats vs the hub's TTL (SPEC §5.1). A cluster whose heartbeats stop for its TTL goes
+`Stale`, and a Stale cluster's endpoints are withdrawn from every importing cluster: one late
+or lost heartbeat must never come near that. Each answer carries the hub's
+`--cluster-ttl`, and the agent beats at least three times per TTL: the interval used is
+`--heartbeat-interval` or a third of the TTL, whichever is shorter (one log line when the
+TTL lowers the flag's interval), and no jittered wait is longer than a third of the TTL —
+jitter only draws beats earlier there, never later. A hub that does not say its TTL (older
+than §5.1) leaves the flag's interval as it is.
+
+Each beat also carries the mass-withdrawal guard's hold (`member.withdrawalguard`, SPEC
+§5.1): `withdrawal_hold()` is asked just before the beat (the guard re-checks the held repair
+then, so a hold whose ServiceExports came back is reported cleared at once), and an answer
+that says `withdrawal_allowed` to a beat that reported a hold is handed to `on_allowed()`.
 """
 
 from __future__ import annotations
@@ -32,12 +45,17 @@ from collections.abc import Callable
 
 from member.hubclient import HubClient, HubError, HubRejected
 from member.metrics import AgentMetrics
+from shared.models import WithdrawalHold
 from shared.version import __version__, is_older
 
-__all__ = ["HEARTBEAT_JITTER", "HeartbeatLoop", "VersionGate"]
+__all__ = ["BEATS_PER_TTL", "HEARTBEAT_JITTER", "HeartbeatLoop", "VersionGate"]
 
 HEARTBEAT_JITTER = 0.2
 """Each wait between heartbeats is the interval times a factor drawn from 1 ± this."""
+BEATS_PER_TTL = 3
+"""The agent beats at least this often per hub TTL (SPEC §5.1): no wait exceeds TTL / this."""
+_MIN_WAIT_SECONDS = 0.1
+"""No wait is shorter, whatever TTL a hub answers: a bad answer must not make a busy loop."""
 
 logger = logging.getLogger(__name__)
 
@@ -112,17 +130,27 @@ class HeartbeatLoop:
         metrics: AgentMetrics | None = None,
         on_recovered: Callable[[], None] | None = None,
         import_counts: Callable[[], tuple[int, int]] | None = None,
+        withdrawal_hold: Callable[[], WithdrawalHold | None] | None = None,
+        on_allowed: Callable[[], None] | None = None,
         rng: random.Random | None = None,
     ) -> None:
         """`on_recovered` is called (on the heartbeat thread) when the hub answers again
         after failed heartbeats: the agent repairs then, since keys that failed too often
         during the outage were dropped from the queue (SPEC §2.7: they come back on a relist
-        or change; this is that relist's moral equivalent for the hub side)."""
+        or change; this is that relist's moral equivalent for the hub side).
+
+        `withdrawal_hold` answers the repair held by the mass-withdrawal guard (None: none);
+        `on_allowed` is called when the hub answers a beat that reported one with the
+        admin's one-shot allowance (module docstring)."""
         self._hub = hub
         self._on_recovered = on_recovered
         # (imported ServiceImports, imported endpoints) for the heartbeat; None: no import.
         self._import_counts = import_counts
+        self._withdrawal_hold = withdrawal_hold
+        self._on_allowed = on_allowed
+        self._configured = interval
         self._interval = interval
+        self._ttl: float | None = None
         self._rng = rng if rng is not None else random.Random()
         self._gate = gate
         self._metrics = metrics
@@ -130,6 +158,8 @@ class HeartbeatLoop:
         self._last_problem = "no heartbeat sent yet"
         self._last_ok_before = False  # the first success is a start, not a recovery
         self._lock = threading.Lock()
+        if metrics is not None:
+            metrics.heartbeat_interval.set(interval)
 
     @property
     def reachable(self) -> bool:
@@ -146,7 +176,10 @@ class HeartbeatLoop:
         """One heartbeat; True when the hub answered it. Never raises."""
         try:
             counts = self._import_counts() if self._import_counts is not None else None
-            answer = self._hub.heartbeat(agent_version=self._gate.agent_version, imports=counts)
+            hold = self._withdrawal_hold() if self._withdrawal_hold is not None else None
+            answer = self._hub.heartbeat(
+                agent_version=self._gate.agent_version, imports=counts, withdrawal_held=hold
+            )
         except HubRejected as exc:
             # 401/403/404: a wrong token or an unregistered cluster — the operator's to fix,
             # and not something retrying sooner would help.
@@ -163,6 +196,12 @@ class HeartbeatLoop:
             self._metrics.heartbeats.labels("ok").inc()
             self._metrics.hub_reachable.set(1)
         self._gate.update(answer.min_agent_version)
+        self._learn_ttl(answer.cluster_ttl_seconds)
+        if hold is not None and answer.withdrawal_allowed and self._on_allowed is not None:
+            try:
+                self._on_allowed()
+            except Exception:
+                logger.exception("letting the held withdrawal through failed")
         if was_down:
             logger.info("heartbeat answered by the hub (version %s)", answer.hub_version)
             if self._on_recovered is not None and self._last_ok_before:
@@ -173,9 +212,47 @@ class HeartbeatLoop:
         self._last_ok_before = True
         return True
 
+    @property
+    def interval(self) -> float:
+        """The interval in use: `--heartbeat-interval`, or a third of the hub's TTL when
+        that is shorter."""
+        with self._lock:
+            return self._interval
+
     def next_wait(self) -> float:
-        """Seconds until the next heartbeat: the interval, jittered (module docstring)."""
-        return self._interval * self._rng.uniform(1 - HEARTBEAT_JITTER, 1 + HEARTBEAT_JITTER)
+        """Seconds until the next heartbeat: the interval, jittered, never past a third of
+        the hub's TTL (module docstring)."""
+        with self._lock:
+            interval, ttl = self._interval, self._ttl
+        wait = interval * self._rng.uniform(1 - HEARTBEAT_JITTER, 1 + HEARTBEAT_JITTER)
+        if ttl is not None:
+            wait = min(wait, ttl / BEATS_PER_TTL)
+        return max(wait, _MIN_WAIT_SECONDS)
+
+    def _learn_ttl(self, ttl: float | None) -> None:
+        """Adopt the TTL a heartbeat answer gave (None or nonsense: keep the last one)."""
+        if ttl is None:
+            return
+        if not ttl > 0:  # also NaN
+            logger.warning("hub answered a cluster TTL that is not positive (%r); ignoring it", ttl)
+            return
+        with self._lock:
+            if ttl == self._ttl:
+                return
+            self._ttl = ttl
+            self._interval = min(self._configured, ttl / BEATS_PER_TTL)
+            lowered = self._interval < self._configured
+        if self._metrics is not None:
+            self._metrics.heartbeat_interval.set(self._interval)
+        if lowered:
+            logger.warning(
+                "--heartbeat-interval %gs is more than a third of the hub's cluster TTL %gs: "
+                "heartbeating every %gs instead, so that one late heartbeat never makes this "
+                "cluster Stale",
+                self._configured,
+                ttl,
+                self._interval,
+            )
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():

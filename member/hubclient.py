@@ -59,6 +59,7 @@ from shared.models import (
     ServiceImport,
     VersionInfo,
     WatchEvent,
+    WithdrawalHold,
     to_wire,
 )
 from shared.version import __version__
@@ -427,11 +428,16 @@ class HubClient:
     # -- cluster ---------------------------------------------------------------------------
 
     def heartbeat(
-        self, *, agent_version: str = __version__, imports: tuple[int, int] | None = None
+        self,
+        *,
+        agent_version: str = __version__,
+        imports: tuple[int, int] | None = None,
+        withdrawal_held: WithdrawalHold | None = None,
     ) -> HeartbeatResponse:
-        """Say this cluster's agent is alive, and what it imports (ServiceImports,
-        endpoints); answers the hub's version and minAgentVersion."""
-        beat = Heartbeat(agent_version=agent_version)
+        """Say this cluster's agent is alive, what it imports (ServiceImports, endpoints)
+        and the repair it holds (SPEC §5.1); answers the hub's version, minAgentVersion,
+        TTL and whether an admin allowed the held withdrawal."""
+        beat = Heartbeat(agent_version=agent_version, withdrawal_held=withdrawal_held)
         if imports is not None:
             beat.imported_services, beat.imported_endpoints = imports
         answer = self._call("POST", ROUTE_HEARTBEAT, json_body=to_wire(beat))

@@ -163,6 +163,12 @@ class AgentMetrics:
             ["result"],
             registry=self.registry,
         )
+        self.heartbeat_interval = Gauge(
+            "mcsync_agent_heartbeat_interval_seconds",
+            "The heartbeat interval in use: --heartbeat-interval, or a third of the hub's "
+            "cluster TTL when shorter (SPEC §5.1).",
+            registry=self.registry,
+        )
 
         self.slices_exported = Gauge(
             "mcsync_agent_endpointslices_exported",
