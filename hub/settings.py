@@ -19,6 +19,9 @@ Defaults and why:
   a working hub; production points it at PostgreSQL.
 * Tokens are never flags (a flag is visible in `ps`): `MCSYNC_ADMIN_TOKEN` /
   `MCSYNC_READER_TOKEN` or the `*_token_file` paths (`hub.api.credentials`).
+* `clusterset_name` is unset: a hub names no clusterset unless told, and its agents then
+  neither create nor check the About API's `clusterset.k8s.io` (SPEC §2.1); naming one is
+  an operator's decision that other tools (Submariner, Karmada) will read.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pydantic import ConfigDict, Field, SecretStr, field_validator, model_valida
 from sqlalchemy.engine import make_url
 
 from hub.store.db import async_url
+from shared.aboutapi import id_problem
 from shared.settingscli import Flag, ProgramSettings
 from shared.version import DEFAULT_MIN_AGENT_VERSION, parse_version
 
@@ -143,6 +147,11 @@ class HubSettings(ProgramSettings):
     shutdown_grace_seconds: int = Field(
         default=20, ge=0, le=3600, description="time in-flight requests get after SIGTERM"
     )
+    clusterset_name: str | None = Field(
+        default=None,
+        description="the clusterset's name, which agents write into the About API's "
+        "ClusterProperty clusterset.k8s.io (default: none)",
+    )
 
     @field_validator("database_url")
     @classmethod
@@ -158,6 +167,16 @@ class HubSettings(ProgramSettings):
             if password:
                 message = message.replace(str(password), "***")
             raise ValueError(message) from None
+        return value
+
+    @field_validator("clusterset_name")
+    @classmethod
+    def _clusterset_name(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        problem = id_problem(value)  # KEP-2149's rule, the one the agent checks too
+        if problem is not None:
+            raise ValueError(f"{value!r} {problem}")
         return value
 
     @field_validator("min_agent_version")

@@ -127,5 +127,6 @@ async def heartbeat(
         min_agent_version=settings.min_agent_version,
         server_time=utcnow(),
         state=record.status.state,
+        clusterset_name=settings.clusterset_name,
     )
     return JSONResponse(to_wire(answer))
