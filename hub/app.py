@@ -34,6 +34,7 @@ from hub.api.deps import STATE_ATTR, HubContext, context_of
 from hub.api.errors import install_error_handlers
 from hub.api.observe import RequestObserverMiddleware
 from hub.api.routes import ROUTERS
+from hub.console import router as console_router
 from hub.logs import fields
 from hub.metrics import HubMetrics
 from hub.settings import HubSettings
@@ -132,6 +133,7 @@ def create_app(
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    app.include_router(console_router)  # `/ui/`, the fleet console (SPEC §8)
     # add_middleware wraps: the last added is the outermost.
     app.add_middleware(BodyTooLargeMiddleware, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(RequestObserverMiddleware, metrics=ctx.metrics)

@@ -1,0 +1,199 @@
+// The console's entry point: sign-in, the hash router (each view its own URL, so reload and
+// share work; the token is never part of it), and the one feed that keeps every view live.
+
+import { ApiError, setToken, token } from "./api.js";
+import { h, tickAges } from "./dom.js";
+import { Feed } from "./feed.js";
+import { Fleet, keyOf } from "./fleet.js";
+import { fleetSection, servicePage, servicesSection } from "./views.js";
+
+const main = document.getElementById("main");
+const nav = document.getElementById("nav");
+const feedState = document.getElementById("feed-state");
+const signOutButton = document.getElementById("sign-out");
+
+let fleet = null;
+let feed = null;
+let view = null; // { el, refresh, key? }
+let routed = false;
+
+const FEED_TEXT = { live: "Live", reconnecting: "Reconnecting…", relisting: "Reloading…" };
+
+function parseRoute() {
+  const raw = location.hash.replace(/^#/, "") || "/";
+  const [path, query = ""] = raw.split("?");
+  const params = new URLSearchParams(query);
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  const list = { q: params.get("q") || "", page: Number(params.get("page")) || 1 };
+  if (parts[0] === "services" && parts.length === 3) {
+    return { view: "service", namespace: parts[1], name: parts[2] };
+  }
+  if (parts[0] === "services") return { view: "services", ...list };
+  if (parts[0] === "fleet") return { view: "fleet" };
+  return { view: "overview", ...list };
+}
+
+// Keep the search and page in the URL without a history entry per keystroke.
+function rememberList(base, state) {
+  const params = new URLSearchParams();
+  if (state.q) params.set("q", state.q);
+  if (state.page > 1) params.set("page", String(state.page));
+  const query = params.toString();
+  history.replaceState(null, "", `#${base}${query ? `?${query}` : ""}`);
+}
+
+function render() {
+  const route = parseRoute();
+  let heading;
+  if (route.view === "service") {
+    view = servicePage(route.namespace, route.name);
+    document.title = `${route.namespace}/${route.name} · mcsync console`;
+    main.replaceChildren(view.el);
+  } else if (route.view === "fleet") {
+    view = fleetSection(fleet, { headingLevel: "h1" });
+    document.title = "Fleet · mcsync console";
+    main.replaceChildren(view.el);
+  } else if (route.view === "services") {
+    view = servicesSection(fleet, route, {
+      headingLevel: "h1", onState: (state) => rememberList("/services", state),
+    });
+    document.title = "Services · mcsync console";
+    main.replaceChildren(view.el);
+  } else {
+    const clusters = fleetSection(fleet);
+    const services = servicesSection(fleet, route, {
+      onState: (state) => rememberList("/", state),
+    });
+    view = { refresh: () => { clusters.refresh(); services.refresh(); } };
+    document.title = "Overview · mcsync console";
+    heading = h("h1", { tabindex: "-1" }, "Fleet overview");
+    main.replaceChildren(heading, clusters.el, services.el);
+  }
+  for (const link of nav.querySelectorAll("a")) {
+    const current = link.getAttribute("href") === `#/${route.view === "overview" ? "" : route.view}`;
+    if (current) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  // Moving between views moves the keyboard focus to the new view's heading.
+  if (routed) (heading || main.querySelector("h1") || main).focus();
+  routed = true;
+}
+
+function onFeedEvent(event) {
+  const object = event.object;
+  const ref = object.spec && object.spec.serviceReference;
+  const namespace = object.metadata.namespace || (ref && ref.namespace);
+  const key = keyOf(namespace, object.metadata.name);
+  fleet.noteChange(key);
+  if (view && view.key === key) view.refresh();
+}
+
+function onBookmark() {
+  // Heartbeats and Stale transitions are in no reader's feed: the feed's BOOKMARK paces
+  // the one small read of the clusters (and of the shown service's endpoints).
+  fleet.scheduleClusters(0);
+  if (view && view.key) view.refresh();
+}
+
+async function relist() {
+  const revision = await fleet.loadServices();
+  await fleet.loadClusters();
+  if (view && view.key) view.refresh();
+  return revision;
+}
+
+function showFeedState(state) {
+  feedState.textContent = FEED_TEXT[state] || state;
+  feedState.className = `feed ${state}`;
+}
+
+async function startSession() {
+  fleet = new Fleet();
+  await fleet.loadClusters(); // proves the token before anything is shown
+  nav.hidden = false;
+  signOutButton.hidden = false;
+  feedState.hidden = false;
+  showFeedState("reconnecting");
+  fleet.addEventListener("change", () => { if (view) view.refresh(); });
+  routed = false;
+  render();
+  const revision = await fleet.loadServices();
+  feed = new Feed({
+    path: "/serviceexports",
+    onEvent: onFeedEvent,
+    onBookmark,
+    onRelist: relist,
+    onState: showFeedState,
+    onUnauthorized: () => signOut("The hub no longer accepts this token; sign in again."),
+  });
+  feed.start(revision);
+}
+
+function signOut(message) {
+  if (feed) feed.stop();
+  feed = null;
+  fleet = null;
+  view = null;
+  setToken(null);
+  nav.hidden = true;
+  signOutButton.hidden = true;
+  feedState.hidden = true;
+  showSignIn(message);
+}
+
+function signInMessage(error) {
+  if (error instanceof ApiError && error.status === 401) {
+    return `The hub did not accept this token (${error.message}). Check it and try again.`;
+  }
+  if (error instanceof ApiError && error.status === 403) {
+    return "This token may not read the fleet: sign in with a reader or admin token, " +
+      "not a member cluster's.";
+  }
+  return `Could not reach the hub: ${error.message}`;
+}
+
+function showSignIn(message) {
+  document.title = "Sign in · mcsync console";
+  const input = h("input", {
+    type: "password", id: "token", name: "token", autocomplete: "off", required: true,
+    "aria-describedby": "token-help",
+  });
+  const alert = h("p", { class: "error", id: "sign-in-error", role: "alert" }, message || "");
+  const button = h("button", { type: "submit" }, "Sign in");
+  const form = h("form", { class: "sign-in", "aria-labelledby": "sign-in-heading" },
+    h("h1", { id: "sign-in-heading" }, "Sign in to the mcsync console"),
+    h("label", { for: "token" }, "Reader or admin token"), input,
+    h("p", { class: "hint", id: "token-help" },
+      "The hub's reader token (MCSYNC_READER_TOKEN) or admin token. It stays in this tab " +
+      "only and is sent to this hub only."),
+    button, alert);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    button.disabled = true;
+    alert.textContent = "";
+    setToken(input.value.trim());
+    try {
+      await startSession();
+    } catch (error) {
+      setToken(null);
+      nav.hidden = true;
+      signOutButton.hidden = true;
+      feedState.hidden = true;
+      button.disabled = false;
+      alert.textContent = signInMessage(error);
+      input.focus();
+    }
+  });
+  main.replaceChildren(form);
+  input.focus();
+}
+
+signOutButton.addEventListener("click", () => signOut(""));
+window.addEventListener("hashchange", () => { if (fleet) render(); });
+setInterval(() => tickAges(main), 1000);
+
+if (token()) {
+  startSession().catch((error) => signOut(signInMessage(error)));
+} else {
+  showSignIn("");
+}

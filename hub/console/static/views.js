@@ -1,0 +1,314 @@
+// The console's views: the fleet (clusters), the services list, and one service's page.
+// Each builds its DOM once and answers `refresh()` for the data it shows, so a live change
+// rewrites a table body, never the search field the operator is typing in.
+
+import { get, q } from "./api.js";
+import { ageOf, badge, h, table } from "./dom.js";
+
+export const PAGE_SIZE = 50;
+
+const REASONS = {
+  TypeConflict: "its type differs from the winner's",
+  PortConflict: "a port of the same name or number is declared differently",
+  SessionAffinityConflict: "its session affinity differs from the winner's",
+  SessionAffinityConfigConflict: "its session affinity timeout differs from the winner's",
+  InternalTrafficPolicyConflict: "its internal traffic policy differs from the winner's",
+  TrafficDistributionConflict: "its traffic distribution differs from the winner's",
+  IPFamilyConflict: "it serves other IP families than the winner",
+  LabelsConflict: "its exported labels differ from the winner's",
+  AnnotationsConflict: "its exported annotations differ from the winner's",
+};
+
+export function reasonWords(reason) {
+  return REASONS[reason] || reason;
+}
+
+function stateBadge(state) {
+  const kind = state === "Ready" ? "ok" : state === "Stale" ? "bad" : "warn";
+  return badge(state || "Unknown", kind);
+}
+
+function condition(object, type) {
+  return ((object.status && object.status.conditions) || []).find((c) => c.type === type);
+}
+
+function heldWithdrawal(cluster) {
+  const held = condition(cluster, "WithdrawalHeld");
+  if (!held || held.status !== "True") return "none";
+  return h("span", {}, badge("held", "warn"), " ", held.message || held.reason);
+}
+
+function counter(label, value, kind) {
+  return h("div", { class: `counter ${kind || ""}` },
+    h("span", { class: "value" }, String(value)), h("span", { class: "label" }, label));
+}
+
+// --- the fleet ---------------------------------------------------------------------------
+
+export function fleetSection(fleet, { headingLevel = "h2" } = {}) {
+  const body = h("div");
+  const el = h("section", { "aria-labelledby": "fleet-heading" },
+    h(headingLevel, { id: "fleet-heading", tabindex: "-1" }, "Fleet"), body);
+  const refresh = () => {
+    const clusters = fleet.clusters;
+    const count = (state) => clusters.filter((c) => c.status.state === state).length;
+    const held = clusters.filter((c) => (condition(c, "WithdrawalHeld") || {}).status === "True");
+    const withdrawn = clusters.filter((c) => c.status.endpointsWithdrawn);
+    body.replaceChildren(
+      h("div", { class: "counters" },
+        counter("clusters", clusters.length),
+        counter("Ready", count("Ready"), "ok"),
+        counter("Stale", count("Stale"), count("Stale") ? "bad" : ""),
+        counter("Pending", count("Pending"), count("Pending") ? "warn" : ""),
+        counter("held withdrawals", held.length, held.length ? "warn" : ""),
+        counter("endpoints withdrawn", withdrawn.length, withdrawn.length ? "bad" : ""),
+        counter("services", fleet.rows.size + (fleet.complete ? "" : "…")),
+        counter("conflicting", fleet.conflicting(), fleet.conflicting() ? "bad" : "")),
+      table({
+        caption: "Member clusters",
+        className: "clusters",
+        columns: ["Cluster", "State", "Last heartbeat", "Agent", "Exports", "Conflicts",
+          "Endpoints", "Withdrawal"],
+        empty: "No cluster is registered yet (mcsync clusters register NAME).",
+        rows: clusters.map((c) => [
+          c.metadata.name,
+          stateBadge(c.status.state),
+          ageOf(c.status.lastHeartbeatTime),
+          c.status.agentVersion || "—",
+          String(c.status.exportCount),
+          String(c.status.conflictCount),
+          c.status.endpointsWithdrawn ? badge("withdrawn", "bad") : "served",
+          heldWithdrawal(c),
+        ]),
+      }));
+  };
+  refresh();
+  return { el, refresh };
+}
+
+// --- the services list -------------------------------------------------------------------
+
+export function servicesSection(fleet, state, { onState, headingLevel = "h2" }) {
+  const status = h("p", { class: "hint", id: "services-status", role: "status" });
+  const input = h("input", {
+    type: "search", id: "service-search", autocomplete: "off", spellcheck: "false",
+    value: state.q || "", "aria-describedby": "services-status",
+    placeholder: "namespace, name or cluster",
+  });
+  const tableHolder = h("div", { class: "table-holder" });
+  const prev = h("button", { type: "button", "data-page": "prev" }, "Previous page");
+  const next = h("button", { type: "button", "data-page": "next" }, "Next page");
+  const pageText = h("span", { class: "page" });
+  const el = h("section", { "aria-labelledby": "services-heading" },
+    h(headingLevel, { id: "services-heading", tabindex: "-1" }, "Services"),
+    h("form", { role: "search", class: "search", onsubmit: (e) => e.preventDefault() },
+      h("label", { for: "service-search" }, "Search services"), input),
+    status, tableHolder,
+    h("nav", { class: "pager", "aria-label": "Services pages" }, prev, pageText, next));
+
+  const refresh = () => {
+    const matches = fleet.search(state.q || "");
+    const pages = Math.max(1, Math.ceil(matches.length / PAGE_SIZE));
+    state.page = Math.min(Math.max(1, state.page || 1), pages);
+    const start = (state.page - 1) * PAGE_SIZE;
+    const shown = matches.slice(start, start + PAGE_SIZE);
+    tableHolder.replaceChildren(table({
+      caption: "Services, conflicting first",
+      className: "services",
+      columns: ["Service", "Type", "Exporting clusters", "Ports", "Conflicts"],
+      empty: state.q ? `No service matches “${state.q}”.` : "No service is exported yet.",
+      rows: shown.map((row) => [
+        h("a", { href: `#/services/${q(row.namespace)}/${q(row.name)}` }, row.key),
+        row.type,
+        row.clusters.join(", ") || "—",
+        row.ports.join(", ") || "—",
+        row.conflicts.length
+          ? h("span", {}, badge("conflict", "bad"), " ", row.conflicts.map(reasonWords).join("; "))
+          : "none",
+      ]),
+    }));
+    const loading = fleet.complete ? "" : " (still loading)";
+    status.textContent = `${matches.length} of ${fleet.rows.size} services${loading}`;
+    pageText.textContent = `Page ${state.page} of ${pages}`;
+    prev.disabled = state.page <= 1;
+    next.disabled = state.page >= pages;
+  };
+  input.addEventListener("input", () => {
+    state.q = input.value;
+    state.page = 1;
+    refresh();
+    onState(state);
+  });
+  prev.addEventListener("click", () => { state.page -= 1; refresh(); onState(state); });
+  next.addEventListener("click", () => { state.page += 1; refresh(); onState(state); });
+  refresh();
+  return { el, refresh };
+}
+
+// --- one service -------------------------------------------------------------------------
+
+function verdict(exp, winner, conflicts) {
+  const cluster = exp.spec.serviceReference.clusterId;
+  const cond = condition(exp, "Conflict");
+  if (!cond) return "not judged yet";
+  if (cond.status !== "True") {
+    return cluster === winner
+      ? h("span", {}, badge("winner", "ok"), " the oldest export: it decides the service's properties")
+      : h("span", {}, badge("agrees", "ok"), " agrees with the winner");
+  }
+  const reasons = cond.reason.split(",").map(reasonWords).join("; ");
+  if (cluster === winner) {
+    return h("div", {}, h("span", {}, badge("winner", "ok"),
+      " the oldest export: its values stand; others differ (" +
+      cond.reason.split(",").join(", ") + ")"),
+    cond.message ? h("p", { class: "message" }, cond.message) : null);
+  }
+  const mine = conflicts.filter((c) => c.cluster === cluster);
+  const details = mine.flatMap((c) => c.properties.map((p) => h("li", {},
+    `${p.field}: ${JSON.stringify(p.value ?? null)} here, ` +
+    `${JSON.stringify(p.decidedValue ?? null)} on the winner (${c.winner})`)));
+  return h("div", {}, h("span", {}, badge("conflict", "bad"), " ", reasons),
+    cond.message ? h("p", { class: "message" }, cond.message) : null,
+    details.length ? h("ul", {}, details) : null);
+}
+
+function endpointCounts(slices) {
+  const byCluster = new Map();
+  for (const slice of slices) {
+    const cluster = slice.spec.clusterId || (slice.metadata.labels || {})["mcsync.io/source-cluster"] || "?";
+    const counts = byCluster.get(cluster) || { ready: 0, total: 0, slices: 0 };
+    counts.slices += 1;
+    for (const endpoint of slice.spec.endpoints || []) {
+      counts.total += 1;
+      // Kubernetes: an unset `ready` means ready.
+      if (!endpoint.conditions || endpoint.conditions.ready !== false) counts.ready += 1;
+    }
+    byCluster.set(cluster, counts);
+  }
+  return byCluster;
+}
+
+function importWhy(cluster, serviceImport) {
+  const state = cluster.status.state;
+  if (!serviceImport) return "nowhere: no cluster exports this service now";
+  if (state === "Pending") return "not yet: its agent has never sent a heartbeat";
+  if (state === "Stale") {
+    return `not kept current: its agent's heartbeats stopped (last ${cluster.status.lastHeartbeatTime || "never"}); it keeps what it imported`;
+  }
+  return "imported (it is in every Ready cluster's import feed)";
+}
+
+export async function loadService(namespace, name) {
+  const key = `namespace=${q(namespace)}&name=${q(name)}`;
+  const [serviceImport, exports, conflicts, slices, clusters] = await Promise.all([
+    get(`/serviceimports/${q(namespace)}/${q(name)}`).catch((error) => {
+      if (error.status === 404) return null;
+      throw error;
+    }),
+    get(`/serviceexports?${key}`),
+    get(`/conflicts?${key}`),
+    get(`/endpointslices?${key}`),
+    get("/clusters"),
+  ]);
+  return { serviceImport, exports: exports.items, conflicts: conflicts.items,
+    slices: slices.items, clusters: clusters.items };
+}
+
+export function servicePage(namespace, name) {
+  const body = h("div", { "aria-busy": "true" }, h("p", {}, "Loading…"));
+  const el = h("section", { "aria-labelledby": "service-heading" },
+    h("p", {}, h("a", { href: "#/services" }, "← All services")),
+    h("h1", { id: "service-heading", tabindex: "-1" }, `${namespace}/${name}`), body);
+
+  const render = (data) => {
+    const si = data.serviceImport;
+    const winner = si ? si.status.winningCluster : null;
+    const sections = [];
+    if (si) {
+      const affinity = si.spec.sessionAffinity || "None";
+      const timeout = si.spec.sessionAffinityConfig && si.spec.sessionAffinityConfig.clientIP
+        ? ` (${si.spec.sessionAffinityConfig.clientIP.timeoutSeconds} s)` : "";
+      sections.push(h("section", { "aria-labelledby": "si-heading" },
+        h("h2", { id: "si-heading" }, "ServiceImport"),
+        h("dl", { class: "facts" },
+          h("dt", {}, "Type"), h("dd", {}, si.spec.type),
+          h("dt", {}, "Session affinity"), h("dd", {}, affinity + timeout),
+          h("dt", {}, "Winner"), h("dd", {}, winner || "—"),
+          h("dt", {}, "IP families"), h("dd", {}, (si.spec.ipFamilies || []).join(", ") || "—"),
+          h("dt", {}, "Conflicts"),
+          h("dd", {}, (si.status.conflicts || []).map(reasonWords).join("; ") || "none")),
+        table({
+          caption: "Ports and the clusters serving each",
+          columns: ["Port", "Protocol", "Name", "App protocol", "Clusters"],
+          rows: (si.status.ports || []).map((p) => [String(p.port), p.protocol, p.name || "—",
+            p.appProtocol || "—", (p.clusters || []).join(", ") || "—"]),
+          empty: "No port.",
+        })));
+    } else {
+      sections.push(h("p", { class: "notice" },
+        "No cluster exports this service now, so there is no ServiceImport."));
+    }
+    const states = new Map(data.clusters.map((c) => [c.metadata.name, c.status.state]));
+    sections.push(h("section", { "aria-labelledby": "exports-heading" },
+      h("h2", { id: "exports-heading" }, "Exports and their verdicts"),
+      table({
+        caption: "Every cluster's export of this service",
+        className: "exports",
+        columns: ["Cluster", "Cluster state", "Type", "Exported since", "Verdict"],
+        rows: data.exports.map((exp) => [
+          exp.spec.serviceReference.clusterId,
+          stateBadge(states.get(exp.spec.serviceReference.clusterId) || exp.status.clusterState),
+          exp.spec.type,
+          exp.spec.serviceReference.exportedSince,
+          verdict(exp, winner, data.conflicts),
+        ]),
+        empty: "No cluster exports it.",
+      })));
+    const counts = endpointCounts(data.slices);
+    sections.push(h("section", { "aria-labelledby": "endpoints-heading" },
+      h("h2", { id: "endpoints-heading" }, "Endpoints per cluster"),
+      table({
+        caption: "Endpoints each exporting cluster sends (ready / total)",
+        columns: ["Cluster", "Ready", "Total", "Slices", "Served"],
+        rows: [...counts.entries()].sort().map(([cluster, c]) => {
+          const record = data.clusters.find((m) => m.metadata.name === cluster);
+          const withdrawn = record && record.status.endpointsWithdrawn;
+          return [cluster, String(c.ready), String(c.total), String(c.slices),
+            withdrawn ? badge("withdrawn: cluster is Stale", "bad") : "yes"];
+        }),
+        empty: "No EndpointSlice is exported for this service.",
+      })));
+    sections.push(h("section", { "aria-labelledby": "imports-heading" },
+      h("h2", { id: "imports-heading" }, "Where it is imported"),
+      table({
+        caption: "Each registered cluster, and why it does or does not import this service",
+        columns: ["Cluster", "State", "Import"],
+        rows: data.clusters.map((c) => [c.metadata.name, stateBadge(c.status.state),
+          importWhy(c, si)]),
+        empty: "No cluster is registered.",
+      })));
+    body.removeAttribute("aria-busy");
+    body.replaceChildren(...sections);
+  };
+
+  let loading = null;
+  let again = false;
+  const refresh = async () => {
+    if (loading) { again = true; return loading; }
+    loading = (async () => {
+      do {
+        again = false;
+        try {
+          render(await loadService(namespace, name));
+        } catch (error) {
+          body.replaceChildren(h("p", { class: "error", role: "alert" },
+            `Could not read this service: ${error.message}`));
+        }
+      } while (again);
+      loading = null;
+    })();
+    return loading;
+  };
+  refresh();
+  return { el, refresh, key: `${namespace}/${name}` };
+}
