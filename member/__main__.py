@@ -1,8 +1,9 @@
 """`mcsync-agent` / `python -m member`: parse settings, set up logs, run the agent.
 
 Start-up problems — a bad flag, variable or config-file value, an unreadable token file, an
-unusable kubeconfig, a cluster without the ServiceExport CRD — print ONE line naming the
-flag and the problem (`PROG: error: argument --flag: …`, as the hub and the CLI do) and
+unusable kubeconfig, a cluster without the ServiceExport CRD, a cluster id that disagrees
+with the About API's (`member.clusteridentity`) — print ONE line naming the flag and the
+problem (`PROG: error: argument --flag: …`, as the hub and the CLI do) and
 exit 2 (SPEC §7), never a traceback. SIGTERM and SIGINT stop the agent gracefully (it finishes the
 keys in hand and releases its Lease) and the process exits 0.
 
@@ -21,6 +22,7 @@ import sys
 import threading
 from types import FrameType
 
+from member.clusteridentity import ClusterIdentityError
 from member.kube.client import KubeConfigError
 from member.settings import PROG, UsageError, parse_args
 from shared.logs import configure_logging
@@ -56,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     except KubeConfigError as exc:
         flag = "argument --kubeconfig" if settings.kubeconfig else "kubeconfig"
         return _fail(f"{flag}: {exc}")
+    except ClusterIdentityError as exc:
+        return _fail(str(exc))
     except MetricsPortError as exc:
         return _fail(f"argument --metrics-port: {exc}")
     except OSError as exc:
@@ -75,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     agent.run(stop)
     if provider is not None:
         provider.shutdown()
+    if agent.fatal is not None:
+        return _fail(agent.fatal)
     return 0
 
 

@@ -51,6 +51,7 @@ from kubernetes import client as k8s
 from opentelemetry import trace
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from member.clusteridentity import AboutApi, ClustersetProperty, resolve_cluster_id
 from member.duration import DurationRecorder
 from member.heartbeat import HeartbeatLoop, VersionGate
 from member.hubclient import HubClient, HubClientConfig
@@ -112,15 +113,23 @@ class Agent:
         `tracer_provider`: trace reconciles and hub requests with it (`shared.tracing`
         builds one from `OTEL_*`); None: OpenTelemetry's global one (a no-op unless set).
         """
-        self.settings = settings
         self.metrics = AgentMetrics(registry=registry)
-        self.metrics.info.labels(settings.cluster_id, __version__).set(1)
         self.api = api if api is not None else load_api_client(kubeconfig=settings.kubeconfig)
         self.mcs_version = discover_serviceexport_version(self.api)
+        # SPEC §2.1 (KEP-2149): --cluster-id and/or the About API's ClusterProperty.
+        self.about = AboutApi(self.api)
+        self.cluster_id = resolve_cluster_id(self.about, given=settings.cluster_id)
+        settings = settings.model_copy(update={"cluster_id": self.cluster_id})
+        self.settings = settings
+        self.clusterset = ClustersetProperty(self.about, hub_url=settings.hub_url,
+                                             on_fatal=self._fatal_stop)
+        self.fatal: str | None = None  # why the agent stopped itself (__main__ prints it)
+        self._stop: threading.Event | None = None
+        self.metrics.info.labels(self.cluster_id, __version__).set(1)
         self.hub = HubClient(
             HubClientConfig(
                 base_url=settings.hub_url,
-                cluster_id=settings.cluster_id,
+                cluster_id=self.cluster_id,
                 token=token,
                 verify=str(settings.hub_ca_file) if settings.hub_ca_file else True,
             ),
@@ -203,9 +212,10 @@ class Agent:
             metrics=self.metrics,
             on_recovered=self._repair_if_leading,
             import_counts=self.importer.counts if self.importer is not None else None,
+            on_clusterset=self.clusterset.observe,
         )
         self.reconciler = ExportReconciler(
-            cluster_id=settings.cluster_id,
+            cluster_id=self.cluster_id,
             service_exports=self.service_exports,
             services=self.services,
             hub_view=self.hub_view,
@@ -215,7 +225,7 @@ class Agent:
             durations=DurationRecorder(
                 hub=self.hub,
                 histogram=self.metrics.export_duration,
-                cluster_id=settings.cluster_id,
+                cluster_id=self.cluster_id,
             ),
             gate=self.gate,
             deny_namespaces=settings.deny_namespace,
@@ -224,7 +234,7 @@ class Agent:
             tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
         )
         self.slice_reconciler = SliceExportReconciler(
-            cluster_id=settings.cluster_id,
+            cluster_id=self.cluster_id,
             service_exports=self.service_exports,
             services=self.services,
             slices=self.slices,
@@ -265,11 +275,12 @@ class Agent:
 
     def run(self, stop: threading.Event) -> None:
         """Run until `stop` is set, then shut down gracefully. Blocking."""
+        self._stop = stop
         background = threading.Event()  # informers and heartbeat: stopped last
         self.health.start()
         logger.info(
             "agent starting: cluster %s, hub %s, ServiceExport %s, namespaces %s, metrics on :%d",
-            self.settings.cluster_id,
+            self.cluster_id,
             self.settings.hub_url,
             self.mcs_version,
             ",".join(sorted(self._scope)) or "all",
@@ -316,6 +327,12 @@ class Agent:
             self.health.stop()
             self.hub.close()
             logger.info("agent stopped")
+
+    def _fatal_stop(self) -> None:
+        """Stop the agent for good: its clusterset property names another clusterset."""
+        self.fatal = self.clusterset.fatal
+        if self._stop is not None:
+            self._stop.set()
 
     def readiness(self) -> tuple[bool, str]:
         """(ready, why not): informers synced and the hub answering heartbeats."""

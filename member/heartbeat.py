@@ -133,6 +133,7 @@ class HeartbeatLoop:
         withdrawal_hold: Callable[[], WithdrawalHold | None] | None = None,
         on_allowed: Callable[[], None] | None = None,
         rng: random.Random | None = None,
+        on_clusterset: Callable[[str | None], None] | None = None,
     ) -> None:
         """`on_recovered` is called (on the heartbeat thread) when the hub answers again
         after failed heartbeats: the agent repairs then, since keys that failed too often
@@ -144,6 +145,8 @@ class HeartbeatLoop:
         admin's one-shot allowance (module docstring)."""
         self._hub = hub
         self._on_recovered = on_recovered
+        # SPEC §2.1: each answer's clusterset name, for the About API's clusterset.k8s.io.
+        self._on_clusterset = on_clusterset
         # (imported ServiceImports, imported endpoints) for the heartbeat; None: no import.
         self._import_counts = import_counts
         self._withdrawal_hold = withdrawal_hold
@@ -197,6 +200,8 @@ class HeartbeatLoop:
             self._metrics.hub_reachable.set(1)
         self._gate.update(answer.min_agent_version)
         self._learn_ttl(answer.cluster_ttl_seconds)
+        if self._on_clusterset is not None:
+            self._on_clusterset(answer.clusterset_name)
         if hold is not None and answer.withdrawal_allowed and self._on_allowed is not None:
             try:
                 self._on_allowed()

@@ -61,7 +61,11 @@ class AgentSettings(ProgramSettings):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
     hub_url: str = Field(description="base URL of the hub, e.g. https://hub.example.com")
-    cluster_id: str = Field(description="this member cluster's name on the hub")
+    cluster_id: str | None = Field(
+        default=None,
+        description="this member cluster's name on the hub (default: the About API's "
+        "ClusterProperty cluster.clusterset.k8s.io)",
+    )
     token_file: Path | None = Field(
         default=None, description="file holding the member token (or MCSYNC_HUB_TOKEN)"
     )
@@ -148,8 +152,8 @@ class AgentSettings(ProgramSettings):
 
     @field_validator("cluster_id")
     @classmethod
-    def _cluster_id(cls, value: str) -> str:
-        if not is_dns1123_label(value):
+    def _cluster_id(cls, value: str | None) -> str | None:
+        if value is not None and not is_dns1123_label(value):
             raise ValueError(
                 f"{value!r} is not a DNS-1123 label (lower-case letters, digits and '-', "
                 "at most 63 characters)"
