@@ -14,8 +14,6 @@ back an object it read.
 
 from __future__ import annotations
 
-import ipaddress
-import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -31,38 +29,37 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from shared import constants
-
-# --- name rules (Kubernetes' own) -------------------------------------------------------
-#
-# The patterns end in `$` because they are also handed to pydantic (`Field(pattern=…)`),
-# FastAPI path/query parameters and OpenAPI: pydantic-core checks them with Rust's `regex`
-# crate and JSON Schema with ECMA-262, where `$` is the end of the text. In Python's `re`,
-# `$` also matches *before a final newline*, so `"evil\n"` passed `PATTERN.match`; Python
-# code here therefore only ever uses `fullmatch` (`_full`), which must consume the newline
-# too (`\Z` would do the same in Python but is not valid in the other two dialects).
-
-DNS1123_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS1035_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-DNS1123_SUBDOMAIN_RE = re.compile(
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+from shared.validation import (
+    DNS1035_LABEL_RE,
+    DNS1123_LABEL_RE,
+    PortNumber,
+    StrictBool,
+    StrictInt,
+    check_annotations,
+    check_labels,
+    endpoint_address_error,
+    export_timestamp_error,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+    qualified_name_error,
 )
-# Label/annotation keys: optional DNS-subdomain prefix and a name part (Kubernetes qualified name).
-QUALIFIED_NAME_RE = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+from shared.validation import (
+    DNS1123_SUBDOMAIN_RE as DNS1123_SUBDOMAIN_RE,
 )
+from shared.validation import (
+    QUALIFIED_NAME_RE as QUALIFIED_NAME_RE,
+)
+from shared.validation import (
+    is_dns1035_label as is_dns1035_label,
+)
+
+# --- name rules (Kubernetes' own): `shared.validation`, re-exported for existing callers --
 
 INT64_MAX = 2**63 - 1  # Kubernetes' generations are int64
 
-Namespace = Annotated[
-    str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL_RE.pattern)
-]
-ServiceName = Annotated[
-    str, Field(min_length=1, max_length=63, pattern=DNS1035_LABEL_RE.pattern)
-]
-ClusterId = Annotated[
-    str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL_RE.pattern)
-]
+Namespace = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL_RE.pattern)]
+ServiceName = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1035_LABEL_RE.pattern)]
+ClusterId = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL_RE.pattern)]
 
 
 def _utc_representable(value: datetime) -> datetime:
@@ -80,23 +77,6 @@ def _utc_representable(value: datetime) -> datetime:
 Timestamp = Annotated[AwareDatetime, AfterValidator(_utc_representable)]
 
 
-def _full(pattern: re.Pattern[str], value: str) -> bool:
-    """Whether `pattern` matches ALL of `value` (a trailing newline included: see above)."""
-    return pattern.fullmatch(value) is not None
-
-
-def is_dns1123_label(value: str) -> bool:
-    return len(value) <= 63 and _full(DNS1123_LABEL_RE, value)
-
-
-def is_dns1035_label(value: str) -> bool:
-    return len(value) <= 63 and _full(DNS1035_LABEL_RE, value)
-
-
-def is_dns1123_subdomain(value: str) -> bool:
-    return len(value) <= 253 and _full(DNS1123_SUBDOMAIN_RE, value)
-
-
 def _port_name(value: str) -> str:
     if value and not is_dns1123_label(value):
         raise ValueError(f"port name {value!r} is not a DNS-1123 label")
@@ -107,16 +87,18 @@ def _port_name(value: str) -> str:
 PortName = Annotated[str, Field(max_length=63), AfterValidator(_port_name)]
 
 
-def _check_string_map(value: dict[str, str] | None, what: str) -> dict[str, str] | None:
-    if value is None:
-        return None
-    for key, item in value.items():
-        prefix, _, name = key.rpartition("/")
-        if len(name) > 63 or len(prefix) > 253 or not _full(QUALIFIED_NAME_RE, key):
-            raise ValueError(f"{what} key {key!r} is not a valid qualified name")
-        if len(item) > 65536:
-            raise ValueError(f"{what} value of {key!r} is longer than 65536 characters")
+def _app_protocol(value: str | None) -> str | None:
+    # Kubernetes validates a port's appProtocol as a qualified name.
+    if value is not None:
+        problem = qualified_name_error(value)
+        if problem is not None:
+            raise ValueError(f"appProtocol {problem}")
     return value
+
+
+AppProtocol = Annotated[
+    str | None, Field(min_length=1, max_length=316), AfterValidator(_app_protocol)
+]
 
 
 class WireModel(BaseModel):
@@ -166,16 +148,16 @@ class ObjectMeta(WireModel):
     @field_validator("annotations")
     @classmethod
     def _annotations(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        return _check_string_map(value, "annotation")
+        if value is not None:
+            check_annotations(value, "annotations")
+        return value
 
     @field_validator("labels")
     @classmethod
     def _labels(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        checked = _check_string_map(value, "label")
-        for key, item in (checked or {}).items():
-            if len(item) > 63:
-                raise ValueError(f"label value of {key!r} is longer than 63 characters")
-        return checked
+        if value is not None:
+            check_labels(value, "label")
+        return value
 
 
 class ListMeta(WireModel):
@@ -188,7 +170,7 @@ class Condition(WireModel):
     status: Literal["True", "False", "Unknown"]
     reason: str = Field(min_length=1, max_length=1024)
     message: str = Field(default="", max_length=32768)
-    observed_generation: int | None = Field(default=None, ge=0, le=INT64_MAX)
+    observed_generation: StrictInt | None = Field(default=None, ge=0, le=INT64_MAX)
     last_transition_time: Timestamp | None = None
 
 
@@ -198,12 +180,12 @@ class Condition(WireModel):
 class ServicePort(StrictWireModel):
     name: PortName = ""
     protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
-    port: int = Field(ge=1, le=65535)
-    app_protocol: str | None = Field(default=None, min_length=1, max_length=316)
+    port: PortNumber
+    app_protocol: AppProtocol = None
 
 
 class ClientIPConfig(StrictWireModel):
-    timeout_seconds: int | None = Field(default=None, ge=1, le=86400)
+    timeout_seconds: StrictInt | None = Field(default=None, ge=1, le=86400)
 
 
 class SessionAffinityConfig(StrictWireModel):
@@ -217,9 +199,18 @@ class ServiceReference(StrictWireModel):
     name: ServiceName
     uid: str = Field(default="", max_length=128)
     resource_version: str = Field(min_length=1, max_length=128)
-    generation: int = Field(default=0, ge=0, le=INT64_MAX)
+    generation: StrictInt = Field(default=0, ge=0, le=INT64_MAX)
     exported_since: Timestamp
     export_creation_timestamp: Timestamp
+
+    @field_validator("export_creation_timestamp")
+    @classmethod
+    def _not_before_2014(cls, value: datetime) -> datetime:
+        # SPEC §3; the upper bound needs the hub's clock and is the hub's (its routes).
+        problem = export_timestamp_error(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 ServiceImportType = Literal["ClusterSetIP", "Headless"]
@@ -275,12 +266,14 @@ class InternalServiceExportSpec(StrictWireModel):
     @field_validator("exported_labels")
     @classmethod
     def _exported_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_string_map(value, "exportedLabels") or {}
+        check_labels(value, "exportedLabels")
+        return value
 
     @field_validator("exported_annotations")
     @classmethod
     def _exported_annotations(cls, value: dict[str, str]) -> dict[str, str]:
-        return _check_string_map(value, "exportedAnnotations") or {}
+        check_annotations(value, "exportedAnnotations")
+        return value
 
 
 class InternalServiceExportStatus(WireModel):
@@ -360,7 +353,7 @@ class AnnotationPatchMeta(WireModel):
     @field_validator("annotations")
     @classmethod
     def _keys(cls, value: dict[str, str | None]) -> dict[str, str | None]:
-        _check_string_map({k: v or "" for k, v in value.items()}, "annotation")
+        check_annotations(value, "annotations")
         return value
 
 
@@ -444,29 +437,10 @@ class ServiceImportList(WireModel):
 AddressType = Literal["IPv4", "IPv6", "FQDN"]
 
 
-def _check_address(address_type: str, value: str) -> str:
-    if address_type == "FQDN":
-        if not is_dns1123_subdomain(value):
-            raise ValueError(f"address {value!r} is not a valid FQDN (a DNS-1123 subdomain)")
-        return value
-    try:
-        parsed = ipaddress.ip_address(value)
-    except ValueError:
-        raise ValueError(f"address {value!r} is not a valid {address_type} address") from None
-    expected = 4 if address_type == "IPv4" else 6
-    if parsed.version != expected:
-        raise ValueError(f"address {value!r} is not an {address_type} address")
-    # Kubernetes stores the canonical form; two spellings of one address must not be two
-    # different endpoints to a comparer downstream.
-    if str(parsed) != value:
-        raise ValueError(f"address {value!r} is not in canonical form ({parsed})")
-    return value
-
-
 class EndpointConditions(StrictWireModel):
-    ready: bool | None = None
-    serving: bool | None = None
-    terminating: bool | None = None
+    ready: StrictBool | None = None
+    serving: StrictBool | None = None
+    terminating: StrictBool | None = None
 
 
 class Endpoint(StrictWireModel):
@@ -488,8 +462,8 @@ class EndpointPort(StrictWireModel):
 
     name: PortName = ""
     protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
-    port: int | None = Field(default=None, ge=1, le=65535)
-    app_protocol: str | None = Field(default=None, min_length=1, max_length=316)
+    port: PortNumber | None = None
+    app_protocol: AppProtocol = None
 
 
 class EndpointSliceExportSpec(StrictWireModel):
@@ -523,10 +497,9 @@ class EndpointSliceExportSpec(StrictWireModel):
     def _addresses(self) -> EndpointSliceExportSpec:
         for index, endpoint in enumerate(self.endpoints):
             for position, address in enumerate(endpoint.addresses):
-                try:
-                    _check_address(self.address_type, address)
-                except ValueError as exc:
-                    raise ValueError(f"endpoints[{index}].addresses[{position}]: {exc}") from None
+                problem = endpoint_address_error(self.address_type, address)
+                if problem is not None:
+                    raise ValueError(f"endpoints[{index}].addresses[{position}]: {problem}")
         return self
 
 
@@ -626,8 +599,8 @@ class Heartbeat(WireModel):
     )
     # What the agent's cluster holds of the fleet's imports (SPEC §2.8), so that
     # `mcsync clusters` shows it; absent from an agent that does not import.
-    imported_services: int | None = Field(default=None, ge=0, le=2**31)
-    imported_endpoints: int | None = Field(default=None, ge=0, le=2**31)
+    imported_services: StrictInt | None = Field(default=None, ge=0, le=2**31)
+    imported_endpoints: StrictInt | None = Field(default=None, ge=0, le=2**31)
     # SPEC §5.1 mass-withdrawal guard: the repair the agent is holding, or None when it holds
     # none (which clears the cluster's `WithdrawalHeld` condition on the hub).
     withdrawal_held: WithdrawalHold | None = None
@@ -637,8 +610,8 @@ class WithdrawalHold(WireModel):
     """A repair the agent did not carry out: it would withdraw `would_withdraw` of the
     cluster's `exports` hub records at once (SPEC §5.1)."""
 
-    would_withdraw: int = Field(ge=0, le=2**31)
-    exports: int = Field(ge=0, le=2**31)
+    would_withdraw: StrictInt = Field(ge=0, le=2**31)
+    exports: StrictInt = Field(ge=0, le=2**31)
     since: Timestamp
 
 

@@ -14,6 +14,7 @@ it without an import cycle. The exception handlers that need the app's context (
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
@@ -141,6 +142,24 @@ def field_path(parts: Iterable[str | int]) -> str:
     return path
 
 
+# Kinds whose message already quotes the value (our own ValueErrors), or that have none.
+_NO_VALUE_KINDS = frozenset({"value_error", "missing", "extra_forbidden", "json_invalid"})
+
+
+def _got(value: object) -> str:
+    """` (got <value as JSON>)` for a scalar input, cut to 70 characters; else nothing."""
+    if isinstance(value, bool):
+        return f" (got {'true' if value else 'false'})"
+    if value is None:
+        return " (got null)"
+    if isinstance(value, int | float):
+        return f" (got {value!r})"
+    if isinstance(value, str):
+        shown = value[:70] + ("..." if len(value) > 70 else "")
+        return f" (got {json.dumps(shown)})"
+    return ""
+
+
 def _cause(error: Mapping[str, Any]) -> StatusCause:
     loc = tuple(error.get("loc", ()))
     where, rest = (loc[0], loc[1:]) if loc else ("body", ())
@@ -154,6 +173,9 @@ def _cause(error: Mapping[str, Any]) -> StatusCause:
         )
     if isinstance(error.get("input"), IntegerTooLong):
         message = f"{error['input'].digits}-digit integer is out of range"
+    elif kind not in _NO_VALUE_KINDS:
+        # SPEC §4.4: a refusal names the value too (`"port": true` → `got true`).
+        message += _got(error.get("input"))
     if where == "body":
         # A union member's tag (e.g. a model name) is noise in a field path.
         field = field_path(p for p in rest if not (isinstance(p, str) and "[" in p)) or None
