@@ -11,6 +11,8 @@
 * `endpointslices` — each source cluster's EndpointSliceExports (SPEC §2.8);
 * `import_feed` — what every cluster must import: the ServiceImport and slice changes
   in the history (`imports_since`) and the paged list (`list_imports`);
+* `withdrawals` — failover (SPEC §5.1): the staleness sweep, and what the import feed
+  withholds of Stale clusters;
 * `feed`     — the change history, the wake-ups, and the one shared reader that feeds
   every watch of this replica (`fanout`).
 
@@ -56,6 +58,7 @@ from hub.store.importfeed import ImportFeed
 from hub.store.imports import ImportStore
 from hub.store.notify import ChangeNotifier
 from hub.store.results import Page, PutResult
+from hub.store.withdrawals import Withdrawals, check_panic_fraction
 
 __all__ = [
     "AlreadyExists",
@@ -96,6 +99,7 @@ class Store:
     endpointslices: EndpointSliceStore
     import_feed: ImportFeed
     feed: Feed
+    withdrawals: Withdrawals
 
     def __init__(self, *, url: str, ctx: StoreContext) -> None:
         self.url = url
@@ -107,6 +111,7 @@ class Store:
         self.endpointslices = EndpointSliceStore(ctx)
         self.import_feed = ImportFeed(ctx)
         self.feed = Feed(ctx)
+        self.withdrawals = Withdrawals(ctx)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -125,6 +130,7 @@ class Store:
         cluster_ttl: timedelta = timedelta(seconds=90),
         history_limit: int = 100_000,
         pool_size: int = 10,
+        stale_panic_fraction: float = 0.5,
     ) -> Store:
         """Connect to the database at `url` (plain or async-driver URL).
 
@@ -136,6 +142,7 @@ class Store:
             raise ValueError(f"history_limit must be at least 1, got {history_limit}")
         if cluster_ttl <= timedelta(0):
             raise ValueError(f"cluster_ttl must be positive, got {cluster_ttl}")
+        check_panic_fraction(stale_panic_fraction)
         engine = make_engine(url, pool_size=pool_size)
         backend = backend_of(url)
         ctx: StoreContext
@@ -151,6 +158,7 @@ class Store:
             cluster_ttl=cluster_ttl,
             history_limit=history_limit,
             notifier=ChangeNotifier(read_revision=read_revision),
+            stale_panic_fraction=stale_panic_fraction,
         )
         store = cls(url=url, ctx=ctx)
         try:

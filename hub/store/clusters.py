@@ -4,10 +4,16 @@ The member token (SPEC §4.4) is shown once, at registration; only its sha256 is
 and `authenticate` looks a presented token up by that hash. A 256-bit random token needs
 no salt or slow hash: nobody can guess it, and its hash is useless without it.
 
-State is derived when read (`Pending` / `Ready` / `Stale`, SPEC §5), never written
-when time passes. Deleting a cluster withdraws its exports batch by batch, re-judging
-each key, after first marking the cluster `deleting` so that no new export of it is
-accepted meanwhile; a delete interrupted by a crash resumes when asked again.
+State is derived when read (`Pending` / `Ready` / `Stale`, SPEC §5); the transition to
+Stale is also recorded (`clusters.stale`) by the staleness sweep, which withholds the
+cluster's endpoints from the import feed (`withdrawals`, SPEC §5.1), and a heartbeat
+clears it and gives them back in its own transaction. The heartbeat also carries the
+agent's held mass withdrawal (the `WithdrawalHeld` condition) and takes an admin's
+one-shot allowance for it (`allow_withdrawal`).
+
+Deleting a cluster withdraws its exports batch by batch, re-judging each key, after first
+marking the cluster `deleting` so that no new export of it is accepted meanwhile; a
+delete interrupted by a crash resumes when asked again.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import hashlib
 import json
 import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Integer, case, func, select, update
@@ -26,10 +33,19 @@ from hub.store import codec
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import AlreadyExists, NotFound
-from hub.store.tables import clusters, exports
+from hub.store.tables import clusters, endpoint_withdrawals, exports
 from hub.store.tokens import TokenLookup
+from hub.store.withdrawals import give_back_cluster
 from hub.store.writer import Mutation, write_exports
-from shared.models import MemberCluster, MemberClusterMeta, MemberClusterStatus
+from shared import constants
+from shared.models import (
+    Condition,
+    MemberCluster,
+    MemberClusterMeta,
+    MemberClusterStatus,
+    WithdrawalHold,
+    to_wire,
+)
 from shared.timefmt import utcnow
 
 WITHDRAW_BATCH = 500
@@ -54,6 +70,47 @@ def _counts_subquery() -> Any:
     )
 
 
+def _withdrawn_subquery() -> Any:
+    return (
+        select(endpoint_withdrawals.c.cluster_id.label("cluster_id"))
+        .group_by(endpoint_withdrawals.c.cluster_id)
+        .subquery()
+    )
+
+
+def held_condition(hold_text: str | None, *, cluster: str) -> list[Condition]:
+    """The MemberCluster's conditions from its stored hold: `WithdrawalHeld=True` with a
+    message an operator can act on, or none."""
+    if not hold_text:
+        return []
+    hold = WithdrawalHold.model_validate_json(hold_text)
+    return [
+        Condition(
+            type=constants.CONDITION_WITHDRAWAL_HELD,
+            status="True",
+            reason=constants.REASON_MASS_WITHDRAWAL,
+            message=(
+                f"the agent holds a repair that would withdraw {hold.would_withdraw} of the "
+                f"cluster's {hold.exports} exports at once (more than half): restore the "
+                "cluster's ServiceExports, or let the withdrawal through once with "
+                f"`mcsync clusters allow-withdrawal {cluster}`"
+            ),
+            last_transition_time=hold.since,
+        )
+    ]
+
+
+@dataclass(frozen=True)
+class HeartbeatOutcome:
+    """A recorded heartbeat: the cluster after it, and whether its answer hands the agent
+    the admin's one-shot allowance (consumed by this heartbeat)."""
+
+    cluster: MemberCluster
+    withdrawal_allowed: bool
+    # Exports whose endpoints this heartbeat gave back to the import feed (SPEC §5.1).
+    given_back: int = 0
+
+
 class ClusterStore:
     def __init__(self, ctx: StoreContext) -> None:
         self._ctx = ctx
@@ -75,14 +132,26 @@ class ClusterStore:
                 imported_endpoints=row.get("imported_endpoints"),
                 export_count=int(row.get("export_count") or 0),
                 conflict_count=int(row.get("conflict_count") or 0),
+                endpoints_withdrawn=row.get("withdrawn_cluster") is not None,
+                conditions=held_condition(row.get("withdrawal_held"), cluster=row["name"]),
             ),
         )
 
     def _query(self) -> Any:
         counts = _counts_subquery()
+        withdrawn = _withdrawn_subquery()
         return (
-            select(clusters, counts.c.export_count, counts.c.conflict_count)
-            .select_from(clusters.outerjoin(counts, counts.c.cluster_id == clusters.c.name))
+            select(
+                clusters,
+                counts.c.export_count,
+                counts.c.conflict_count,
+                withdrawn.c.cluster_id.label("withdrawn_cluster"),
+            )
+            .select_from(
+                clusters.outerjoin(counts, counts.c.cluster_id == clusters.c.name).outerjoin(
+                    withdrawn, withdrawn.c.cluster_id == clusters.c.name
+                )
+            )
             .where(clusters.c.deleting.is_(False))
             .order_by(clusters.c.name)
         )
@@ -137,16 +206,81 @@ class ClusterStore:
         imported_endpoints: int | None = None,
     ) -> MemberCluster:
         """Record that the cluster's agent is alive (its version, what it imports)."""
+        outcome = await self.beat(
+            name,
+            agent_version=agent_version,
+            imported_services=imported_services,
+            imported_endpoints=imported_endpoints,
+        )
+        return outcome.cluster
+
+    async def beat(
+        self,
+        name: str,
+        *,
+        agent_version: str,
+        imported_services: int | None = None,
+        imported_endpoints: int | None = None,
+        withdrawal_held: WithdrawalHold | None = None,
+    ) -> HeartbeatOutcome:
+        """Record a heartbeat in one transaction: the agent is alive (its version, what it
+        imports, the mass withdrawal it holds, None clearing it); a cluster recorded Stale
+        is Ready again and its withheld endpoints come back to the import feed now
+        (`withdrawals.give_back_cluster`); a pending allowance is handed over (and
+        consumed) when the agent reports a hold. NotFound when not registered."""
         async with self._ctx.write() as conn:
-            updated = await conn.execute(
+            # Step 1 of the lock order (`locks`): the sweep and the cluster's writes wait.
+            row = (
+                (
+                    await conn.execute(
+                        self._ctx.locks.exclusive(
+                            select(clusters.c.withdrawal_allowed).where(
+                                clusters.c.name == name, clusters.c.deleting.is_(False)
+                            ),
+                            of=clusters,
+                        )
+                    )
+                )
+                .mappings()
+                .first()
+            )
+            if row is None:
+                raise NotFound(f"cluster {name!r} is not registered")
+            allowed = bool(row["withdrawal_allowed"]) and withdrawal_held is not None
+            await conn.execute(
                 update(clusters)
-                .where(clusters.c.name == name, clusters.c.deleting.is_(False))
+                .where(clusters.c.name == name)
                 .values(
                     last_heartbeat=utcnow(),
                     agent_version=agent_version,
                     imported_services=imported_services,
                     imported_endpoints=imported_endpoints,
+                    stale=False,
+                    withdrawal_held=(
+                        None
+                        if withdrawal_held is None
+                        else codec.canonical_json(to_wire(withdrawal_held))
+                    ),
+                    withdrawal_allowed=bool(row["withdrawal_allowed"]) and not allowed,
                 )
+            )
+            applied = await give_back_cluster(conn, self._ctx, name)
+        if applied.newest_revision is not None:
+            self._ctx.notifier.committed(applied.newest_revision)
+        return HeartbeatOutcome(
+            cluster=await self.get(name),
+            withdrawal_allowed=allowed,
+            given_back=applied.given_back,
+        )
+
+    async def allow_withdrawal(self, name: str) -> MemberCluster:
+        """Let the cluster's next held mass withdrawal through, once (SPEC §5.1): handed
+        to its agent with the next heartbeat that reports a hold. NotFound."""
+        async with self._ctx.write() as conn:
+            updated = await conn.execute(
+                update(clusters)
+                .where(clusters.c.name == name, clusters.c.deleting.is_(False))
+                .values(withdrawal_allowed=True)
             )
             if updated.rowcount == 0:
                 raise NotFound(f"cluster {name!r} is not registered")

@@ -75,6 +75,8 @@ class StoreContext:
     history_limit: int
     notifier: ChangeNotifier
     instruments: StoreInstruments = field(default_factory=StoreInstruments)
+    # SPEC §5.1: above this fraction of Stale clusters the hub withholds no endpoints.
+    stale_panic_fraction: float = 0.5
     # What differs between the back ends, decided here once: how rows are written in
     # batches and how the lock order is kept. Writers use these and never ask which
     # database they are on.

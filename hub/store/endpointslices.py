@@ -65,6 +65,7 @@ from hub.store.importfeed import (
     Triple,
     importer_view,
     served_ports,
+    withheld_among,
 )
 from hub.store.locks import check_registered, lock_clusters, lock_keys, take_revisions
 from hub.store.results import Page
@@ -239,9 +240,25 @@ async def write_slices(
     if gone:
         raise _not_exported(gone[0][0], [(ns, name) for _, ns, name in gone])
 
-    # --- 2. the ports each cluster serves in each key's import (SPEC §3's per-port lists)
+    # --- 2. the ports each cluster serves in each key's import (SPEC §3's per-port lists),
+    #        and which exports the import feed withholds (SPEC §5.1: their slices are not
+    #        imported while so), both read under the key locks
     statuses = {k: r["status"] if r["created_at"] else None for k, r in locked.items()}
     served = {key: served_ports(statuses.get(key)) for key in keys}
+    withheld = await withheld_among(
+        conn,
+        ctx,
+        sorted(
+            {
+                *wanted,
+                *((r["cluster_id"], r["namespace"], r["service_name"]) for r in current.values()),
+            }
+        ),
+    )
+
+    def view_of(cluster_id: str, key: Key, spec: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]:
+        imported, view = importer_view(spec, served[key].get(cluster_id))
+        return imported and (cluster_id, *key) not in withheld, view
 
     # --- 3. the real changes -----------------------------------------------------------------
     feed = ImportChanges()
@@ -255,7 +272,7 @@ async def write_slices(
         old_view: tuple[bool, dict[str, Any]] | None = None
         if row is not None:
             old_key = (row["namespace"], row["service_name"])
-            old_view = importer_view(json.loads(row["spec"]), served[old_key].get(cluster_id))
+            old_view = view_of(cluster_id, old_key, json.loads(row["spec"]))
         if m.spec is None:
             if row is None:
                 outcomes[m.record_id] = SliceResult(record=None, existed=False, changed=False)
@@ -300,7 +317,7 @@ async def write_slices(
                 )
             else:
                 before = old_view[0]
-        imported, view = importer_view(wire, served[key].get(cluster_id))
+        imported, view = view_of(cluster_id, key, wire)
         change_type = "DELETED" if not imported else ("MODIFIED" if before else "ADDED")
         feed.items.append(
             SliceChange(change_type, cluster_id, m.namespace, m.name, created_at, view, False)

@@ -20,6 +20,12 @@ importers although the slices themselves did not change: those slices are record
 (re-sent) in the same transaction, each only when its cut form actually differs. Withdrawing
 an export withdraws its cluster's slices of that key in the same transaction.
 
+While a cluster is Stale its exports may be withheld (SPEC §5.1, `hub.store.withdrawals`,
+which records the events of withholding and giving back): a withheld export's slices are
+not imported (out of the list; a write of one is recorded as DELETED) and are not re-sent
+when the import's ports change. Each writer reads the rows of `endpoint_withdrawals` of its
+keys under the keys' locks (`withheld_among`).
+
 Within one transaction the import feed's changes take revisions before the transaction's
 export changes (`ImportChanges` is allocated first): a slice deletion, then the
 ServiceImport, then the slices re-sent or written. Export records keep the newest revisions
@@ -51,7 +57,7 @@ from hub.store.feed import (
 )
 from hub.store.locks import KeyRow
 from hub.store.results import Page
-from hub.store.tables import changes, endpoint_slices, service_imports
+from hub.store.tables import changes, endpoint_slices, endpoint_withdrawals, service_imports
 from shared import constants
 from shared.models import EndpointSliceExport, ServiceImport, WatchEvent
 from shared.timefmt import format_millis, utcnow
@@ -290,6 +296,19 @@ def triples_filter(ctx: StoreContext, triples: Sequence[Triple]) -> Any:
     return ctx.rows.where_in(columns, triples)
 
 
+async def withheld_among(
+    conn: AsyncConnection, ctx: StoreContext, triples: Sequence[Triple]
+) -> set[Triple]:
+    """Which of `triples` (cluster, namespace, Service) the import feed withholds now (one
+    indexed read); under the triples' key locks the answer holds until commit."""
+    if not triples:
+        return set()
+    found = await ctx.rows.select_in(
+        conn, endpoint_withdrawals, ("cluster_id", "namespace", "service_name"), sorted(triples)
+    )
+    return {(r["cluster_id"], r["namespace"], r["service_name"]) for r in found}
+
+
 async def follow_exports(
     conn: AsyncConnection,
     ctx: StoreContext,
@@ -340,6 +359,15 @@ async def follow_exports(
                     )
                 )
             await conn.execute(delete(endpoint_slices).where(where))
+            # A withheld export goes with its slices (an export without slices has no row).
+            withheld = (
+                endpoint_withdrawals.c.cluster_id,
+                endpoint_withdrawals.c.namespace,
+                endpoint_withdrawals.c.service_name,
+            )
+            await conn.execute(
+                delete(endpoint_withdrawals).where(ctx.rows.where_in(withheld, withdrawn))
+            )
 
     # 2. The ServiceImports themselves.
     for key in deletes:
@@ -375,7 +403,10 @@ async def follow_exports(
             if old_served.get(cluster) != new_served.get(cluster):
                 resend[rid] = (old_served.get(cluster), new_served.get(cluster))
 
-    # 4. Re-send those slices whose cut form changed.
+    # 4. Re-send those slices whose cut form changed, unless their export is withheld.
+    if resend:
+        for rid in await withheld_among(conn, ctx, sorted(resend)):
+            del resend[rid]
     if resend:
         where = triples_filter(ctx, sorted(resend))
         query = select(endpoint_slices).where(where)
@@ -585,7 +616,12 @@ class ImportFeed:
         async with self._ctx.read() as conn:
             revision = await read_current_revision(conn)
             import_rows = (await conn.execute(imports_query)).mappings().all()
-            merged = await self._merge(conn, import_rows, slices_query, limit=limit)
+            withheld = {
+                (c, ns, svc) for c, ns, svc in await conn.execute(select(endpoint_withdrawals))
+            }
+            merged = await self._merge(
+                conn, import_rows, slices_query, limit=limit, withheld=withheld
+            )
         page, token = paging.cut(merged, limit, _LIST_KIND, lambda m: m[0])
         return Page(
             items=[item for _, item in page],
@@ -600,9 +636,11 @@ class ImportFeed:
         slices_query: Any,
         *,
         limit: int | None,
+        withheld: set[Triple],
     ) -> list[tuple[tuple[str, str, str, str], ImportItem]]:
         """The imports and the imported slices in list order, at least `limit + 1` of them
-        when there are that many (all when `limit` is None)."""
+        when there are that many (all when `limit` is None); the slices of `withheld`
+        exports are left out."""
         slices: list[tuple[tuple[str, str, str, str], ImportItem]] = []
         page = None if limit is None else limit + 1
         last: tuple[str, str, str, str] | None = None
@@ -624,6 +662,8 @@ class ImportFeed:
             for row in rows:
                 sort_key = (row["namespace"], row["service_name"], row["cluster_id"], row["name"])
                 last = sort_key
+                if (row["cluster_id"], row["namespace"], row["service_name"]) in withheld:
+                    continue
                 served = served_ports(row["status"]).get(row["cluster_id"])
                 imported, view = importer_view(json.loads(row["spec"]), served)
                 if not imported:

@@ -103,6 +103,11 @@ class KeyLocks(Protocol):
         """Take `count` revisions (step 3); answers the newest."""
         ...
 
+    async def sweep(self, conn: AsyncConnection) -> bool:
+        """Take the fleet-wide staleness sweep's lock until commit, before step 1, if no
+        other transaction holds it (`hub.store.withdrawals`); False when one does."""
+        ...
+
 
 def key_lock_number(key: Key) -> int:
     """The advisory-lock number of `key`: the same in every hub process and version (not
@@ -136,6 +141,12 @@ _TAKE_REVISIONS = (
     f" RETURNING value, pg_notify('{CHANNEL}', value::text)"
 )
 
+# The staleness sweep's lock (`withdrawals.sweep`), in the advisory-lock space the key
+# locks share: a fixed number no key's hash is expected to meet (a key meeting it would
+# only make one sweep skip its turn).
+SWEEP_LOCK_NUMBER = key_lock_number(("mcsync.io", "staleness-sweep"))
+_TRY_SWEEP_LOCK = "SELECT pg_try_advisory_xact_lock($1) AS taken"
+
 _POSTGRES_ROWS = PostgresRows()
 
 
@@ -162,6 +173,10 @@ class PostgresLocks:
         await prune_history(conn, newest=newest, count=count, history_limit=history_limit)
         return newest
 
+    async def sweep(self, conn: AsyncConnection) -> bool:
+        (row,) = await fetch(conn, _TRY_SWEEP_LOCK, SWEEP_LOCK_NUMBER)
+        return bool(row["taken"])
+
 
 _SQLITE_ROWS = SQLiteRows()
 
@@ -184,6 +199,9 @@ class SQLiteLocks:
 
     async def revisions(self, conn: AsyncConnection, *, count: int, history_limit: int) -> int:
         return await allocate_revisions(conn, count=count, history_limit=history_limit)
+
+    async def sweep(self, conn: AsyncConnection) -> bool:
+        return True  # BEGIN IMMEDIATE holds the only writer lock
 
 
 # --- the order, step by step ------------------------------------------------------------------

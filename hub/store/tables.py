@@ -97,6 +97,13 @@ clusters = Table(
     # Set by the first step of a cluster delete: new writes are refused while its exports
     # are withdrawn batch by batch, and a crashed delete can be resumed.
     Column("deleting", Boolean, nullable=False, server_default=false()),
+    # SPEC §5.1 (migration 0004): the state transition the hub last recorded (set by the
+    # staleness sweep, cleared by the next heartbeat; `hub.store.withdrawals`), the mass
+    # withdrawal the agent holds (JSON of a WithdrawalHold, NULL: none) and an admin's
+    # one-shot allowance for it.
+    Column("stale", Boolean, nullable=False, server_default=false()),
+    Column("withdrawal_held", Text, nullable=True),
+    Column("withdrawal_allowed", Boolean, nullable=False, server_default=false()),
 )
 
 exports = Table(
@@ -199,6 +206,17 @@ endpoint_slices = Table(
         "name",
         unique=True,
     ),
+)
+
+# SPEC §5.1 (migration 0004): the exports whose EndpointSliceExports the import feed
+# withholds while their cluster is Stale (`hub.store.withdrawals`). A row is written and
+# removed only under its key's lock, in the transaction that records the feed's events.
+endpoint_withdrawals = Table(
+    "endpoint_withdrawals",
+    metadata,
+    Column("cluster_id", key_string(), primary_key=True),
+    Column("namespace", key_string(), primary_key=True),
+    Column("service_name", key_string(), primary_key=True),
 )
 
 REVISION_ROW_ID = 1

@@ -10,7 +10,15 @@ from hub.store import Store, migrate
 from hub.store.db import make_engine
 from hub.store.tables import metadata
 
-TABLES = {"clusters", "exports", "service_imports", "revision", "changes", "endpoint_slices"}
+TABLES = {
+    "clusters",
+    "exports",
+    "service_imports",
+    "revision",
+    "changes",
+    "endpoint_slices",
+    "endpoint_withdrawals",
+}
 
 
 async def table_names(url: str) -> set[str]:
@@ -125,4 +133,4 @@ async def test_0002_keeps_the_history_and_its_downgrade_drops_only_import_rows(
             assert revisions == [1]
     finally:
         await engine.dispose()
-    assert await table_names(database_url) == TABLES - {"endpoint_slices"}
+    assert await table_names(database_url) == TABLES - {"endpoint_slices", "endpoint_withdrawals"}
