@@ -91,6 +91,9 @@ CLUSTER_READS = {
     ("", "namespaces"): {"list", "watch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"get"},
 }
+# SPEC §2.1 (KEP-2149): read the About API's ClusterProperties and create them when absent,
+# in every scenario (another tool may have installed the CRD); never update or delete.
+IDENTITY_RULES = {("about.k8s.io", "clusterproperties"): {"get", "create"}}
 SERVICEIMPORT_CRD = "serviceimports.multicluster.x-k8s.io"
 LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 RBAC_KINDS = ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")
@@ -175,13 +178,13 @@ def test_cluster_role_grants_exactly_what_the_agent_needs(name: str) -> None:
     rendered = render(AGENT_CHART, SCENARIOS[name])
     role = rendered.one("ClusterRole")
     if import_enabled(SCENARIOS[name]):
-        assert rules_of(role) == {**IMPORT_RULES, **CLUSTER_READS}
+        assert rules_of(role) == {**IMPORT_RULES, **CLUSTER_READS, **IDENTITY_RULES}
         names = names_of(role)
         # Every namespace may receive imports: all of them, watched.
         assert names[("", "namespaces")] is None
         assert names[("apiextensions.k8s.io", "customresourcedefinitions")] == [SERVICEIMPORT_CRD]
     else:
-        assert rules_of(role) == EXPORT_RULES
+        assert rules_of(role) == {**EXPORT_RULES, **IDENTITY_RULES}
     binding = rendered.one("ClusterRoleBinding")
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
@@ -205,18 +208,19 @@ def test_watch_namespaces_get_roles_and_only_named_cluster_reads(name: str) -> N
     assert bindings == set(watched)
     agent = agent_container(rendered)
     assert flag_values(agent, "--namespace") == watched
+    role = rendered.one("ClusterRole")
     if not import_enabled(values):
-        assert rendered.of_kind("ClusterRole") == []
-        assert rendered.of_kind("ClusterRoleBinding") == []
+        # Only the cluster's identity is cluster-wide (ClusterProperties are cluster-scoped).
+        assert rules_of(role) == IDENTITY_RULES
         return
     # Namespaces are cluster-scoped: no Role can grant them. The agent lists and watches
     # each watched namespace with fieldSelector metadata.name=<ns>, which the API server
     # authorises as a request for that name: the ClusterRole names exactly those.
-    role = rendered.one("ClusterRole")
-    assert rules_of(role) == CLUSTER_READS
+    assert rules_of(role) == {**CLUSTER_READS, **IDENTITY_RULES}
     assert names_of(role) == {
         ("", "namespaces"): watched,
         ("apiextensions.k8s.io", "customresourcedefinitions"): [SERVICEIMPORT_CRD],
+        ("about.k8s.io", "clusterproperties"): None,
     }
     binding = rendered.one("ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
@@ -237,7 +241,8 @@ def test_import_enabled_false_passes_no_import_and_grants_no_import_rules(name: 
             continue
         assert not import_only & set(granted), role["metadata"]["name"]
         for key, verbs in granted.items():
-            assert verbs <= EXPORT_RULES.get(key, LEASE_RULES.get(key, set())), key
+            allowed = {**EXPORT_RULES, **LEASE_RULES, **IDENTITY_RULES}
+            assert verbs <= allowed.get(key, set()), key
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

@@ -125,6 +125,20 @@ exactly the watched namespaces.
   verbs: ["get"]
 {{- end }}
 
+{{/*
+Cluster-scoped identity (SPEC §2.1, KEP-2149): read the About API's ClusterProperties
+cluster.clusterset.k8s.io and clusterset.k8s.io, and create them where they are absent.
+Never update or delete: an existing property is the cluster's, not the agent's. (RBAC
+cannot limit create by name, so get is not limited either: ClusterProperties hold
+identities, not secrets.) Granted whether or not this release installs the CRD, since
+another tool may have.
+*/}}
+{{- define "mcsync-agent.identityRules" -}}
+- apiGroups: ["about.k8s.io"]
+  resources: ["clusterproperties"]
+  verbs: ["get", "create"]
+{{- end }}
+
 {{/* Refuse a release that cannot start, naming the value to set. */}}
 {{- define "mcsync-agent.validate" -}}
 {{- if not (or .Values.token.existingSecret .Values.token.value) }}
