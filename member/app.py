@@ -148,7 +148,7 @@ class Agent:
             namespaces,
             name="services",
             list_watch=lambda ns: ServiceListWatch(self.api, namespace=ns),
-            handler=self._on_kube_event,
+            handler=self._on_service_event,
             watch_timeout_seconds=timeout,
             transform=transform_service,
         )
@@ -204,6 +204,7 @@ class Agent:
                 events=self.events,
                 may_write=self._leading.is_set,
                 tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
+                other_services=self.services,
             )
         self.heartbeat = HeartbeatLoop(
             hub=self.hub,
@@ -429,6 +430,18 @@ class Agent:
             key = namespaced_key(obj)
             self.queue.add(key, bulk=from_relist)
             self._queue_slices(key, bulk=from_relist)
+
+    def _on_service_event(
+        self,
+        event_type: str,
+        old: dict[str, Any] | None,
+        new: dict[str, Any] | None,
+        from_relist: bool,
+    ) -> None:
+        """A Service is export work, and may be in the way of an import's derived name."""
+        self._on_kube_event(event_type, old, new, from_relist)
+        if self.importer is not None:
+            self.importer.on_other_service(event_type, old, new, from_relist)
 
     def _on_slice_event(
         self,

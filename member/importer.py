@@ -58,7 +58,8 @@ from member.importfeed import (
     slice_ref,
 )
 from member.importmetrics import ImportMetrics
-from member.importspec import OPTIONAL_IMPORT_FIELDS, derived_service_name, is_managed
+from member.importowners import DerivedServices, InTheWay
+from member.importspec import OPTIONAL_IMPORT_FIELDS, is_managed
 from member.informer import Informer, namespaced_key
 from member.kube.client import KubeConfigError, discover_mcs_version
 from member.kube.events import EventRecorder
@@ -82,7 +83,12 @@ from member.namespaced import NamespacedLister, per_namespace
 from member.ownwrites import OwnWrites, RememberingWriter
 from member.reconcilers.derivedservice import DerivedServiceReconciler
 from member.reconcilers.export import NotLeading
-from member.reconcilers.importbase import ImportReconciler, ImportScope, ManagedIndex
+from member.reconcilers.importbase import (
+    ImportReconciler,
+    ImportScope,
+    ManagedIndex,
+    NamespaceLister,
+)
 from member.reconcilers.mirroredslices import ChangedSlices, MirroredSliceReconciler
 from member.reconcilers.serviceimport import ForeignImports, ServiceImportReconciler
 from member.transform import endpoint_count, transform_import_object
@@ -154,7 +160,12 @@ class Importer:
         events: EventRecorder,
         may_write: Callable[[], bool],
         tracer: trace.Tracer | None = None,
+        other_services: NamespaceLister | None = None,
     ) -> None:
+        """`other_services`: every Service of the watched namespaces not labelled managed by
+        mcsync (the export side's cache), so that a foreign Service on a derived name is
+        seen before a create runs into it; the agent hands its events to
+        `on_other_service()`."""
         try:
             self.version = discover_mcs_version(api, SERVICEIMPORT_PLURAL, "ServiceImport")
         except KubeConfigError as exc:
@@ -246,6 +257,11 @@ class Importer:
         # (managed ServiceImports, endpoints over managed slices): the heartbeat says them.
         self.counts: Callable[[], tuple[int, int]] = lambda: (imported(), endpoints())
         foreign = ForeignImports(on_change=self.metrics.unmanaged.set)
+        self._service_imports = service_imports
+        self.derived = DerivedServices(
+            managed=services, service_imports=service_imports, others=other_services
+        )
+        self.in_the_way = InTheWay(events)
         common: dict[str, Any] = {
             "imports": self.view,
             "service_imports": service_imports,
@@ -255,6 +271,8 @@ class Importer:
             "import_metrics": self.metrics,
             "may_write": may_write,
             "tracer": tracer,
+            "derived": self.derived,
+            "in_the_way": self.in_the_way,
         }
         self.reconcilers: dict[str, ImportReconciler] = {
             "serviceimport": ServiceImportReconciler(
@@ -370,8 +388,7 @@ class Importer:
     def _owner_here(self, key: str) -> bool:
         """True when `key`'s derived Service is ours in the cache: its slices need nothing
         else to be reconciled (`MirroredSliceReconciler` step 2)."""
-        namespace, _, name = key.partition("/")
-        return is_managed(self._services.get(f"{namespace}/{derived_service_name(name)}"))
+        return self.derived.ours(key, self._service_imports.get(key)) is not None
 
     def _handler(
         self, kind: str
@@ -391,11 +408,34 @@ class Importer:
                 for key in self.service_index.observe(old, new):
                     which = _OWN_QUEUE[kind] if _same_owner(old, new) else None
                     self._queue(key, bulk=from_relist, which=which)
+                self._clear_the_way(kind, old, new, bulk=from_relist)
             else:
                 for key in self.slice_index.observe(old, new):
                     self._queue(key, bulk=from_relist, which=("mirroredslices",))
+                self._clear_the_way(kind, old, new, bulk=from_relist)
 
         return handle
+
+    def on_other_service(
+        self,
+        event_type: str,
+        old: dict[str, Any] | None,
+        new: dict[str, Any] | None,
+        from_relist: bool,
+    ) -> None:
+        """An event of a Service not managed by mcsync (the export side's informer): the
+        keys it held up, if any, are reconciled again (`member.importowners.InTheWay`)."""
+        self._clear_the_way("Service", old, new, bulk=from_relist)
+
+    def _clear_the_way(
+        self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None, *, bulk: bool
+    ) -> None:
+        """An object that held up keys changed or went: queue them again (a derived Service
+        concerns the ServiceImport and the Service, a slice the slices)."""
+        obj = new if new is not None else old
+        which = ("serviceimport", "derivedservice") if kind == "Service" else ("mirroredslices",)
+        for key in self.in_the_way.cleared(kind, obj):
+            self._queue(key, bulk=bulk, which=which)
 
     def _on_namespace_event(
         self,

@@ -66,6 +66,7 @@ __all__ = [
     "SourceSlice",
     "create_body",
     "derived_service_name",
+    "derived_service_names",
     "desired_derived_service",
     "desired_service_import",
     "desired_service_import_status",
@@ -77,6 +78,8 @@ __all__ = [
     "mirrored_slice_name",
     "ordered_ips",
     "overlay",
+    "owned_by",
+    "owner_uids",
     "pack_json",
     "served_ports",
     "unpack_json",
@@ -89,6 +92,7 @@ ENDPOINTSLICE_API_VERSION = "discovery.k8s.io/v1"
 # its served version has (the upstream v1alpha1 gained them late).
 OPTIONAL_IMPORT_FIELDS = frozenset({"internalTrafficPolicy", "trafficDistribution"})
 _HASH_CHARS = 10
+_DERIVED_CHARS = (10, 20, 56)
 _HEADLESS = "Headless"
 
 
@@ -111,25 +115,63 @@ def unpack_json(packed: bytes) -> Any:
     return json.loads(zlib.decompress(packed, _WBITS))
 
 
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:_HASH_CHARS]
+def _digest(text: str, chars: int = _HASH_CHARS) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:chars]
 
 
 def derived_service_name(service_name: str) -> str:
-    """`mcsync-` + the first 10 hex characters of SHA-256 of the Service name (SPEC §2.8)."""
+    """`mcsync-` + the first 10 hex characters of SHA-256 of the Service name (SPEC §2.8):
+    the first choice of `derived_service_names()`, and the name almost every key keeps."""
     return DERIVED_PREFIX + _digest(service_name)
 
 
-def mirrored_slice_name(service_name: str, cluster_id: str, slice_name: str) -> str:
-    """The mirrored slice of `cluster_id`'s slice `slice_name`: unique per source slice
-    (a slash cannot occur in a cluster id), ≤ 63 characters, a DNS-1123 label."""
-    return f"{derived_service_name(service_name)}-{_digest(f'{cluster_id}/{slice_name}')}"
+def derived_service_names(service_name: str) -> tuple[str, ...]:
+    """The names a derived Service of `service_name` may take, in the order it takes them
+    (SPEC §2.8): 10, then 20, then 56 hex characters of SHA-256 of the Service name, the
+    longer ones when the shorter are taken (by another key's derived Service or a foreign
+    object). The longest is 63 characters, a DNS-1123 label."""
+    return tuple(DERIVED_PREFIX + _digest(service_name, chars) for chars in _DERIVED_CHARS)
+
+
+def mirrored_slice_name(
+    service_name: str, cluster_id: str, slice_name: str, *, derived: str | None = None
+) -> str:
+    """The mirrored slice of `cluster_id`'s slice `slice_name`: `<derived Service>-<10 hex>`,
+    unique per source slice (a slash cannot occur in a cluster id) and, since two keys
+    never share a derived Service and the hash part has a fixed length, per key. `derived`:
+    the name of the key's derived Service (default: its first choice). A DNS-1123
+    subdomain (≤ 74 characters), as EndpointSlice names must be."""
+    prefix = derived if derived is not None else derived_service_name(service_name)
+    return f"{prefix}-{_digest(f'{cluster_id}/{slice_name}')}"
 
 
 def is_managed(obj: Mapping[str, Any] | None) -> bool:
-    """True when `obj` carries our managed-by label (SPEC §2.1: only those are ours)."""
+    """True when `obj` carries our managed-by label: the first half of ownership (SPEC §2.1);
+    a Service or EndpointSlice needs `owned_by()` too."""
     labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
     return bool(labels.get(LABEL_MANAGED_BY) == MANAGED_BY_MCSYNC)
+
+
+def owner_uids(obj: Mapping[str, Any] | None) -> frozenset[str]:
+    """The uids of `obj`'s controller ownerReferences (what the garbage collector and
+    ownership follow)."""
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return frozenset(
+        str(ref.get("uid"))
+        for ref in refs
+        if isinstance(ref, Mapping) and ref.get("controller") and ref.get("uid")
+    )
+
+
+def owned_by(obj: Mapping[str, Any] | None, owner: Mapping[str, Any] | None) -> bool:
+    """True when `obj` is ours as a dependent of `owner` (SPEC §2.1): it carries our
+    managed-by label and a controller ownerReference to `owner`'s uid. The caller passes an
+    `owner` that is itself ours (our ServiceImport, or a derived Service owned by it), so
+    ownership is a chain of uids, never a label alone."""
+    if obj is None or owner is None or not is_managed(obj):
+        return False
+    uid = (owner.get("metadata") or {}).get("uid")
+    return bool(uid) and str(uid) in owner_uids(obj)
 
 
 def _port(port: SlicePort) -> dict[str, Any]:
@@ -217,9 +259,13 @@ def desired_service_import_status(imported: HeldImport | ServiceImport) -> dict[
 
 
 def desired_derived_service(
-    imported: HeldImport | ServiceImport, *, owner: Mapping[str, Any]
+    imported: HeldImport | ServiceImport,
+    *,
+    owner: Mapping[str, Any],
+    derived_name: str | None = None,
 ) -> dict[str, Any]:
-    """The derived Service of `imported`, owned by `owner` (this cluster's ServiceImport)."""
+    """The derived Service of `imported`, owned by `owner` (this cluster's ServiceImport),
+    named `derived_name` (default: the first of `derived_service_names()`)."""
     held = HeldImport.of(imported)
     name = held.name
     headless = _is_headless(held)
@@ -252,7 +298,7 @@ def desired_derived_service(
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {
-            "name": derived_service_name(name),
+            "name": derived_name if derived_name is not None else derived_service_name(name),
             "namespace": held.namespace,
             "labels": {LABEL_MCS_SERVICE_NAME: name, LABEL_MANAGED_BY: MANAGED_BY_MCSYNC},
             "ownerReferences": [_owner(owner_version, SERVICEIMPORT_KIND, owner)],
@@ -432,17 +478,27 @@ def mirrored_slice(
         if not ports:
             return None
     metadata = owner.get("metadata") or {}
+    owner_name = str(metadata.get("name") or "")
     return MirroredSlice(
-        name=source.mirrored,
+        name=_mirrored_name(source, owner_name),
         namespace=source.namespace,
         service=name,
         cluster=source.cluster,
-        owner_name=str(metadata.get("name") or ""),
+        owner_name=owner_name,
         owner_uid=str(metadata.get("uid") or ""),
         address_type=source.address_type,
         ports=ports,
         endpoints=source.endpoints,
     )
+
+
+def _mirrored_name(source: SourceSlice, derived: str) -> str:
+    """`source.mirrored` (made for the first-choice derived name) when `derived` is that
+    name, as for almost every key; else the name under the derived Service in use."""
+    mirrored = source.mirrored
+    if len(mirrored) == len(derived) + 1 + _HASH_CHARS and mirrored.startswith(derived):
+        return mirrored
+    return f"{derived}{mirrored[-1 - _HASH_CHARS:]}"
 
 
 def desired_slices(
@@ -472,7 +528,7 @@ def mirrored_body(want: MirroredSlice) -> dict[str, Any]:
             "name": want.name,
             "namespace": want.namespace,
             "labels": {
-                LABEL_SERVICE_NAME: derived_service_name(want.service),
+                LABEL_SERVICE_NAME: want.owner_name,
                 LABEL_MCS_SERVICE_NAME: want.service,
                 LABEL_MCS_SOURCE_CLUSTER: want.cluster,
                 LABEL_ENDPOINTSLICE_MANAGED_BY: ENDPOINTSLICE_MANAGER,

@@ -3,10 +3,16 @@
 `reconcile("namespace/name")` reads top to bottom:
 
 1. Nothing to import here — no hub import, out of scope, or the key's ServiceImport is
-   someone else's (`ForeignImports`) → delete our derived Service if there is one.
+   someone else's (`ForeignImports`) → delete our derived Service if there is one. Ours
+   means owned by our ServiceImport's uid (`member.importowners`): once that is gone, its
+   dependents are the garbage collector's (their owner is gone), not ours to touch.
 2. Our ServiceImport is not in the cache yet → wait: it is the owner the Service must name,
    and its arrival queues this key again.
-3. Create the Service, or update it when a field we state differs. Two changes Kubernetes
+3. Which name (`DerivedServices.choose`): ours where it is, else the first free of the
+   key's names (10, 20, 56 hex). A foreign object on a name is left alone with one
+   Warning Event; an orphan of ours being collected, or every name in the way, makes the
+   key wait, and that object's change or deletion queues it again (`InTheWay`).
+4. Create the Service, or update it when a field we state differs. Two changes Kubernetes
    refuses in place — headless ↔ ClusterSetIP (`clusterIP` is immutable) and another
    primary IP family — are a delete then a create.
 
@@ -21,7 +27,6 @@ from typing import Any
 
 from member.importspec import (
     create_body,
-    derived_service_name,
     desired_derived_service,
     is_managed,
     matches,
@@ -45,19 +50,19 @@ def _needs_recreate(desired: dict[str, Any], existing: dict[str, Any]) -> bool:
     return bool(families and current and families[0] != current[0])
 
 
+REASON_IN_THE_WAY = "DerivedServiceNameTaken"
+
+
 class DerivedServiceReconciler(ImportReconciler):
     CONTROLLER = "derivedservice"
     KIND = KIND
     SPAN = "reconcile derived Service"
 
     def _reconcile(self, key: str) -> str:
-        namespace, _, name = key.partition("/")
-        service_name = derived_service_name(name)
-        existing = self._services.get(f"{namespace}/{service_name}")
-        if existing is not None and not is_managed(existing):
-            existing = None  # never ours to touch (the informer only brings managed ones)
+        namespace = key.partition("/")[0]
         owner = self._service_imports.get(key)
         imported = self._imports.get(key)
+        ours = self._derived.ours(key, owner)
 
         # 1. Nothing of ours may exist for the key here.
         if (
@@ -65,10 +70,11 @@ class DerivedServiceReconciler(ImportReconciler):
             or not self._scope.allows(key)
             or (owner is not None and not is_managed(owner))
         ):
-            if existing is None:
+            if ours is None:
                 return "absent"
+            service_name = ours["metadata"]["name"]
             self.check_write(KIND, "delete")
-            self._writer.delete(namespace, service_name, uid=existing["metadata"].get("uid"))
+            self._writer.delete(namespace, service_name, uid=ours["metadata"].get("uid"))
             logger.info("%s: derived Service %s deleted", key, service_name, extra=self.fields(key))
             return "deleted"
 
@@ -76,8 +82,19 @@ class DerivedServiceReconciler(ImportReconciler):
         if owner is None:
             return "waiting"
 
-        # 3. Create, update, or (immutable fields) replace.
-        desired = desired_derived_service(imported, owner=owner)
+        # 3. Which name.
+        choice = self._derived.choose(key, owner)
+        for foreign in choice.in_the_way:
+            self._warn(key, foreign, blocked=choice.name is None)
+        if choice.name is None:
+            for holder in (*choice.in_the_way, *filter(None, (choice.awaiting,))):
+                self._in_the_way.hold(key, KIND, holder)
+            return "blocked"
+        service_name = choice.name
+        existing = choice.ours
+
+        # 4. Create, update, or (immutable fields) replace.
+        desired = desired_derived_service(imported, owner=owner, derived_name=service_name)
         if existing is not None and _needs_recreate(desired, existing):
             self.check_write(KIND, "delete")
             self._writer.delete(namespace, service_name, uid=existing["metadata"].get("uid"))
@@ -99,3 +116,28 @@ class DerivedServiceReconciler(ImportReconciler):
         self._writer.replace(overlay(existing, desired))
         logger.info("%s: derived Service %s updated", key, service_name, extra=self.fields(key))
         return "updated"
+
+    def _warn(self, key: str, foreign: dict[str, Any], *, blocked: bool) -> None:
+        """One Warning Event on a foreign Service sitting on one of `key`'s names."""
+        name = (foreign.get("metadata") or {}).get("name")
+        then = (
+            "the import waits until one of its names is free"
+            if blocked
+            else "its derived Service takes a longer name"
+        )
+        message = (
+            f"mcsync imports {key} and would name its derived Service {name}, but this "
+            "Service is not mcsync's (no ownerReference to its ServiceImport), so mcsync "
+            f"leaves it alone; {then}"
+        )
+        if self._in_the_way.warn(
+            {"apiVersion": "v1", "kind": KIND, **foreign},
+            reason=REASON_IN_THE_WAY,
+            message=message,
+        ):
+            logger.warning(
+                "%s: Service %s is in the way of the derived Service, left alone",
+                key,
+                name,
+                extra=self.fields(key),
+            )

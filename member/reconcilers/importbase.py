@@ -30,6 +30,7 @@ from opentelemetry import trace
 
 from member.importfeed import ImportView, index_add, index_discard
 from member.importmetrics import ImportMetrics
+from member.importowners import DerivedServices, InTheWay
 from member.kube.importobjects import ObjectWriter
 from member.metrics import AgentMetrics
 from member.reconcilers.export import Lister
@@ -123,6 +124,10 @@ class ManagedIndex:
                 return None
         return self._lister.get(f"{key.partition('/')[0]}/{name}")
 
+    def at(self, namespaced_name: str) -> dict[str, Any] | None:
+        """The cached object "namespace/name", whichever key (if any) its labels name."""
+        return self._lister.get(namespaced_name)
+
     def keys(self) -> set[str]:
         with self._lock:
             return set(self._names)
@@ -139,7 +144,9 @@ def _always() -> bool:
 class ImportDeps(TypedDict):
     """What every import reconciler is built with: the hub's view, this cluster's
     ServiceImports and Services, the scope, the writer, the metrics, the write gate
-    (default: always) and the tracer (default: the agent's)."""
+    (default: always), the tracer (default: the agent's), the finder of a key's derived
+    Service (default: over `services` alone) and the foreign objects in the way (shared by
+    the three; default: this reconciler's own, recording no Events)."""
 
     imports: ImportView
     service_imports: Lister
@@ -150,6 +157,8 @@ class ImportDeps(TypedDict):
     import_metrics: ImportMetrics
     may_write: NotRequired[Callable[[], bool]]
     tracer: NotRequired[trace.Tracer | None]
+    derived: NotRequired[DerivedServices]
+    in_the_way: NotRequired[InTheWay]
 
 
 class ImportReconciler:
@@ -169,6 +178,10 @@ class ImportReconciler:
         self._import_metrics = deps["import_metrics"]
         self._may_write = deps.get("may_write", _always)
         self._tracer = deps.get("tracer") or trace.get_tracer("mcsync.agent")
+        self._derived = deps.get("derived") or DerivedServices(
+            managed=self._services, service_imports=self._service_imports
+        )
+        self._in_the_way = deps.get("in_the_way") or InTheWay()
         # Per key, the newest hub change whose lag was observed: a change counts once.
         self._lag_seen: dict[str, datetime] = {}
         self._lag_lock = threading.Lock()

@@ -4,7 +4,9 @@ slices of it (SPEC §2.8).
 `reconcile("namespace/name")` reads top to bottom:
 
 1. Nothing to import here — no hub import, out of scope, or the key's ServiceImport is
-   someone else's → delete every managed slice of the key.
+   someone else's → delete every slice of ours of the key: owned by our derived Service's
+   uid (`member.importowners`); a slice with our labels and any other owner, or none, is
+   never ours.
 2. Our derived Service is not in the cache yet → wait: it is the owner every slice names,
    and its arrival queues this key again.
 3. Which slices to look at. A hub feed event of one source slice names it
@@ -14,10 +16,17 @@ slices of it (SPEC §2.8).
    slice's own event (a user's edit, or our write coming back), the owner, the namespace,
    a retry — looks at every slice of the key, and deletes the managed ones no source wants.
 4. Per slice, the desired `MirroredSlice` (`member.importspec.mirrored_slice`) against the
-   managed slice of that name: create the missing, update the differing, delete the
+   slice of ours of that name: create the missing, update the differing, delete the
    unwanted. An unchanged slice is never rewritten, so one changed source slice costs
    exactly one EndpointSlice write here, as the Kubernetes EndpointSlice reconciler's
-   changes do.
+   changes do. A slice that is not ours on a name we need is left alone: a foreign one
+   with one Warning Event, an orphan of our earlier derived Service (being collected)
+   without; either holds up that slice alone, and its change or deletion queues the key
+   again (`InTheWay`). A foreign slice with our labels elsewhere is warned about too.
+5. Each write stands alone: one the API server refuses (a source cluster's slice it finds
+   invalid, a name taken by an object we cannot see) is logged and the others are
+   written; the reconcile then fails with `SliceWriteErrors`, so the work queue retries
+   the key with backoff, and the retry writes only what is still not as it should be.
 
 "Differing" is cheap on the common path: the reconciler remembers, per slice, the
 resourceVersion it last found or made equal to which desired tuple. The same
@@ -31,13 +40,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Set as AbstractSet
 from typing import Any, Unpack
 
 from member.importfeed import SliceRef
+from member.importowners import is_orphan_of
 from member.importspec import (
     MirroredSlice,
     create_body,
-    derived_service_name,
     desired_slices,
     is_managed,
     matches,
@@ -45,15 +55,27 @@ from member.importspec import (
     mirrored_slice,
     mirrored_slice_name,
     overlay,
+    owned_by,
 )
 from member.reconcilers.importbase import ImportDeps, ImportReconciler, ManagedIndex
+from member.reconcilers.instrumented import NotLeading
 from member.transform import unpacked
 
-__all__ = ["ChangedSlices", "MirroredSliceReconciler"]
+__all__ = ["ChangedSlices", "MirroredSliceReconciler", "SliceWriteErrors"]
 
 logger = logging.getLogger(__name__)
 
 KIND = "EndpointSlice"
+REASON_NOT_OURS = "EndpointSliceNotManaged"
+
+
+class SliceWriteErrors(Exception):
+    """Some of a key's mirrored-slice writes failed (the others were made); retry the key."""
+
+    def __init__(self, key: str, failures: dict[str, str]) -> None:
+        self.failures = failures
+        detail = "; ".join(f"{name}: {why}" for name, why in sorted(failures.items()))
+        super().__init__(f"{key}: {len(failures)} mirrored EndpointSlice writes failed: {detail}")
 
 
 class ChangedSlices:
@@ -114,7 +136,7 @@ class MirroredSliceReconciler(ImportReconciler):
         namespace, _, name = key.partition("/")
         owner_import = self._service_imports.get(key)
         imported = self._imports.get(key)
-        owner = self._services.get(f"{namespace}/{derived_service_name(name)}")
+        owner = self._derived.ours(key, owner_import)
 
         # 1. Nothing of ours may exist for the key here.
         if (
@@ -123,7 +145,7 @@ class MirroredSliceReconciler(ImportReconciler):
             or (owner_import is not None and not is_managed(owner_import))
         ):
             self._equal.pop(key, None)
-            ours = self._managed(key)
+            ours = self._owned(key, owner)
             for slice_name, obj in ours.items():
                 self.check_write(KIND, "delete")
                 self._writer.delete(namespace, slice_name, uid=obj["metadata"].get("uid"))
@@ -138,57 +160,149 @@ class MirroredSliceReconciler(ImportReconciler):
             return "absent"
 
         # 2. The owner first.
-        if owner is None or not is_managed(owner):
+        if owner is None:
             return "waiting"
+        owner_name = str(owner["metadata"]["name"])
 
         # 3. The changed source slices, or every slice of the key.
         desired: dict[str, MirroredSlice | None]
         existing: dict[str, dict[str, Any]]
         if refs is None:
             desired = dict(desired_slices(imported, self._imports.slices(key), owner=owner))
-            existing = self._managed(key)
+            existing = self._owned(key, owner)
+            self._warn_foreign(key, owner, desired.keys())
             equal = self._equal[key] = {
                 n: seen for n, seen in self._equal.get(key, {}).items() if n in desired
             }
         else:
             desired, existing = {}, {}
             for ref in refs:
-                slice_name = mirrored_slice_name(name, ref.cluster, ref.name)
+                slice_name = mirrored_slice_name(name, ref.cluster, ref.name, derived=owner_name)
                 source = self._imports.slice(namespace, ref)
                 desired[slice_name] = (
                     mirrored_slice(imported, source, owner=owner) if source is not None else None
                 )
                 have = self._slices.get(key, slice_name)
-                if have is not None and is_managed(have):
+                if have is not None and owned_by(have, owner):
                     existing[slice_name] = have
             equal = self._equal.setdefault(key, {})
 
-        # 4. Minimal writes, slice by slice.
-        writes = 0
+        # 4. Minimal writes, slice by slice; 5. each on its own.
+        writes, held, failures = 0, 0, dict[str, str]()
         for slice_name in sorted(desired.keys() | existing.keys()):
             want, have = desired.get(slice_name), existing.get(slice_name)
-            if want is None and have is not None:
-                self.check_write(KIND, "delete")
-                self._writer.delete(namespace, slice_name, uid=have["metadata"].get("uid"))
-                equal.pop(slice_name, None)
-            elif want is not None and have is None:
-                self.check_write(KIND, "create")
-                answer = self._writer.create(create_body(mirrored_body(want)))
-                equal[slice_name] = (_rv(answer), want)
-            elif want is not None and have is not None and not self._equals(equal, want, have):
-                self.check_write(KIND, "update")
-                answer = self._writer.replace(overlay(unpacked(have), mirrored_body(want)))
-                equal[slice_name] = (_rv(answer), want)
-            else:
+            if want is not None and have is None:
+                found = self._slices.at(f"{namespace}/{slice_name}")
+                if found is not None and owned_by(found, owner):
+                    have = found  # ours, though its labels no longer say whose
+                elif found is not None:
+                    self._hold(key, owner, found)
+                    held += 1
+                    continue
+            try:
+                if not self._write(key, want, have, equal):
+                    continue
+            except NotLeading:
+                raise
+            except Exception as exc:
+                failures[slice_name] = str(exc) or type(exc).__name__
+                logger.warning(
+                    "%s: mirrored EndpointSlice %s not written: %s",
+                    key,
+                    slice_name,
+                    failures[slice_name],
+                    extra=self.fields(key),
+                )
                 continue
             writes += 1
         if writes:
             logger.info("%s: %d mirrored EndpointSlice writes", key, writes, extra=self.fields(key))
+        if failures:
+            raise SliceWriteErrors(key, failures)
+        if writes:
             return "written"
-        return "up_to_date"
+        return "blocked" if held else "up_to_date"
 
-    def _managed(self, key: str) -> dict[str, dict[str, Any]]:
-        return {n: s for n, s in self._slices.objects(key).items() if is_managed(s)}
+    def _write(
+        self,
+        key: str,
+        want: MirroredSlice | None,
+        have: dict[str, Any] | None,
+        equal: dict[str, tuple[str | None, MirroredSlice]],
+    ) -> bool:
+        """Make one slice of ours what `want` says; answers whether it wrote."""
+        namespace = key.partition("/")[0]
+        if want is None and have is not None:
+            self.check_write(KIND, "delete")
+            name = str(have["metadata"]["name"])
+            self._writer.delete(namespace, name, uid=have["metadata"].get("uid"))
+            equal.pop(name, None)
+        elif want is not None and have is None:
+            self.check_write(KIND, "create")
+            answer = self._writer.create(create_body(mirrored_body(want)))
+            equal[want.name] = (_rv(answer), want)
+        elif want is not None and have is not None and not self._equals(equal, want, have):
+            self.check_write(KIND, "update")
+            answer = self._writer.replace(overlay(unpacked(have), mirrored_body(want)))
+            equal[want.name] = (_rv(answer), want)
+        else:
+            return False
+        return True
+
+    def _owned(self, key: str, owner: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+        """The slices of `key` that are ours: owned by our derived Service `owner`."""
+        if owner is None:
+            return {}
+        return {n: s for n, s in self._slices.objects(key).items() if owned_by(s, owner)}
+
+    def _hold(self, key: str, owner: dict[str, Any], found: dict[str, Any]) -> None:
+        """A slice not ours holds a name we need: leave it (warned about unless it is an
+        orphan of ours being collected), and queue `key` again when it changes or goes."""
+        owner_meta = owner["metadata"]
+        if not is_orphan_of(
+            found, kind="Service", name=owner_meta["name"], uid=owner_meta.get("uid")
+        ):
+            self._warn(key, found, blocked=True)
+        self._in_the_way.hold(key, KIND, found)
+
+    def _warn_foreign(
+        self, key: str, owner: dict[str, Any], desired: AbstractSet[str]
+    ) -> None:
+        """Warn about the slices of `key` carrying our labels that are not ours (nor
+        orphans of ours) on names we do not need; those on names we need `_in_the_way_of`
+        warns about."""
+        owner_meta = owner["metadata"]
+        for slice_name, found in self._slices.objects(key).items():
+            if slice_name in desired or owned_by(found, owner):
+                continue
+            if not is_orphan_of(
+                found, kind="Service", name=owner_meta["name"], uid=owner_meta.get("uid")
+            ):
+                self._warn(key, found, blocked=False)
+
+    def _warn(self, key: str, found: dict[str, Any], *, blocked: bool) -> None:
+        name = (found.get("metadata") or {}).get("name")
+        then = (
+            "the source slice it would mirror waits until it is gone"
+            if blocked
+            else "it is not part of the import"
+        )
+        message = (
+            f"this EndpointSlice carries mcsync's labels or name for {key} but is not "
+            "mcsync's (no ownerReference to its derived Service), so mcsync leaves it "
+            f"alone; {then}"
+        )
+        if self._in_the_way.warn(
+            {"apiVersion": "discovery.k8s.io/v1", "kind": KIND, **found},
+            reason=REASON_NOT_OURS,
+            message=message,
+        ):
+            logger.warning(
+                "%s: EndpointSlice %s is not mcsync's, left alone",
+                key,
+                name,
+                extra=self.fields(key),
+            )
 
     @staticmethod
     def _equals(

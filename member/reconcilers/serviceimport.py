@@ -28,7 +28,6 @@ from typing import Any, Unpack
 from member.importspec import (
     OPTIONAL_IMPORT_FIELDS,
     create_body,
-    derived_service_name,
     desired_service_import,
     desired_service_import_status,
     is_managed,
@@ -135,11 +134,11 @@ class ServiceImportReconciler(ImportReconciler):
             return OUTCOME_DELETED
 
         # 3. The object itself.
-        derived = self._services.get(f"{namespace}/{derived_service_name(name)}")
+        derived = self._derived.ours(key, existing)  # owned by it: the uid chain
         desired = desired_service_import(
             imported,
             api_version=self._api_version,
-            derived_service=derived if is_managed(derived) else None,
+            derived_service=derived,
             optional_fields=self._optional_fields,
         )
         outcome = OUTCOME_UP_TO_DATE

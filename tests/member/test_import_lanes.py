@@ -85,6 +85,17 @@ def managed(name: str, **labels: str) -> dict[str, Any]:
     return {"name": name, "labels": {"app.kubernetes.io/managed-by": "mcsync", **labels}}
 
 
+def owner_ref(owner: dict[str, Any]) -> dict[str, Any]:
+    """The controller ownerReference the agent writes to `owner` (its ServiceImport)."""
+    return {
+        "apiVersion": "multicluster.x-k8s.io/v1beta1",
+        "kind": "ServiceImport",
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": True,
+    }
+
+
 def drain(importer: Importer) -> None:
     for queue in importer.queues.values():
         while (key := queue.get(timeout=0)) is not None:
@@ -142,21 +153,33 @@ def test_once_the_derived_service_is_here_a_slice_change_queues_the_slices_alone
 ) -> None:
     importer.on_hub_event("ADDED", None, hub_import(), True)
     importer.on_hub_event("ADDED", None, hub_slice("10.0.0.1", "6"), True)
+    # Ours: the ServiceImport labelled, the derived Service owned by its uid.
+    si = kube_cluster.state.create(
+        "serviceimports",
+        "demo",
+        {
+            "apiVersion": "multicluster.x-k8s.io/v1beta1",
+            "kind": "ServiceImport",
+            "metadata": managed("hello"),
+            "spec": {"type": "ClusterSetIP", "ports": []},
+        },
+    )
     kube_cluster.state.create(
         "services",
         "demo",
         {
             "metadata": {
-                "name": derived_service_name("hello"),
-                "labels": {
-                    "app.kubernetes.io/managed-by": "mcsync",
-                    "multicluster.kubernetes.io/service-name": "hello",
-                },
+                **managed(
+                    derived_service_name("hello"),
+                    **{"multicluster.kubernetes.io/service-name": "hello"},
+                ),
+                "ownerReferences": [owner_ref(si)],
             },
             "spec": {"ports": [{"name": "http", "port": 80}]},
         },
     )
     wait_for(lambda: importer.service_index.keys() == {KEY})
+    wait_for(lambda: importer._owner_here(KEY), what="the derived Service ours in the cache")
     drain(importer)
 
     importer.on_hub_event("MODIFIED", hub_slice("10.0.0.1", "6"), hub_slice("10.0.0.2", "7"), False)

@@ -16,7 +16,9 @@ from prometheus_client import CollectorRegistry
 
 from member.importfeed import ImportView, feed_entry, import_item_key, slice_ref
 from member.importmetrics import ImportMetrics
+from member.importowners import DerivedServices, InTheWay
 from member.importspec import derived_service_name, mirrored_slice_name
+from member.kube.importobjects import AlreadyExists
 from member.kube.resources import NotFoundError
 from member.metrics import AgentMetrics
 from member.reconcilers.derivedservice import DerivedServiceReconciler
@@ -49,9 +51,14 @@ class Writer:
     ) -> None:
         self.cache, self.calls, self.kind, self.index = cache, calls, kind, index
         self.version = "v1beta1"
+        self._ips = itertools.count(7)  # each Service its own ClusterIP: 10.96.0.7, .8, …
+        # name -> what the API server answers a write of it with (a refusal)
+        self.refuse: dict[str, Exception] = {}
 
     def _store(self, body: dict[str, Any], uid: str | None = None) -> dict[str, Any]:
         meta = body["metadata"]
+        if meta["name"] in self.refuse:
+            raise self.refuse[meta["name"]]
         key = f"{meta['namespace']}/{meta['name']}"
         old = self.cache.items.get(key)
         stored = {
@@ -63,11 +70,8 @@ class Writer:
             },
         }
         if self.kind == "Service" and "clusterIP" not in stored["spec"]:
-            stored["spec"] = {
-                **stored["spec"],
-                "clusterIP": "10.96.0.7",
-                "clusterIPs": ["10.96.0.7"],
-            }
+            ip = f"10.96.0.{next(self._ips)}"
+            stored["spec"] = {**stored["spec"], "clusterIP": ip, "clusterIPs": [ip]}
         # The cache holds what the import informers keep (a slice's endpoints packed).
         cached = self.cache.items[key] = transform_import_object(stored)
         if self.index is not None:
@@ -76,6 +80,9 @@ class Writer:
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
         self.calls.append((self.kind, "create"))
+        key = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+        if key in self.cache.items:
+            raise AlreadyExists(key)
         return self._store(body)
 
     def replace(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -98,9 +105,11 @@ class Writer:
 class Events:
     def __init__(self) -> None:
         self.recorded: list[tuple[str, str]] = []
+        self.about: list[tuple[str, str, str]] = []  # (kind, name, message)
 
     def record(self, obj: dict[str, Any], *, type: str, reason: str, message: str) -> None:
         self.recorded.append((type, reason))
+        self.about.append((str(obj.get("kind")), str(obj["metadata"]["name"]), message))
 
 
 _hub_rv = itertools.count(5)
@@ -165,6 +174,7 @@ class World:
         self.hub = Cache()
         self.view = ImportView(self.hub)  # type: ignore[arg-type]
         self.imports, self.services, self.slices = Cache(), Cache(), Cache()
+        self.others = Cache()  # the Services not labelled ours (the export side's cache)
         self.namespaces = Cache()
         self.namespaces.items["demo"] = {"metadata": {"name": "demo"}}
         self.calls: list[tuple[str, str]] = []
@@ -175,6 +185,7 @@ class World:
         self.foreign = ForeignImports(on_change=self.import_metrics.unmanaged.set)
         self.index = ManagedIndex(self.slices)
         self.changed = ChangedSlices()
+        self.in_the_way = InTheWay(self.events)  # type: ignore[arg-type]
         scope = ImportScope(namespaces=self.namespaces, watched=(), denied=("kube-system",))
         common: dict[str, Any] = {
             "imports": self.view,
@@ -184,6 +195,10 @@ class World:
             "metrics": self.metrics,
             "import_metrics": self.import_metrics,
             "may_write": lambda: self.leading,
+            "derived": DerivedServices(
+                managed=self.services, service_imports=self.imports, others=self.others
+            ),
+            "in_the_way": self.in_the_way,
         }
         self.si = ServiceImportReconciler(
             writer=Writer(self.imports, self.calls, "ServiceImport"),  # type: ignore[arg-type]
