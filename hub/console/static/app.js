@@ -84,7 +84,7 @@ function onFeedEvent(event) {
   const ref = object.spec && object.spec.serviceReference;
   const namespace = object.metadata.namespace || (ref && ref.namespace);
   const key = keyOf(namespace, object.metadata.name);
-  fleet.noteChange(key);
+  fleet.noteChange(key, { gone: event.type === "DELETED" });
   if (view && view.key === key) view.refresh();
 }
 

@@ -59,6 +59,7 @@ export class Fleet extends EventTarget {
     this.order = null; // rows sorted, conflicting first; null when a change invalidated it
     this.complete = false; // every page of the list has been read
     this.pending = new Set();
+    this.gone = new Set();
     this.flushTimer = null;
     this.clusterTimer = null;
     this.generation = 0; // bumped by each relist, so an older load stops adding rows
@@ -135,8 +136,11 @@ export class Fleet extends EventTarget {
     return count;
   }
 
-  // A feed event named `key`: read its ServiceImport again soon.
-  noteChange(key) {
+  // A feed event named `key`: read its ServiceImport again soon. After a withdrawal the
+  // key may have no export left: `gone` keys are first asked for their exports, so that an
+  // ordinary "nobody exports it now" is an empty list, not a 404 in the browser's console.
+  noteChange(key, { gone = false } = {}) {
+    if (gone) this.gone.add(key);
     this.pending.add(key);
     if (!this.flushTimer) this.flushTimer = setTimeout(() => this.flush(), FLUSH_MS);
   }
@@ -144,7 +148,9 @@ export class Fleet extends EventTarget {
   async flush() {
     this.flushTimer = null;
     const keys = [...this.pending];
+    const gone = this.gone;
     this.pending.clear();
+    this.gone = new Set();
     this.scheduleClusters();
     if (keys.length > RELIST_OVER) {
       await this.loadServices();
@@ -156,6 +162,13 @@ export class Fleet extends EventTarget {
         const key = queue.shift();
         const [namespace, name] = key.split("/");
         try {
+          if (gone.has(key)) {
+            const left = await get(`/serviceexports?namespace=${q(namespace)}&name=${q(name)}&limit=1`);
+            if (!left.items.length) {
+              this.apply(key, null);
+              continue;
+            }
+          }
           this.apply(key, await get(`/serviceimports/${q(namespace)}/${q(name)}`));
         } catch (error) {
           if (error.status === 404) this.apply(key, null);

@@ -200,12 +200,21 @@ function importWhy(cluster, serviceImport) {
 
 export async function loadService(namespace, name) {
   const key = `namespace=${q(namespace)}&name=${q(name)}`;
-  const [serviceImport, exports, conflicts, slices, clusters] = await Promise.all([
-    get(`/serviceimports/${q(namespace)}/${q(name)}`).catch((error) => {
-      if (error.status === 404) return null;
+  // The ServiceImport is read only when some cluster exports the key: a 404 would be an
+  // error line in the browser's console for an ordinary answer ("nobody exports it").
+  const readImport = async (exports) => {
+    if (!exports.items.length) return null;
+    try {
+      return await get(`/serviceimports/${q(namespace)}/${q(name)}`);
+    } catch (error) {
+      if (error.status === 404) return null; // withdrawn between the two reads
       throw error;
-    }),
-    get(`/serviceexports?${key}`),
+    }
+  };
+  const exportsRead = get(`/serviceexports?${key}`);
+  const [serviceImport, exports, conflicts, slices, clusters] = await Promise.all([
+    exportsRead.then(readImport),
+    exportsRead,
     get(`/conflicts?${key}`),
     get(`/endpointslices?${key}`),
     get("/clusters"),

@@ -1,0 +1,215 @@
+"""The fleet console (SPEC §8) in a real browser: Debian's Chromium driven by Playwright,
+against a real hub process whose fleet was written through the REST API.
+
+Every test ends by checking that its tab requested nothing from another origin and logged
+no console error (`Tab.assert_clean`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.browser.conftest import ConsoleHub, Tab
+from tests.browser.support import axe_source
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+LIVE_SECONDS = 10.0
+
+
+def sign_in(tab: Tab, hub: ConsoleHub, *, route: str = "") -> Any:
+    page = tab.page
+    page.goto(hub.console + route)
+    page.locator("#token").fill(hub.hub.reader_token)
+    page.keyboard.press("Enter")
+    page.locator("#feed-state.live").wait_for()
+    return page
+
+
+def service_rows(page: Any) -> list[str]:
+    return [text.strip() for text in page.locator("table.services tbody th").all_inner_texts()]
+
+
+def row(page: Any, table: Any, name: str) -> Any:
+    """The body row of `table` whose row header is exactly `name`."""
+    return table.locator("tbody tr").filter(
+        has=page.get_by_role("rowheader", name=name, exact=True)
+    )
+
+
+def active_watches(hub: ConsoleHub) -> float:
+    text = httpx.get(f"{hub.url}/metrics", timeout=10).text
+    match = re.search(r"^mcsync_hub_active_watches (\S+)$", text, re.M)
+    assert match, "the hub exports mcsync_hub_active_watches"
+    return float(match.group(1))
+
+
+def wait_until(condition: Any, *, what: str, timeout: float = LIVE_SECONDS) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def test_sign_in_lands_on_clusters_and_services_together(console_hub: ConsoleHub, tab: Tab) -> None:
+    page = sign_in(tab, console_hub)
+    assert page.locator("h1").inner_text() == "Fleet overview"
+    clusters = page.locator("table.clusters tbody tr")
+    assert clusters.count() == 3
+    states = dict(zip(
+        page.locator("table.clusters tbody th").all_inner_texts(),
+        page.locator("table.clusters tbody td:nth-child(2)").all_inner_texts(), strict=True,
+    ))
+    assert states == {"east": "Ready", "west": "Ready", "north": "Pending"}
+    assert page.locator("table.clusters tbody tr", has_text="north").locator("time").count() == 0
+    rows = service_rows(page)
+    assert rows[0] == "demo/api"  # the conflicting service comes first
+    assert {"demo/web", "shop/cart"} <= set(rows)
+    assert "its type differs from the winner's" in page.locator("table.services").inner_text()
+    # The token is in this tab's session storage, never in the URL or the hub's log.
+    token = console_hub.hub.reader_token
+    assert page.evaluate("sessionStorage.getItem('mcsync.console.token')") == token
+    assert token not in page.url
+    assert token not in console_hub.hub.log_path.read_text()
+    tab.assert_clean(console_hub.url)
+
+
+@pytest.mark.parametrize(
+    ("which", "message"),
+    [
+        ("unknown", "did not accept this token"),
+        ("member", "may not read the fleet"),
+    ],
+)
+def test_a_token_that_cannot_read_the_fleet_gets_a_message(
+    console_hub: ConsoleHub, tab: Tab, which: str, message: str
+) -> None:
+    page = tab.page
+    token = ("nobody-" + "x" * 20 if which == "unknown"
+             else console_hub.seeder.tokens["east"]["Authorization"].removeprefix("Bearer "))
+    page.goto(console_hub.console)
+    page.locator("#token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    alert = page.get_by_role("alert")
+    alert.filter(has_text=message).wait_for()
+    assert page.evaluate("sessionStorage.getItem('mcsync.console.token')") is None
+    assert page.locator("#nav").is_hidden()
+    assert token not in page.url
+    # The refused sign-in answers 401/403, which the browser reports itself; nothing else.
+    tab.errors = [e for e in tab.errors if "status of 401" not in e and "status of 403" not in e]
+    tab.assert_clean(console_hub.url)
+
+
+def test_an_export_change_shows_without_reload_over_one_watch(
+    console_hub: ConsoleHub, tab: Tab
+) -> None:
+    page = sign_in(tab, console_hub)
+    page.evaluate("window.stillThisPage = true")
+    wait_until(lambda: active_watches(console_hub) == 1, what="one open watch: the console's")
+
+    console_hub.seeder.export("east", "live", created="2026-01-01T10:00:00.000Z")
+    page.locator("table.services a", has_text="demo/live").wait_for(timeout=LIVE_SECONDS * 1000)
+    # A conflict moves it up among the conflicting services, with the reason in words.
+    console_hub.seeder.export("west", "live", type="Headless", created="2026-01-02T10:00:00.000Z")
+    wait_until(lambda: service_rows(page)[:2] == ["demo/api", "demo/live"],
+               what="demo/live among the conflicting services")
+    console_hub.seeder.withdraw("west", "live")
+    console_hub.seeder.withdraw("east", "live")
+    wait_until(lambda: "demo/live" not in service_rows(page), what="demo/live gone")
+
+    assert page.evaluate("window.stillThisPage") is True, "the page reloaded"
+    assert active_watches(console_hub) == 1, "the console holds one watch, whatever changed"
+    tab.assert_clean(console_hub.url)
+
+
+def test_search_filters_and_its_url_can_be_shared(console_hub: ConsoleHub, tab: Tab) -> None:
+    page = sign_in(tab, console_hub)
+    search = page.get_by_label("Search services")
+    search.fill("cart")
+    assert service_rows(page) == ["shop/cart"]
+    search.fill("west demo")  # every word must match: cluster west, namespace demo
+    assert service_rows(page) == ["demo/api", "demo/web"]
+    search.fill("nothing-like-this")
+    assert "No service matches" in page.locator("table.services").inner_text()
+    search.fill("cart")
+    assert page.evaluate("location.hash") == "#/?q=cart"
+    page.reload()  # the token is still in the tab; the search is in the URL
+    page.locator("#feed-state.live").wait_for()
+    assert page.get_by_label("Search services").input_value() == "cart"
+    assert service_rows(page) == ["shop/cart"]
+    tab.assert_clean(console_hub.url)
+
+
+def test_a_service_page_gives_verdicts_endpoints_and_imports(
+    console_hub: ConsoleHub, tab: Tab
+) -> None:
+    page = sign_in(tab, console_hub, route="#/services/demo/api")
+    exports = page.locator("table.exports")
+    exports.wait_for()
+    west = row(page, exports, "west").inner_text()
+    assert "its type differs from the winner's" in west
+    assert 'type: "Headless" here, "ClusterSetIP" on the winner (east)' in west
+    assert "winner" in row(page, exports, "east").inner_text()
+    imports = page.get_by_role("region", name="Where it is imported").inner_text()
+    assert "has never sent a heartbeat" in imports  # north, Pending
+
+    page.goto(console_hub.console + "#/services/demo/web")
+    endpoints = page.get_by_role("region", name="Endpoints per cluster")
+    row(page, endpoints, "east").wait_for()
+    cells = row(page, endpoints, "east").locator("td").all_inner_texts()
+    assert cells[:2] == ["2", "3"]  # ready, total
+    cells = row(page, endpoints, "west").locator("td").all_inner_texts()
+    assert cells[:2] == ["2", "2"]
+    ports = page.get_by_role("region", name="ServiceImport").inner_text()
+    assert "east, west" in ports
+    tab.assert_clean(console_hub.url)
+
+
+def test_keyboard_alone_signs_in_and_opens_a_service(console_hub: ConsoleHub, tab: Tab) -> None:
+    page = tab.page
+    page.goto(console_hub.console)
+    assert page.evaluate("document.activeElement.id") == "token"
+    page.keyboard.type(console_hub.hub.reader_token)
+    page.keyboard.press("Enter")
+    page.locator("#feed-state.live").wait_for()
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.textContent") == "demo/web":
+            break
+    else:
+        pytest.fail("Tab never reached the demo/web link")
+    page.keyboard.press("Enter")
+    page.locator("table.exports").wait_for()
+    assert page.evaluate("document.activeElement.id") == "service-heading"
+    assert page.url.endswith("#/services/demo/web")
+    tab.assert_clean(console_hub.url)
+
+
+@pytest.mark.parametrize("route", ["sign-in", "", "#/fleet", "#/services", "#/services/demo/api"])
+def test_axe_finds_no_serious_or_critical_violation(
+    console_hub: ConsoleHub, tab: Tab, route: str
+) -> None:
+    page = tab.page
+    if route == "sign-in":
+        page.goto(console_hub.console)
+        page.locator("#token").wait_for()
+    else:
+        sign_in(tab, console_hub, route=route)
+        if "services/" in route:
+            page.locator("table.exports").wait_for()
+    page.evaluate(axe_source())  # through DevTools, so the page's CSP does not apply
+    violations = page.evaluate(
+        """async () => (await axe.run(document, { resultTypes: ["violations"] })).violations
+            .map((v) => ({ id: v.id, impact: v.impact, help: v.help,
+                           nodes: v.nodes.map((n) => n.target.join(" ")) }))"""
+    )
+    serious = [v for v in violations if v["impact"] in ("serious", "critical")]
+    assert serious == [], serious
+    tab.assert_clean(console_hub.url)
