@@ -61,12 +61,15 @@ Command = Literal[
     "version",
     "config",
     "completion",
+    "sandbox",
 ]
 Kind = Literal["export", "import", "cluster"]
 ConfigAction = Literal["get-contexts", "current-context", "use-context", "set-context"]
 Shell = Literal["bash", "zsh", "fish"]
 SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish")
 LIST_COMMANDS: tuple[Command, ...] = ("clusters", "exports", "imports", "endpoints", "conflicts")
+# Commands that speak to no hub: neither a token nor the config file's context is read.
+OFFLINE_COMMANDS: tuple[Command, ...] = ("config", "completion", "sandbox")
 
 T = TypeVar("T")
 
@@ -106,6 +109,8 @@ class Options:
     config_action: ConfigAction | None = None
     context_settings: tuple[tuple[str, str], ...] = ()
     shell: Shell | None = None
+    # sandbox
+    hub_port: int = 0
 
     @property
     def wide(self) -> bool:
@@ -175,6 +180,17 @@ def parse_page_size(text: str) -> int:
         raise ValueError(f"expected a whole number, got {text!r}") from None
     if not 1 <= value <= 10_000:
         raise ValueError(f"must be between 1 and 10000, got {text!r}")
+    return value
+
+
+def parse_port(text: str) -> int:
+    """A TCP port, or 0 for any free one."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise ValueError(f"must be between 0 and 65535, got {text!r}")
     return value
 
 
@@ -299,6 +315,9 @@ class CliSettings(ProgramSettings):
     ] = Field(
         default=None,
         description="label selector, as kubectl's: env=prod,tier!=db,region in (eu,us)",
+    )
+    hub_port: Annotated[int, Flag(metavar="PORT"), _checked(parse_port)] = Field(
+        default=0, description="loopback port of the sandbox's hub (default 0: any free port)"
     )
 
 
@@ -445,6 +464,11 @@ def build_parser() -> argparse.ArgumentParser:
         "completion", "print a shell completion script: source <(mcsync completion bash)"
     )
     completion.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
+    command(
+        "sandbox",
+        "run a fleet on this machine to try mcsync without Kubernetes: a hub, three emulated "
+        "clusters and their agents, until Ctrl-C (needs mcsync[hub,agent])",
+    )
     return parser
 
 
@@ -536,11 +560,12 @@ COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "version": (),
     "config": (),
     "completion": (),
+    "sandbox": ("hub_port",),
 }
 CONTEXT_DEST = "ctx:"
 OPTIONS_AS_SET = (
     "hub_url", "watch", "request_timeout", "page_size", "conflict", "no_headers", "verbose",
-    "selector", "certificate_authority", "insecure_skip_tls_verify",
+    "selector", "certificate_authority", "insecure_skip_tls_verify", "hub_port",
 )  # fmt: skip
 
 
@@ -667,13 +692,13 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
     config = _load_config(given, env, may_be_new=command == "config")
     context_name = str(given.get("context") or env.get("MCSYNC_CONTEXT") or "") or None
     try:
-        context = config.context(context_name) if command not in ("config", "completion") else {}
+        context = config.context(context_name) if command not in OFFLINE_COMMANDS else {}
     except ConfigError as exc:
         raise _usage(f"argument --context: {exc}") from None
     layers = settingscli.Layers(given, env, context, f"context {context_name or config.current}")
     values, sources = settingscli.resolve(_layered(command), layers)
     settings = settingscli.validate(CliSettings, values, sources, prog=PROG)
-    token = None if command in ("config", "completion") else _token(layers)
+    token = None if command in OFFLINE_COMMANDS else _token(layers)
 
     def explicit(field: str) -> str | None:
         """The value of a flag given on the command line (checked), else None."""
@@ -714,7 +739,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
     elif command in ("clusters register", "clusters deregister"):
         name = str(namespace["name"])
     output, _, template = settings.output.partition("=")
-    if output == "name" and command in ("version", "config", "completion"):
+    if output == "name" and command in ("version", *OFFLINE_COMMANDS):
         raise _usage(f"argument -o/--output: `{command}` has no object to name")
     # The settings an Options field takes as they are; the rest are worked out above.
     as_set = {field: getattr(settings, field) for field in OPTIONS_AS_SET}

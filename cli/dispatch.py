@@ -14,6 +14,14 @@ from cli.commands import Context
 from cli.completion import script
 
 
+def sandbox(ctx: Context) -> int:
+    """`mcsync sandbox`, imported only when asked: it needs the hub's and the agent's
+    extras, which `pip install mcsync` (the CLI alone) does not bring."""
+    from sandbox import launcher
+
+    return launcher.run(hub_port=ctx.options.hub_port, out=ctx.out, err=ctx.err)
+
+
 def completion(ctx: Context) -> int:
     assert ctx.options.shell is not None
     ctx.out.write(script(ctx.options.shell))
@@ -32,6 +40,7 @@ COMMANDS: dict[str, Callable[[Context], int]] = {
     "version": commands.version,
     "config": contexts.config,
     "completion": completion,
+    "sandbox": sandbox,
 }
 
 

@@ -36,6 +36,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--namespaces", default="",
                         help="namespaces to create besides default, kube-system, kube-public "
                              "and kube-node-lease (comma-separated)")
+    parser.add_argument("--endpoint-cidr", default=None,
+                        help="give every Service with a selector fake ready endpoints from "
+                             "this IPv4 range (an EndpointSlice controller stand-in; default: "
+                             "off)")
     return parser.parse_args(argv)
 
 
@@ -47,9 +51,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     namespaces = tuple(n.strip() for n in args.namespaces.split(",") if n.strip())
-    state = EmulatorState(mcs_versions=versions, history=args.history,
-                          bookmark_interval=args.bookmark_interval, namespaces=namespaces,
-                          about_api=args.about_api)
+    try:
+        state = EmulatorState(mcs_versions=versions, history=args.history,
+                              bookmark_interval=args.bookmark_interval, namespaces=namespaces,
+                              about_api=args.about_api, endpoint_cidr=args.endpoint_cidr)
+    except ValueError as exc:
+        print(f"error: --endpoint-cidr: {exc}", file=sys.stderr)
+        return 2
     sock = bind_socket(args.host, args.port)
     url = f"http://{args.host}:{sock.getsockname()[1]}"
     if args.kubeconfig is not None:

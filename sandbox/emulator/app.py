@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from sandbox.emulator import discovery, errors, openapi, tables
+from sandbox.emulator import discovery, errors, openapi, protobuf, tables
 from sandbox.emulator.errors import KubeError
 from sandbox.emulator.resources import ResourceType
 from sandbox.emulator.selectors import (
@@ -95,8 +95,10 @@ class EmulatorApp:
             if doc is not None:
                 if request.method != "GET":
                     raise errors.method_not_allowed(request.method)
+                _check_accept(request)
                 return _json(doc)
-            rr = self._parse(parts)
+            rr = self._parse(parts)  # an unknown path is 404 whatever it accepts (openapi/v2)
+            _check_accept(request)
             return await self._serve(request, rr)
         except KubeError as exc:
             return _error(exc)
@@ -150,7 +152,10 @@ class EmulatorApp:
         if not 1 <= len(rest) <= 3:
             raise errors.resource_not_found()
         rt = self.state.catalog.lookup(group, version, rest[0])
-        if rt is None or (rt.namespaced and namespace is None and len(rest) > 1) or (
+        if rt is None:
+            raise errors.resource_not_served(rest[0], group, version,
+                                             [t.plural for t in self.state.catalog.types])
+        if (rt.namespaced and namespace is None and len(rest) > 1) or (
                 not rt.namespaced and namespace is not None):
             raise errors.resource_not_found()
         name = rest[1] if len(rest) > 1 else None
@@ -175,7 +180,8 @@ class EmulatorApp:
             if not verb or (rr.subresource and verb == "delete"):
                 raise errors.method_not_allowed(method)
         if verb not in rr.rt.verbs:
-            raise errors.method_not_allowed(method)
+            raise errors.read_only(method, rr.rt.group_resource, rr.rt.verbs,
+                                   note=rr.rt.read_only_note)
         response: Response
         try:
             response = await getattr(self, f"_{verb}")(request, rr)
@@ -189,16 +195,24 @@ class EmulatorApp:
 
     async def _body(self, request: Request, rr: ResourceRequest, *, typed: bool) -> Any:
         content_type = request.headers.get("content-type", "")
-        if "protobuf" in content_type or "cbor" in content_type:
-            # JSON only: a 415 makes client-go (kubectl's typed clients) resend as JSON.
+        if "cbor" in content_type:
+            # A 415 makes client-go resend a CBOR body as JSON.
             raise errors.unsupported_body(content_type)
         raw = await request.body()
         if not raw:
             raise errors.bad_request("the request body is empty")
-        try:
-            body = json.loads(raw)
-        except ValueError as exc:
-            raise errors.bad_request(f"couldn't decode the request body as JSON: {exc}") from exc
+        if "protobuf" in content_type:
+            # kubectl's typed commands (`create namespace`) send protobuf and never resend.
+            try:
+                body: Any = protobuf.decode(raw)
+            except protobuf.ProtobufError as exc:
+                raise errors.unsupported_body(content_type, detail=str(exc)) from exc
+        else:
+            try:
+                body = json.loads(raw)
+            except ValueError as exc:
+                raise errors.bad_request(
+                    f"couldn't decode the request body as JSON: {exc}") from exc
         if typed and isinstance(body, dict):
             api_version, kind = body.get("apiVersion"), body.get("kind")
             if api_version and api_version != rr.api_version:
@@ -381,6 +395,29 @@ class EmulatorApp:
             "openWatches": self.state.open_watches(),
             "mcsVersions": list(self.state.mcs_versions),
         }
+
+
+def accepts_json(accept: str) -> bool:
+    """Whether an Accept header takes a JSON answer, the only kind the emulator writes.
+
+    kubectl's typed clients send `application/vnd.kubernetes.protobuf,application/json`:
+    JSON is their alternative, and client-go decodes an answer by its Content-Type. A header
+    naming protobuf (or anything else) alone gets 406, as a real apiserver answers a type it
+    cannot write.
+    """
+    if not accept.strip():
+        return True
+    for media_range in accept.split(","):
+        media_type = media_range.split(";", 1)[0].strip().lower()
+        if media_type in ("application/json", "application/*", "*/*"):
+            return True
+    return False
+
+
+def _check_accept(request: Request) -> None:
+    accept = request.headers.get("accept", "")
+    if not accepts_json(accept):
+        raise errors.not_acceptable(accept)
 
 
 def _int_param(text: str | None, name: str) -> int | None:

@@ -114,6 +114,24 @@ def resource_not_found() -> KubeError:
     return KubeError(404, "NotFound", "the server could not find the requested resource")
 
 
+def resource_not_served(plural: str, group: str, version: str,
+                        served: list[str]) -> KubeError:
+    """A 404 that says what the emulator serves instead (kubectl prints the message)."""
+    gv = f"{group}/{version}" if group else version
+    return KubeError(
+        404, "NotFound", f"the server could not find the requested resource: the mcsync "
+        f"emulator does not serve {plural} ({gv}); it serves {', '.join(served)}",
+    )
+
+
+def read_only(method: str, resource: str, verbs: tuple[str, ...], *, note: str = "") -> KubeError:
+    return KubeError(
+        405, "MethodNotAllowed", f"the server does not allow this method on the requested "
+        f"resource ({method}): the mcsync emulator serves {resource} for "
+        f"{', '.join(verbs)} only" + (f"; {note}" if note else ""),
+    )
+
+
 def method_not_allowed(method: str) -> KubeError:
     return KubeError(
         405, "MethodNotAllowed", f"the server does not allow this method on the requested "
@@ -129,11 +147,18 @@ def unsupported_media_type(content_type: str) -> KubeError:
     )
 
 
-def unsupported_body(content_type: str) -> KubeError:
+def unsupported_body(content_type: str, *, detail: str = "") -> KubeError:
     return KubeError(
         415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
         f"accepted media types include: application/json, application/yaml (got "
-        f"{content_type!r})",
+        f"{content_type!r})" + (f": {detail}" if detail else ""),
+    )
+
+
+def not_acceptable(accept: str) -> KubeError:
+    return KubeError(
+        406, "NotAcceptable", f"only the following media types are accepted: application/json, "
+        f"application/json;as=Table;v=v1;g=meta.k8s.io (Accept: {accept!r})",
     )
 
 

@@ -65,19 +65,18 @@ def _paths(rt: ResourceType, version: str) -> dict[str, Any]:
     scope = f"{base}/namespaces/{{namespace}}" if rt.namespaced else base
     collection = f"{scope}/{rt.plural}"
     item = f"{collection}/{{name}}"
-    writable = "create" in rt.verbs
-    paths: dict[str, Any] = {
-        collection: {"get": _operation(rt, version, "list")},
-        item: {"get": _operation(rt, version, "get")},
+    # Write operations are listed for read-only resources (CRDs) too: without a validating
+    # PATCH kubectl falls back to OpenAPI v2 and stops at its 404 with "failed to download
+    # openapi"; with it, `kubectl apply` reaches the server and prints its 405, which says
+    # why the write is refused.
+    return {
+        collection: {"get": _operation(rt, version, "list"),
+                     "post": _operation(rt, version, "post", validating=True)},
+        item: {"get": _operation(rt, version, "get"),
+               "put": _operation(rt, version, "put", validating=True),
+               "patch": _operation(rt, version, "patch", validating=True),
+               "delete": _operation(rt, version, "delete")},
     }
-    if writable:
-        paths[collection]["post"] = _operation(rt, version, "post", validating=True)
-        paths[item].update({
-            "put": _operation(rt, version, "put", validating=True),
-            "patch": _operation(rt, version, "patch", validating=True),
-            "delete": _operation(rt, version, "delete"),
-        })
-    return paths
 
 
 def _schema(rt: ResourceType, version: str) -> dict[str, Any]:

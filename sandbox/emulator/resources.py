@@ -74,6 +74,7 @@ class ResourceType:
     verbs: tuple[str, ...] = (
         "create", "delete", "get", "list", "patch", "update", "watch",
     )
+    read_only_note: str = ""  # why a verb outside `verbs` is refused, in its 405 message
 
     @property
     def storage_key(self) -> str:
@@ -120,6 +121,8 @@ CUSTOM_RESOURCE_DEFINITIONS = ResourceType(
     singular="customresourcedefinition", kind="CustomResourceDefinition", namespaced=False,
     tracks_generation=False, short_names=("crd", "crds"), categories=("api-extensions",),
     verbs=READ_ONLY_VERBS,  # the emulator's CRDs are fixed: installed at start, never edited
+    read_only_note="its CRDs are built in (ServiceExport and ServiceImport of the MCS API, "
+                   "already installed): there is no CRD to apply",
 )
 
 

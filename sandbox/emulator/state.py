@@ -11,7 +11,8 @@ A fresh cluster holds what a new real cluster holds that the agent may look at: 
 Namespaces `default`, `kube-system`, `kube-public` and `kube-node-lease` (plus any the
 caller names), and the CRDs of the custom resources it serves (the About API's
 `ClusterProperty` only with `about_api=True`: its CRD is an optional install). The garbage
-collector runs from the start.
+collector runs from the start; the EndpointSlice stand-in (`endpoints.py`) only when
+given an address range.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from sandbox.emulator.collector import GarbageCollector
 from sandbox.emulator.crds import crd_object
+from sandbox.emulator.endpoints import EndpointSliceController
 from sandbox.emulator.errors import KubeError
 from sandbox.emulator.registry import Registry
 from sandbox.emulator.resources import (
@@ -63,11 +65,15 @@ class EmulatorState:
         default_watch_timeout: float = 1800.0,
         namespaces: tuple[str, ...] | list[str] = (),
         about_api: bool = False,
+        endpoint_cidr: str | None = None,
     ) -> None:
         self.catalog = ResourceCatalog(mcs_versions=mcs_versions, about_api=about_api)
         self.store = Store(history=history)
         self.registry = Registry(self.store)
         self.collector = GarbageCollector(self.registry, self.catalog)
+        # Demo fleets only (`mcsync sandbox`): tests write the EndpointSlices they need.
+        self.endpoints = (EndpointSliceController(self.registry, cidr=endpoint_cidr)
+                          if endpoint_cidr else None)
         for namespace in dict.fromkeys((*SYSTEM_NAMESPACES, *namespaces)):
             self.create_namespace(namespace)
         for rt in self.catalog.custom_types:
@@ -189,6 +195,8 @@ class EmulatorState:
     def close(self) -> None:
         """Stop the garbage collector thread (the server calls this when it stops)."""
         self.collector.stop()
+        if self.endpoints is not None:
+            self.endpoints.stop()
 
     def get(self, resource: str, namespace: str | None, name: str) -> Obj | None:
         return self.store.get(self.registry.key(self._rt(resource), namespace, name))

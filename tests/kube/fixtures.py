@@ -88,11 +88,12 @@ def start_kube_cluster(
     bookmark_interval: float = 5.0,
     namespaces: Sequence[str] = FIXTURE_NAMESPACES,
     about_api: bool = False,
+    endpoint_cidr: str | None = None,
 ) -> KubeCluster:
     """Start an emulator thread and write `<directory>/<name>.kubeconfig` for it."""
     state = EmulatorState(mcs_versions=tuple(mcs_versions), history=history,
                           bookmark_interval=bookmark_interval, namespaces=tuple(namespaces),
-                          about_api=about_api)
+                          about_api=about_api, endpoint_cidr=endpoint_cidr)
     server = EmulatorServer(state).start()
     kubeconfig = write_kubeconfig(directory / f"{name}.kubeconfig", name=name, url=server.url)
     return KubeCluster(name=name, server=server, kubeconfig=kubeconfig)
@@ -124,7 +125,7 @@ KubeClusterFactory = Callable[..., KubeCluster]
 def kube_cluster_factory(tmp_path: Path,
                          request: pytest.FixtureRequest) -> Iterator[KubeClusterFactory]:
     """`factory(name, mcs_versions=..., history=..., bookmark_interval=..., namespaces=...,
-    about_api=...)` -> KubeCluster."""
+    about_api=..., endpoint_cidr=...)` -> KubeCluster."""
     started: list[KubeCluster] = []
 
     def factory(name: str = "member-1", **kwargs: Any) -> KubeCluster:

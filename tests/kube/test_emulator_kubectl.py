@@ -240,3 +240,75 @@ def test_kubectl_apply_twice_changes_a_service_port(kube_cluster: KubeCluster,
     assert [(p["name"], p["port"]) for p in stored["spec"]["ports"]] == [("http", 81)]
     assert stored["spec"]["clusterIP"] == allocated["spec"]["clusterIP"]  # kept by apply
     assert "service/web unchanged" in kubectl(kube_cluster, "apply", "-f", str(manifest))
+
+
+# -- kubectl's typed commands (protobuf bodies), describe, and what the emulator refuses ----
+
+
+def kubectl_fails(cluster: KubeCluster, *args: str, stdin: str | None = None) -> str:
+    """kubectl's stderr for a command that must fail."""
+    assert KUBECTL is not None
+    done = subprocess.run([KUBECTL, "--kubeconfig", str(cluster.kubeconfig), *args],
+                          input=stdin, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0, done.stdout
+    return done.stderr
+
+
+@needs_kubectl
+def test_kubectl_create_namespace_and_service_send_protobuf(kube_cluster: KubeCluster) -> None:
+    assert "namespace/shop created" in kubectl(kube_cluster, "create", "namespace", "shop")
+    assert kube_cluster.state.get("namespaces", None, "shop") is not None
+    assert "AlreadyExists" in kubectl_fails(kube_cluster, "create", "namespace", "shop")
+    kubectl(kube_cluster, "create", "service", "clusterip", "cart", "--tcp=80:8080", "-n",
+            "shop")
+    stored = kube_cluster.state.get("services", "shop", "cart")
+    assert stored is not None
+    assert stored["metadata"]["labels"] == {"app": "cart"}
+    assert stored["spec"]["selector"] == {"app": "cart"}
+    assert stored["spec"]["type"] == "ClusterIP"
+    assert [(p["name"], p["port"], p["targetPort"], p["protocol"])
+            for p in stored["spec"]["ports"]] == [("80-8080", 80, 8080, "TCP")]
+    assert "nodePort" not in stored["spec"]["ports"][0]  # protobuf's zero is JSON's absent
+
+
+@needs_kubectl
+def test_kubectl_describe_namespace_service_and_export(kube_cluster: KubeCluster) -> None:
+    kube_cluster.state.create("services", NS, service("web", selector={"app": "web"}))
+    kube_cluster.state.create("serviceexports", NS, {"metadata": {"name": "web"}})
+    assert "Status:       Active" in kubectl(kube_cluster, "describe", "namespace", NS)
+    described = kubectl(kube_cluster, "describe", "service", "web", "-n", NS)
+    assert "Selector:" in described and "app=web" in described
+    assert "Kind:         ServiceExport" in kubectl(kube_cluster, "describe", "serviceexport",
+                                                    "web", "-n", NS)
+
+
+@needs_kubectl
+def test_kubectl_is_told_what_the_emulator_does_not_serve(kube_cluster: KubeCluster) -> None:
+    refused = kubectl_fails(kube_cluster, "create", "deployment", "web", "--image=nginx",
+                            "-n", NS)
+    assert "the mcsync emulator does not serve deployments (apps/v1)" in refused
+    assert "services" in refused  # and says what it serves
+    crd = ("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
+           "metadata: {name: foos.example.com}\nspec: {group: example.com, names: {kind: Foo, "
+           "plural: foos}, scope: Namespaced, versions: [{name: v1, served: true, storage: "
+           "true, schema: {openAPIV3Schema: {type: object}}}]}\n")
+    refused = kubectl_fails(kube_cluster, "apply", "-f", "-", stdin=crd)
+    assert "MethodNotAllowed" in refused and "its CRDs are built in" in refused
+
+
+@pytest.mark.parametrize(("accept", "code"), [
+    ("application/vnd.kubernetes.protobuf,application/json", 200),  # kubectl's typed clients
+    ("application/vnd.kubernetes.protobuf, */*", 200),
+    ("", 200),
+    ("application/vnd.kubernetes.protobuf", 406),
+    ("application/yaml", 406),
+])
+def test_json_is_answered_when_the_accept_header_allows_it(kube_cluster: KubeCluster,
+                                                           accept: str, code: int) -> None:
+    answer = httpx.get(f"{kube_cluster.url}/api/v1/namespaces", headers={"Accept": accept})
+    assert answer.status_code == code
+    assert answer.headers["content-type"].startswith("application/json")
+    assert answer.json()["kind"] == ("NamespaceList" if code == 200 else "Status")
+    # A path that does not exist is 404 whatever it accepts (kubectl tolerates OpenAPI v2's).
+    v2 = httpx.get(f"{kube_cluster.url}/openapi/v2", headers={"Accept": accept or "*/*"})
+    assert v2.status_code == 404
