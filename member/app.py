@@ -247,6 +247,7 @@ class Agent:
             metrics=self.metrics,
             may_write=self._leading.is_set,
             tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
+            events=self.events,
         )
         self.elector: LeaderElector | None = None
         if settings.leader_elect:

@@ -12,7 +12,11 @@ decision:
    resourceVersion did not change costs nothing, a changed one exactly one write. A 409
    (the hub does not export the Service yet, or any more) raises, so the queue's per-key
    backoff retries the key, not a loop of requests; a 4xx no retry can change is counted
-   and logged, and the slice is not sent again until it changes.
+   and logged, and the slice is not sent again until it changes. A slice the hub refuses
+   (any other 4xx), or one that cannot be put on the wire at all, is reported where its
+   owner looks (SPEC §2.8): one Warning Event `EndpointSliceRejected` on the ServiceExport,
+   naming the slice and the reason, once per refusal of a slice's resourceVersion (not
+   once per retry). Each slice stands alone: one refused never holds up the others.
 4. DELETE each slice the hub holds from us that the cluster no longer has.
 
 "What the hub holds from us" is `SentSlices`: per Service key, slice name → the
@@ -82,6 +86,7 @@ from pydantic import ValidationError
 from member.exportspec import validate
 from member.heartbeat import VersionGate
 from member.hubclient import HubConflict, HubRejected, HubUnavailable
+from member.kube.events import EventRecorder
 from member.metrics import AgentMetrics
 from member.reconcilers.export import Lister
 from member.reconcilers.instrumented import (
@@ -136,6 +141,7 @@ OUTCOMES = (
 )
 # 4xx answers that no retry can change: the slice itself is what the hub refuses.
 _FINAL_REJECTIONS = frozenset({400, 413, 422})
+REASON_REJECTED = "EndpointSliceRejected"
 
 
 class SliceHub(Protocol):
@@ -410,8 +416,13 @@ class SliceExportReconciler:
         metrics: AgentMetrics,
         may_write: Callable[[], bool] = lambda: True,
         tracer: trace.Tracer | None = None,
+        events: EventRecorder | None = None,
     ) -> None:
         self._cluster_id = cluster_id
+        self._events = events
+        # (key, slice name) -> the refusal last reported for it: one Event per refusal.
+        self._reported: dict[tuple[str, str], tuple[str, str]] = {}
+        self._reported_lock = threading.Lock()
         self._exports = service_exports
         self._services = services
         self._slices = slices
@@ -538,11 +549,18 @@ class SliceExportReconciler:
                 if not _managed_by_mcsync(obj)
             }
             writes = 0
+            refused: HubRejected | None = None
             for name, obj in sorted(current.items()):
                 sent = record.get(name)
                 if sent is not None and sent.resource_version == _resource_version(obj):
                     continue
-                self._put(key, record, name, obj)
+                try:
+                    self._put(key, record, name, obj)
+                except HubConflict:
+                    raise  # the hub does not export the Service: no slice of it can go
+                except HubRejected as exc:
+                    refused = refused or exc  # this slice alone: the others still go
+                    continue
                 writes += 1
 
             # 4. Withdraw the slices that went.
@@ -550,6 +568,8 @@ class SliceExportReconciler:
                 if name not in current:
                     self._delete(key, record, name, why="it no longer exists in the cluster")
                     writes += 1
+            if refused is not None:
+                raise refused  # retried with the queue's backoff
             return OUTCOME_SENT if writes else OUTCOME_UP_TO_DATE
         finally:
             self._sent.release(key, record)
@@ -589,6 +609,7 @@ class SliceExportReconciler:
                 _first_error(exc),
                 extra=self._fields(key),
             )
+            self._report(key, name, resource_version, why=_first_error(exc), retried=False)
             self._sent.record(key, record, name, Sent(resource_version, was_on_hub))
             return
         self._check_leading()
@@ -607,8 +628,11 @@ class SliceExportReconciler:
             raise
         except HubRejected as exc:
             self._metrics.slice_export_errors.labels("rejected").inc()
-            if exc.code not in _FINAL_REJECTIONS:
-                raise  # 401/403/404: credentials or registration the operator may fix
+            final = exc.code in _FINAL_REJECTIONS
+            why = f"the hub answered {exc.code} {exc.reason}: {exc.message}"
+            self._report(key, name, resource_version, why=why, retried=not final)
+            if not final:
+                raise  # 401/403/404: credentials, registration or a limit the operator may fix
             logger.warning(
                 "%s: the hub rejected EndpointSlice %s, not sending it until it changes: %s",
                 key,
@@ -622,6 +646,7 @@ class SliceExportReconciler:
             self._metrics.slice_export_errors.labels("unavailable").inc()
             raise
         self._sent.record(key, record, name, Sent(resource_version, True))
+        self._forget_report(key, name)
         self._metrics.slice_writes.labels("put").inc()
         logger.info(
             "%s: EndpointSlice %s sent to the hub (resourceVersion %s, %d endpoints)",
@@ -644,6 +669,7 @@ class SliceExportReconciler:
             self._metrics.slice_export_errors.labels("rejected").inc()
             raise
         self._sent.drop(key, record, name)
+        self._forget_report(key, name)
         if last is not None:
             self._metrics.slice_writes.labels("delete").inc()
         logger.info(
@@ -654,6 +680,30 @@ class SliceExportReconciler:
             "" if last is not None else " (it was already gone)",
             extra=self._fields(key),
         )
+
+    def _report(
+        self, key: str, name: str, resource_version: str, *, why: str, retried: bool
+    ) -> None:
+        """One Warning Event on `key`'s ServiceExport about its refused slice `name`, unless
+        this refusal of this resourceVersion was reported already (a retry loop)."""
+        with self._reported_lock:
+            if self._reported.get((key, name)) == (resource_version, why):
+                return
+            self._reported[(key, name)] = (resource_version, why)
+        export = self._exports.get(key)
+        if self._events is None or export is None:
+            return
+        then = "retried with backoff" if retried else "not sent again until it changes"
+        self._events.record(
+            export,
+            type="Warning",
+            reason=REASON_REJECTED,
+            message=f"EndpointSlice {name} was not exported: {why}; {then}",
+        )
+
+    def _forget_report(self, key: str, name: str) -> None:
+        with self._reported_lock:
+            self._reported.pop((key, name), None)
 
     # -- helpers ----------------------------------------------------------------------------
 
