@@ -40,7 +40,10 @@ def family_of(ip: str) -> str | None:
 class Allocator:
     """Cluster IPs per family (never two Services on one address) and node ports."""
 
-    def __init__(self) -> None:
+    def __init__(self, families: tuple[str, ...] = FAMILIES) -> None:
+        # The families the cluster's service CIDRs serve, primary first (a single-stack
+        # cluster has one): Services asking for another are refused, as kube-apiserver does.
+        self.families = families
         self._lock = threading.Lock()
         self._used: set[str] = set()
         self._next = dict.fromkeys(FAMILIES, _FIRST_OFFSET)

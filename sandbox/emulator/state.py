@@ -65,11 +65,14 @@ class EmulatorState:
         default_watch_timeout: float = 1800.0,
         namespaces: tuple[str, ...] | list[str] = (),
         about_api: bool = False,
+        service_ip_families: tuple[str, ...] = ("IPv4", "IPv6"),
         endpoint_cidr: str | None = None,
     ) -> None:
         self.catalog = ResourceCatalog(mcs_versions=mcs_versions, about_api=about_api)
         self.store = Store(history=history)
         self.registry = Registry(self.store)
+        # The service CIDRs' families: ("IPv4",) makes a single-stack cluster.
+        self.registry.allocator.families = tuple(service_ip_families)
         self.collector = GarbageCollector(self.registry, self.catalog)
         # Demo fleets only (`mcsync sandbox`): tests write the EndpointSlices they need.
         self.endpoints = (EndpointSliceController(self.registry, cidr=endpoint_cidr)

@@ -119,11 +119,12 @@ def _cluster_ips(rt: ResourceType, name: str, spec: Obj, old_spec: Obj,
                  allocator: Allocator) -> None:
     """`ipFamilyPolicy`, `ipFamilies`, `clusterIPs` and `clusterIP` as the apiserver sets them.
 
-    Policy defaults to SingleStack, families to IPv4 (or to the given IPs' families);
-    RequireDualStack/PreferDualStack get both families. One address per family, in
-    `ipFamilies` order; `clusterIP` is the first. `None` (headless) allocates nothing. On
-    update, omitted fields keep their stored values and the primary address and family may
-    not change; a policy change adds or drops the secondary family.
+    Policy defaults to SingleStack, families to the cluster's primary (or to the given IPs'
+    families); RequireDualStack/PreferDualStack get both families. A family the cluster
+    does not serve, or RequireDualStack on a single-stack cluster, is refused (422). One
+    address per family, in `ipFamilies` order; `clusterIP` is the first. `None` (headless)
+    allocates nothing. On update, omitted fields keep their stored values and the primary
+    address and family may not change; a policy change adds or drops the secondary family.
     """
     def bad(field: str, detail: str) -> Exception:
         return invalid(rt.kind, rt.group, name, field, detail)
@@ -183,13 +184,21 @@ def _cluster_ips(rt: ResourceType, name: str, spec: Obj, old_spec: Obj,
         if len(ips) == 2 and ips and family_of(ips[0]) == family_of(ips[1]):
             raise bad("spec.clusterIPs", "Invalid value: may specify no more than one IP for "
                       "each IP family")
+    supported = allocator.families
+    for i, family in enumerate(families):
+        if family not in supported:
+            raise bad(f"spec.ipFamilies[{i}]", f'Invalid value: "{family}": not configured on '
+                      "this cluster")
+    if policy == "RequireDualStack" and len(supported) < 2:
+        raise bad("spec.ipFamilyPolicy", 'Invalid value: "RequireDualStack": this cluster is '
+                  "not configured for dual-stack services")
     if policy is None:
         policy = "SingleStack" if len(families) < 2 and len(ips) < 2 else None
         if policy is None:
             raise bad("spec.ipFamilyPolicy", "Invalid value: must be RequireDualStack or "
                       "PreferDualStack when multiple IP families are specified")
     if not families:
-        families = ["IPv4"]
+        families = [supported[0]]
     if policy == "SingleStack":  # a downgrade from dual-stack is trimmed, not refused
         asked_two = len(spec.get("ipFamilies") or []) > 1 or len(spec.get("clusterIPs") or []) > 1
         if asked_two and len(old_families) < 2:
@@ -197,7 +206,7 @@ def _cluster_ips(rt: ResourceType, name: str, spec: Obj, old_spec: Obj,
                       "PreferDualStack when multiple IP families are specified")
         # A downgrade drops the secondary family; the registry frees its address on commit.
         families, ips = families[:1], ips[:1]
-    elif len(families) < 2:
+    elif len(families) < 2 and len(supported) > 1:  # PreferDualStack on one family: one
         families.append("IPv6" if families[0] == "IPv4" else "IPv4")
     new_ips = [ip for ip in ips if ip not in old_ips]
     if not headless:
