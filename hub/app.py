@@ -39,6 +39,7 @@ from hub.logs import fields
 from hub.metrics import HubMetrics
 from hub.settings import HubSettings
 from hub.store import Store
+from hub.sweeper import Sweeper, sweep_interval
 from shared.version import __version__
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ async def open_store(settings: HubSettings) -> Store:
         cluster_ttl=timedelta(seconds=settings.cluster_ttl),
         history_limit=settings.history_limit,
         pool_size=settings.pool_size,
+        stale_panic_fraction=settings.stale_panic_fraction,
     )
 
 
@@ -107,10 +109,14 @@ def create_app(
             "hub ready",
             extra=fields(version=__version__, database=settings.redacted_database_url),
         )
+        # SPEC §5.1: every replica sweeps for clusters gone Stale (`hub.sweeper`).
+        sweeper = Sweeper(store_of=lambda: ctx.store, interval=sweep_interval(settings.cluster_ttl))
+        sweeper.start()
         try:
             yield
         finally:
             ctx.shutdown.set()
+            await sweeper.stop()
             if owns_store and ctx.store is not None:
                 await ctx.store.close()
                 ctx.store = None

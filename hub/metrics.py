@@ -57,6 +57,11 @@ FEED_LAG_METRIC = "mcsync_hub_feed_lag_revisions"
 POOL_CONNECTIONS_METRIC = "mcsync_hub_db_pool_connections"
 POOL_LIMIT_METRIC = "mcsync_hub_db_pool_max_connections"
 WRITE_BATCH_METRIC = "mcsync_hub_write_batch_size"
+# SPEC §5.1 (`hub.store.withdrawals`), read from the database at scrape time.
+STALE_PANIC_METRIC = "mcsync_hub_stale_panic"
+STALE_CLUSTERS_METRIC = "mcsync_hub_stale_clusters"
+WITHDRAWN_CLUSTERS_METRIC = "mcsync_hub_endpoints_withdrawn_clusters"
+WITHDRAWN_SLICES_METRIC = "mcsync_hub_endpointslices_withdrawn"
 # Single-export writes per group-committed transaction (hub/store/batch.py, at most 256).
 WRITE_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -193,6 +198,27 @@ class HubMetrics:
             "The most connections this replica's pool opens (pool size plus overflow).",
             registry=self.registry,
         )
+        self.stale_panic = Gauge(
+            STALE_PANIC_METRIC,
+            "1 while more than --stale-panic-fraction of the clusters that ever sent a "
+            "heartbeat are Stale: the hub then withholds no endpoints (SPEC §5.1), else 0.",
+            registry=self.registry,
+        )
+        self.stale_clusters = Gauge(
+            STALE_CLUSTERS_METRIC,
+            "Clusters recorded Stale (heartbeats stopped for longer than --cluster-ttl).",
+            registry=self.registry,
+        )
+        self.withdrawn_clusters = Gauge(
+            WITHDRAWN_CLUSTERS_METRIC,
+            "Stale clusters whose endpoints the import feed withholds now (SPEC §5.1).",
+            registry=self.registry,
+        )
+        self.withdrawn_slices = Gauge(
+            WITHDRAWN_SLICES_METRIC,
+            "EndpointSliceExports the import feed withholds now, their clusters being Stale.",
+            registry=self.registry,
+        )
         self.feeds = _FeedCollector()
         self.registry.register(self.feeds)
 
@@ -222,6 +248,7 @@ class HubMetrics:
         try:
             counts = await store.exports.count_by_verdict()
             slices = await store.endpointslices.count()
+            withdrawals = await store.withdrawals.summary()
         except DatabaseUnavailable:
             # (The slice count has no labels to remove: it keeps its last value.)
             self.database_errors.inc()
@@ -230,6 +257,10 @@ class HubMetrics:
         self.exports.labels(VERDICT_CONFLICT).set(counts[True])
         self.exports.labels(VERDICT_NO_CONFLICT).set(counts[False])
         self.endpoint_slices.set(slices)
+        self.stale_panic.set(1 if withdrawals.panic else 0)
+        self.stale_clusters.set(withdrawals.stale_clusters)
+        self.withdrawn_clusters.set(withdrawals.clusters_withdrawn)
+        self.withdrawn_slices.set(withdrawals.endpointslices_withdrawn)
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""

@@ -33,6 +33,7 @@ from pydantic import ConfigDict, Field, SecretStr, field_validator, model_valida
 from sqlalchemy.engine import make_url
 
 from hub.store.db import async_url
+from shared import constants
 from shared.aboutapi import id_problem
 from shared.settingscli import Flag, ProgramSettings
 from shared.version import DEFAULT_MIN_AGENT_VERSION, parse_version
@@ -79,6 +80,13 @@ class HubSettings(ProgramSettings):
     reader_token_file: Path | None = Field(default=None, description="reader token file")
     cluster_ttl: float = Field(
         default=90.0, gt=0, le=86400 * 365, description="seconds without a heartbeat → Stale"
+    )
+    # SPEC §5.1: above this fraction of Stale clusters (of those ever heard from) the hub
+    # suspects itself and withholds no endpoints (`hub.store.withdrawals`).
+    stale_panic_fraction: float = Field(
+        default=0.5,
+        description="withhold no Stale cluster's endpoints while more than this fraction of "
+        "the clusters is Stale; in (0, 1]",
     )
     max_body_bytes: int = Field(
         default=1024 * 1024, ge=1024, le=1024 * 1024 * 1024, description="largest request body"
@@ -177,6 +185,26 @@ class HubSettings(ProgramSettings):
         problem = id_problem(value)  # KEP-2149's rule, the one the agent checks too
         if problem is not None:
             raise ValueError(f"{value!r} {problem}")
+        return value
+
+    @field_validator("cluster_ttl")
+    @classmethod
+    def _cluster_ttl(cls, value: float) -> float:
+        shortest = constants.HEARTBEATS_PER_TTL * constants.HEARTBEAT_INTERVAL_MIN_SECONDS
+        if value < shortest:
+            raise ValueError(
+                f"must be at least {shortest:g} seconds: an agent beats "
+                f"{constants.HEARTBEATS_PER_TTL} times per TTL and at most once every "
+                f"{constants.HEARTBEAT_INTERVAL_MIN_SECONDS:g} s, so that one late heartbeat "
+                "never makes its cluster Stale"
+            )
+        return value
+
+    @field_validator("stale_panic_fraction")
+    @classmethod
+    def _stale_panic_fraction(cls, value: float) -> float:
+        if not 0 < value <= 1:  # NaN fails too
+            raise ValueError(f"must be in (0, 1], got {value}")
         return value
 
     @field_validator("min_agent_version")

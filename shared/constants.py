@@ -45,6 +45,10 @@ CLUSTER_PENDING: Final = "Pending"
 # MemberCluster condition (SPEC §5.1 mass-withdrawal guard)
 CONDITION_WITHDRAWAL_HELD: Final = "WithdrawalHeld"
 REASON_MASS_WITHDRAWAL: Final = "MassWithdrawal"
+# SPEC §5.1: an agent beats at least this many times per TTL, and never more often than
+# once a this many seconds; so the hub's --cluster-ttl may not be shorter than their product.
+HEARTBEATS_PER_TTL: Final = 3
+HEARTBEAT_INTERVAL_MIN_SECONDS: Final = 1.0
 
 # EndpointSlices (SPEC §2.8). Kubernetes' own limits: 1,000 endpoints a slice, 100 addresses
 # an endpoint, 100 ports a slice.

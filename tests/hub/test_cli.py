@@ -39,6 +39,11 @@ def run_hub(
         (["--port", "abc"], {}, "--port", "integer"),
         (["serve", "--port", "0"], {}, "--port", "greater than or equal to 1"),
         (["--cluster-ttl", "-1"], {}, "--cluster-ttl", "greater than 0"),
+        # SPEC §5.1: three of the agent's shortest heartbeat interval (1 s) at least.
+        (["--cluster-ttl", "2.5"], {}, "--cluster-ttl", "at least 3 seconds"),
+        (["--stale-panic-fraction", "0"], {}, "--stale-panic-fraction", "in (0, 1]"),
+        (["--stale-panic-fraction", "1.5"], {}, "--stale-panic-fraction", "in (0, 1]"),
+        ([], {"MCSYNC_STALE_PANIC_FRACTION": "-0.2"}, "MCSYNC_STALE_PANIC_FRACTION", "in (0, 1]"),
         (["--log-format", "xml"], {}, "--log-format", "'json' or 'text'"),
         (["--max-body-bytes", "lots"], {}, "--max-body-bytes", "integer"),
         (["--min-agent-version", "banana"], {}, "--min-agent-version", "not a version"),
@@ -118,6 +123,7 @@ def test_help_lists_every_flag_with_its_variable(tmp_path: Path) -> None:
         ("--database-url", "MCSYNC_DATABASE_URL"),
         ("--no-migrate", "MCSYNC_MIGRATE"),
         ("--cluster-ttl", "MCSYNC_CLUSTER_TTL"),
+        ("--stale-panic-fraction", "MCSYNC_STALE_PANIC_FRACTION"),
         ("--admin-token-file", "MCSYNC_ADMIN_TOKEN_FILE"),
     ):
         assert flag in result.stdout

@@ -103,12 +103,24 @@ async def heartbeat(
     store: StoreDep,
     settings: SettingsDep,
 ) -> Response:
-    record = await store.clusters.heartbeat(
+    outcome = await store.clusters.beat(
         cluster,
         agent_version=beat.agent_version,
         imported_services=beat.imported_services,
         imported_endpoints=beat.imported_endpoints,
+        withdrawal_held=beat.withdrawal_held,
     )
+    record = outcome.cluster
+    if outcome.given_back:
+        log.info(
+            "Stale cluster is back: its endpoints return to the import feed",
+            extra=fields(cluster=cluster, exports=outcome.given_back),
+        )
+    if outcome.withdrawal_allowed:
+        log.warning(
+            "handing the agent the admin's allowance: its held mass withdrawal goes through",
+            extra=fields(cluster=cluster),
+        )
     try:
         too_old = is_older(beat.agent_version, settings.min_agent_version)
     except ValueError:
@@ -128,5 +140,22 @@ async def heartbeat(
         server_time=utcnow(),
         state=record.status.state,
         clusterset_name=settings.clusterset_name,
+        cluster_ttl_seconds=settings.cluster_ttl,
+        withdrawal_allowed=outcome.withdrawal_allowed,
     )
     return JSONResponse(to_wire(answer))
+
+
+@router.post(
+    "/clusters/{cluster}/allow-withdrawal",
+    response_model=MemberCluster,
+    summary="Let the cluster's next held mass withdrawal (SPEC §5.1) through, once",
+    responses=documented(401, 403, 404, 422, 503),
+)
+async def allow_withdrawal(cluster: ClusterPath, _access: AdminAccess, store: StoreDep) -> Response:
+    record = await store.clusters.allow_withdrawal(cluster)
+    log.warning(
+        "an admin allowed the cluster's next held mass withdrawal, once",
+        extra=fields(cluster=cluster),
+    )
+    return JSONResponse(to_wire(record))
