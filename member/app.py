@@ -24,6 +24,10 @@
   the ServiceExport cache does not *yet* know would look like an orphan and be deleted.
 * After every hub (re)list, and at the start of every leadership term, every key known on
   either side is queued in the bulk lane: the "repair both ways" of SPEC §2.4.
+* A repair that would withdraw most of the cluster's exports at once withdraws none of them
+  (`member.withdrawalguard`, SPEC §5.1): the guard judges each repair and each new list of
+  the hub's records or the ServiceExports, the heartbeat reports what it holds and brings
+  back the admin's allowance. ServiceExports deleted while watched are ordinary unexports.
 * With `--leader-elect`, informers, the hub feed and heartbeats run on every replica (a new
   leader starts warm) but only the leader runs workers. Losing the Lease stops writing at
   once: the reconciler checks `may_write()` before each write.
@@ -83,6 +87,7 @@ from member.transform import (
     transform_service,
     transform_service_export,
 )
+from member.withdrawalguard import WithdrawalGuard
 from member.workqueue import WorkQueue, WorkQueueMetrics, run_workers
 from shared.version import __version__
 
@@ -158,7 +163,7 @@ class Agent:
             list_watch=lambda ns: ServiceExportListWatch(
                 self.api, version=self.mcs_version, namespace=ns
             ),
-            handler=self._on_kube_event,
+            handler=self._on_export_event,
             watch_timeout_seconds=timeout,
             transform=transform_service_export,
         )
@@ -188,6 +193,14 @@ class Agent:
 
         self.gate = VersionGate(metrics=self.metrics)
         self._leading = threading.Event()
+        self.guard = WithdrawalGuard(
+            cluster_id=self.hub.config.cluster_id,
+            orphans=self._orphans,
+            generation=lambda: tuple(i.lists for i in self._guarded_informers()),
+            cannot_see=self._cannot_see,
+            on_release=self._repair_if_leading,
+            metrics=self.metrics,
+        )
         self.events = EventRecorder(api=self.api, host=settings.identity)
         # Import (SPEC §2.8): its own informers, queues and reconcilers (`member.importer`).
         self.importer: Importer | None = None
@@ -213,6 +226,8 @@ class Agent:
             metrics=self.metrics,
             on_recovered=self._repair_if_leading,
             import_counts=self.importer.counts if self.importer is not None else None,
+            withdrawal_hold=self.guard.recheck,
+            on_allowed=self.guard.allow,
             on_clusterset=self.clusterset.observe,
         )
         self.reconciler = ExportReconciler(
@@ -233,6 +248,7 @@ class Agent:
             metrics=self.metrics,
             may_write=self._leading.is_set,
             tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
+            guard=self.guard,
         )
         self.slice_reconciler = SliceExportReconciler(
             cluster_id=self.cluster_id,
@@ -248,6 +264,7 @@ class Agent:
             may_write=self._leading.is_set,
             tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
             events=self.events,
+            guard=self.guard,
         )
         self.elector: LeaderElector | None = None
         if settings.leader_elect:
@@ -432,6 +449,24 @@ class Agent:
             self.queue.add(key, bulk=from_relist)
             self._queue_slices(key, bulk=from_relist)
 
+    def _on_export_event(
+        self,
+        event_type: str,
+        old: dict[str, Any] | None,
+        new: dict[str, Any] | None,
+        from_relist: bool,
+    ) -> None:
+        obj = new if new is not None else old
+        if obj is not None:
+            key = namespaced_key(obj)
+            if new is not None:
+                self.guard.note_export(key)
+            elif not from_relist:
+                # Deleted while watched: an ordinary unexport, which the guard never holds.
+                # One that vanished between two lists is a repair's to judge.
+                self.guard.note_unexport(key)
+        self._on_kube_event(event_type, old, new, from_relist)
+
     def _on_service_event(
         self,
         event_type: str,
@@ -485,7 +520,9 @@ class Agent:
                 self.slice_queue.add(key, bulk=not live)
 
     def _repair(self) -> None:
-        """Queue every key either side knows, in the bulk lane (SPEC §2.4)."""
+        """Queue every key either side knows, in the bulk lane (SPEC §2.4), once the
+        mass-withdrawal guard has judged the repair (SPEC §5.1)."""
+        self.guard.judge()
         keys = self.service_exports.keys() | {k for k in self.hub_view.keys() if self._in_scope(k)}
         for key in keys:
             self.queue.add(key, bulk=True)
@@ -496,6 +533,20 @@ class Agent:
     def _repair_if_leading(self) -> None:
         if self._leading.is_set():
             self._repair()
+
+    def _orphans(self) -> tuple[set[str], int]:
+        """(in-scope hub records with no ServiceExport, in-scope hub records): what a repair
+        would withdraw, of how many (the mass-withdrawal guard's count)."""
+        on_hub = {key for key in self.hub_view.present_keys() if self._in_scope(key)}
+        return {key for key in on_hub if self.service_exports.get(key) is None}, len(on_hub)
+
+    def _guarded_informers(self) -> list[Informer]:
+        return [*self.export_informers.values(), self.hub_informer]
+
+    def _cannot_see(self) -> str | None:
+        """The names of the ServiceExport informers whose list or watch fails, or None."""
+        failing = [i.name for i in self.export_informers.values() if i.failing]
+        return ", ".join(failing) or None
 
     def _in_scope(self, key: str) -> bool:
         # Records of namespaces this agent does not watch are left alone: with a narrowed

@@ -177,6 +177,13 @@ class HubView:
     def keys(self) -> set[str]:
         return set(self._informer.keys())
 
+    def present_keys(self) -> set[str]:
+        """The keys the hub holds, as far as we know: the feed's, less those we withdrew
+        that the feed has not yet shown deleted."""
+        with self._lock:
+            gone = {key for key, (_, record) in self._written.items() if record is None}
+        return set(self._informer.keys()) - gone
+
     def pending(self) -> int:
         """How many of our writes' answers the feed has not caught up with yet."""
         with self._lock:

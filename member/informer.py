@@ -154,6 +154,10 @@ class Informer:
         self._stream: InterruptibleStream | None = None
         self.relists = 0
         """Lists after the first (each follows a 410 or a failed resume)."""
+        self.lists = 0
+        """Lists delivered, counted as the cache is swapped: a reader that sees a new count
+        sees the list's cache (the mass-withdrawal guard re-judges a repair on a change)."""
+        self._failing = False
 
     # -- lister ---------------------------------------------------------------------------
 
@@ -177,6 +181,13 @@ class Informer:
 
     def wait_for_sync(self, timeout: float) -> bool:
         return self._synced.wait(timeout)
+
+    @property
+    def failing(self) -> bool:
+        """True while the server refuses this informer's list or watch (an error other than
+        410, e.g. a CRD gone or a version no longer served): the cache may be stale, so what
+        it lacks is "cannot see", never "does not exist" (SPEC §5.1)."""
+        return self._failing
 
     @property
     def resource_version(self) -> str:
@@ -222,6 +233,7 @@ class Informer:
             except Exception as exc:
                 # A failed list is retried as a list; a dropped watch resumes from the last
                 # resourceVersion (need_list stays False), so nothing is re-delivered.
+                self._failing = True
                 delay = backoff.next()
                 logger.warning(
                     "%s: %s failed, retrying in %.1fs: %s: %s",
@@ -267,7 +279,9 @@ class Informer:
                     events.append(("DELETED", old, None))
             # Swap the whole cache at once so a lister never sees half a relist.
             self._cache = fresh
+            self.lists += 1
             self._resource_version = resource_version
+        self._failing = False
         logger.info(
             "%s: %s %d objects at resourceVersion %s (%d changes)",
             self.name,
@@ -298,6 +312,7 @@ class Informer:
         stream = self._list_watch.watch(
             resource_version=self._resource_version, timeout_seconds=self._watch_timeout
         )
+        self._failing = False  # the server answered the watch
         if isinstance(stream, InterruptibleStream):
             self._stream = stream
             # Stop may have been set between the check in run() and here: the interrupter

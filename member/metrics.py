@@ -170,6 +170,19 @@ class AgentMetrics:
             registry=self.registry,
         )
 
+        # SPEC §5.1's mass-withdrawal guard (`member.withdrawalguard`).
+        self.withdrawals_held = Counter(
+            "mcsync_agent_withdrawals_held_total",
+            "Repairs that would have withdrawn more than half of this cluster's exports on the "
+            "hub (at least 10) and withdrew none of them (SPEC §5.1).",
+            registry=self.registry,
+        )
+        self.withdrawal_held_exports = Gauge(
+            "mcsync_agent_withdrawal_held_exports",
+            "Exports on the hub that the held repair would withdraw; 0 when none is held.",
+            registry=self.registry,
+        )
+
         self.slices_exported = Gauge(
             "mcsync_agent_endpointslices_exported",
             "EndpointSlices of this cluster that the hub holds, as far as the agent knows "

@@ -3,7 +3,8 @@
 `reconcile(key)` reads top to bottom like fleet-networking's ServiceExport controller, with
 an early return at each decision:
 
-1. No ServiceExport → a hub record of this key is an orphan: withdraw it (SPEC §2.4).
+1. No ServiceExport → a hub record of this key is an orphan: withdraw it (SPEC §2.4),
+   unless the mass-withdrawal guard holds it (`member.withdrawalguard`, SPEC §5.1).
 2. ServiceExport being deleted → withdraw on the hub (200 and 404 both confirm) → remove our
    finalizer. The finalizer goes only after the hub confirmed, so the record cannot outlive
    the object unnoticed.
@@ -78,6 +79,7 @@ from member.status import (
     merge_conditions,
     status_changed,
 )
+from member.withdrawalguard import WithdrawalGuard
 from shared import conditions as c
 from shared.constants import (
     ANNOTATION_EXPORTED_SINCE,
@@ -97,6 +99,7 @@ RECONCILE_SPAN = "reconcile ServiceExport"
 # What a reconcile ended in: the span's `mcsync.outcome` and the reconciles counter's label.
 OUTCOME_ABSENT = "absent"  # no ServiceExport and nothing on the hub
 OUTCOME_WITHDRAWN = "withdrawn"  # no ServiceExport; the hub's record was an orphan
+OUTCOME_HELD = "held"  # an orphan the mass-withdrawal guard keeps on the hub (SPEC §5.1)
 OUTCOME_FINALIZED = "finalized"  # ServiceExport being deleted: withdrawn, finalizer removed
 OUTCOME_INVALID = "invalid"  # Valid=False (no Service, wrong type, denied namespace)
 OUTCOME_UNSUPPORTED = "agent_unsupported"  # older than the hub's minAgentVersion
@@ -107,6 +110,7 @@ OUTCOME_UP_TO_DATE = "up_to_date"  # the hub already had this spec; status check
 OUTCOMES = (
     OUTCOME_ABSENT,
     OUTCOME_WITHDRAWN,
+    OUTCOME_HELD,
     OUTCOME_FINALIZED,
     OUTCOME_INVALID,
     OUTCOME_UNSUPPORTED,
@@ -147,8 +151,10 @@ class ExportReconciler:
         may_write: Callable[[], bool] = lambda: True,
         clock: Callable[[], datetime] = utcnow,
         tracer: trace.Tracer | None = None,
+        guard: WithdrawalGuard | None = None,
     ) -> None:
         self._cluster_id = cluster_id
+        self._guard = guard
         self._exports = service_exports
         self._services = services
         self._hub_view = hub_view
@@ -189,8 +195,14 @@ class ExportReconciler:
         # 1. No ServiceExport: anything the hub holds for the key is an orphan (SPEC §2.4).
         if obj is None:
             if record is None:
+                if self._guard is not None:
+                    self._guard.withdrawn(key)
                 return OUTCOME_ABSENT
+            if self._guard is not None and not self._guard.permit(key):
+                return OUTCOME_HELD
             self._withdraw(key, why="its ServiceExport no longer exists (orphan)")
+            if self._guard is not None:
+                self._guard.withdrawn(key)
             return OUTCOME_WITHDRAWN
 
         # 2. Being deleted: withdraw, and only once the hub confirmed, let the object go.

@@ -6,7 +6,8 @@ decision:
 
 1. Not exported — no ServiceExport, one being deleted, one not valid (SPEC §2.2), or no
    hub record of it (yet) → withdraw every slice the hub holds of the Service from us
-   (DELETE; 404 confirms as well as 200) and stop.
+   (DELETE; 404 confirms as well as 200) and stop. The slices of an orphan that the
+   mass-withdrawal guard holds on the hub stay with it (`member.withdrawalguard`).
 2. Agent older than the hub's minimum → nothing more (SPEC §5: it stops exporting).
 3. PUT each slice whose resourceVersion the hub has not had from us; a slice whose
    resourceVersion did not change costs nothing, a changed one exactly one write. A 409
@@ -96,6 +97,7 @@ from member.reconcilers.instrumented import (
     declare_series,
     run_reconcile,
 )
+from member.withdrawalguard import WithdrawalGuard
 from shared.constants import (
     ENDPOINTSLICE_MANAGER,
     LABEL_ENDPOINTSLICE_MANAGED_BY,
@@ -125,6 +127,7 @@ OUTCOME_NOT_EXPORTED = "not_exported"  # the Service is not exported; nothing of
 OUTCOME_AWAITING_EXPORT = "awaiting_export"  # valid, but the hub's record has not come yet
 OUTCOME_DEFERRED = "deferred"  # before the first repair: reconciled live once it is done
 OUTCOME_WITHDRAWN = "withdrawn"  # not exported (any more): its slices withdrawn
+OUTCOME_HELD = "held"  # an orphan export the mass-withdrawal guard holds: slices kept too
 OUTCOME_UNSUPPORTED = "agent_unsupported"  # older than the hub's minAgentVersion
 OUTCOME_SENT = "sent"  # one or more slices PUT or DELETEd
 OUTCOME_UP_TO_DATE = "up_to_date"  # the hub had every slice at its resourceVersion
@@ -133,6 +136,7 @@ OUTCOMES = (
     OUTCOME_AWAITING_EXPORT,
     OUTCOME_DEFERRED,
     OUTCOME_WITHDRAWN,
+    OUTCOME_HELD,
     OUTCOME_UNSUPPORTED,
     OUTCOME_SENT,
     OUTCOME_UP_TO_DATE,
@@ -417,12 +421,14 @@ class SliceExportReconciler:
         may_write: Callable[[], bool] = lambda: True,
         tracer: trace.Tracer | None = None,
         events: EventRecorder | None = None,
+        guard: WithdrawalGuard | None = None,
     ) -> None:
         self._cluster_id = cluster_id
         self._events = events
         # (key, slice name) -> the refusal last reported for it: one Event per refusal.
         self._reported: dict[tuple[str, str], tuple[str, str]] = {}
         self._reported_lock = threading.Lock()
+        self._guard = guard
         self._exports = service_exports
         self._services = services
         self._slices = slices
@@ -533,6 +539,8 @@ class SliceExportReconciler:
             if why_not is not None:
                 if not record:
                     return OUTCOME_AWAITING_EXPORT if awaiting else OUTCOME_NOT_EXPORTED
+                if self._held(key):
+                    return OUTCOME_HELD
                 for name in self._sent.names(record):
                     self._delete(key, record, name, why=why_not)
                 return OUTCOME_WITHDRAWN
@@ -573,6 +581,13 @@ class SliceExportReconciler:
             return OUTCOME_SENT if writes else OUTCOME_UP_TO_DATE
         finally:
             self._sent.release(key, record)
+
+    def _held(self, key: str) -> bool:
+        """True when `key` is an orphan export (on the hub, no ServiceExport) whose
+        withdrawal the mass-withdrawal guard holds: its slices stay with it."""
+        if self._guard is None or self._exports.get(key) is not None:
+            return False
+        return self._hub_view.get(key) is not None and not self._guard.permit(key)
 
     def _why_not_exported(self, key: str) -> str | None:
         """Why the Service `key` is not exported here; None when its ServiceExport is valid."""
