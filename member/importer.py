@@ -27,7 +27,12 @@ back off the Service's own reconcile. Which events queue which key where:
 
 The ServiceImport informer watches every ServiceImport, not only ours: a same-named one
 someone else owns must be seen, to be left alone, and its deletion seen, to take over. The
-Service and EndpointSlice informers watch only `app.kubernetes.io/managed-by=mcsync`. All
+Service and EndpointSlice informers watch only `app.kubernetes.io/managed-by=mcsync`; the
+other Services of the watched namespaces come from the export side's informer
+(`other_services`, its events through `on_other_service()`). Being labelled is not being
+ours (`member.importowners`: the ownerReference uid chain decides), and an object in the
+way of a key queues it again when it changes or goes (`InTheWay.cleared()`), so a blocked
+key completes without a restart. All
 three cache what `member.transform.transform_import_object` keeps: the objects without the
 API server's bookkeeping, strings interned (half the memory of the objects as decoded).
 

@@ -10,12 +10,15 @@ outcome is a plain data test:
   import's `ipFamilies` order), the winner's exported labels and annotations plus our
   managed-by label, and `status.clusters`.
 * `desired_derived_service()` — the Service that gives the ClusterSetIP: `mcsync-` + the
-  first 10 hex characters of SHA-256 of the Service name (`derived_service_name()`), no
-  selector, the union's ports, `clusterIP: None` for Headless, `ipFamilyPolicy`
-  SingleStack / RequireDualStack from the families, owned by the ServiceImport.
+  first 10 hex characters of SHA-256 of the Service name (`derived_service_name()`; 20 or
+  56 when that name is taken: `derived_service_names()`, chosen by
+  `member.importowners`), no selector, the union's ports, `clusterIP: None` for Headless,
+  `ipFamilyPolicy` SingleStack / RequireDualStack from the families, owned by the
+  ServiceImport.
 * `desired_slices()` — one EndpointSlice per source slice (this cluster's own included),
   each named `<derived Service>-<10 hex of sha256(cluster/slice)>` (`mirrored_slice_name`:
-  deterministic, so a restarted agent finds what it wrote, and 28 characters at most),
+  deterministic, so a restarted agent finds what it wrote; 28 characters for a derived
+  Service on its first name), labelled with the derived Service in use,
   carrying only the ports its source cluster serves in the import; a source serving none
   of them contributes no slice. Owned by the derived Service. A source slice is held as a
   `SourceSlice` (parsed once, immutable, its endpoints one `pack_json()` bytes) and a
