@@ -1,22 +1,30 @@
 """The console's files as the hub serves them (SPEC §8): from the package, by exact name,
 each with the strict headers; nothing in them loads from another origin or inlines
-script or style. Browser behaviour is tested in tests/browser."""
+script or style. Browser behaviour is tested in tests/browser.
+
+The console's routes never touch the store (the page reads the API like any client), so
+the app is served here without its lifespan and without a database."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 
+from hub.app import create_app
 from hub.console.routes import CONTENT_SECURITY_POLICY, FILES, STATIC_DIR
-from tests.hub.test_api_support import Hub, running_hub
+from tests.hub.test_api_support import Hub, settings_for
 
 
 @pytest.fixture
-async def hub(database_url: str) -> AsyncIterator[Hub]:
-    async with running_hub(database_url) as running:
-        yield running
+async def hub() -> AsyncIterator[Hub]:
+    settings = settings_for("sqlite:///unused.db")
+    app = create_app(settings)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://hub") as client:
+        yield Hub(app=app, client=client, settings=settings)
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import { API, ApiError, failure, headers } from "./api.js";
 const TIMEOUT_SECONDS = 300;
 const FIRST_BACKOFF_MS = 500;
 const MAX_BACKOFF_MS = 15000;
+const SLOW_RECONNECT_MS = 1000;
 
 class Gone extends Error {}
 
@@ -60,9 +61,17 @@ export class Feed {
       try {
         const url = `${API}${this.path}?watch=true&resourceVersion=${this.revision}` +
           `&timeoutSeconds=${TIMEOUT_SECONDS}`;
-        const response = await fetch(url, {
-          headers: headers(), signal: this.request.signal, cache: "no-store",
-        });
+        // A stream that ended on its timeout reconnects at once and stays "live"; one
+        // whose reconnection hangs (the hub restarting, the network gone) says so.
+        const slow = setTimeout(() => this.onState("reconnecting"), SLOW_RECONNECT_MS);
+        let response;
+        try {
+          response = await fetch(url, {
+            headers: headers(), signal: this.request.signal, cache: "no-store",
+          });
+        } finally {
+          clearTimeout(slow);
+        }
         if (response.status === 410) throw new Gone();
         if (!response.ok) throw await failure(response);
         this.onState("live");
