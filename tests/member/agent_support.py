@@ -206,6 +206,21 @@ def hub_process(tmp_path: Path) -> Iterator[HubProcess]:
         forget_logs()
 
 
+@pytest.fixture
+def backend_hub(database_url: str, tmp_path: Path) -> Iterator[HubProcess]:
+    """`hub_process` over a fresh database of the test variant's back end (`database_url`:
+    SQLite and PostgreSQL); import it into the test module that wants both."""
+    directory = tmp_path / "hub"
+    directory.mkdir()
+    hub = HubProcess(directory=directory, database=database_url)
+    hub.start()
+    try:
+        yield hub
+    finally:
+        hub.stop()
+        forget_logs()
+
+
 # -- agents ----------------------------------------------------------------------------------
 
 

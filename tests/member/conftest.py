@@ -10,7 +10,7 @@ from tests.kube.fixtures import (  # noqa: F401
 
 # Agent end-to-end support: a real hub process (`python -m hub serve`, SQLite in tmp_path)
 # and agents as real `python -m member` processes; helpers in tests/member/agent_support.py.
-from tests.member.agent_support import agent_factory, hub_process  # noqa: F401
+from tests.member.agent_support import agent_factory, backend_hub, hub_process  # noqa: F401
 from tests.member.informer_support import stop  # noqa: F401
 
 

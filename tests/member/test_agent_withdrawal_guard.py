@@ -17,8 +17,6 @@ Kubernetes API emulator over HTTP.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +27,6 @@ from tests.member.agent_support import (
     AgentFactory,
     AgentProcess,
     HubProcess,
-    forget_logs,
     service_body,
     service_export_body,
     wait_for,
@@ -43,20 +40,6 @@ NAMESPACE = "shop"
 EXPORTS = 12
 HELD = "mcsync_agent_withdrawals_held_total"
 HELD_NOW = "mcsync_agent_withdrawal_held_exports"
-
-
-@pytest.fixture
-def hub(database_url: str, tmp_path: Path) -> Iterator[HubProcess]:
-    """A hub process over a fresh database of the test variant's back end."""
-    directory = tmp_path / "hub"
-    directory.mkdir()
-    hub = HubProcess(directory=directory, database=database_url)
-    hub.start()
-    try:
-        yield hub
-    finally:
-        hub.stop()
-        forget_logs()
 
 
 def name(i: int) -> str:
@@ -129,8 +112,9 @@ def start_agent(agents: AgentFactory, kube: KubeCluster, hub: HubProcess, token:
 
 
 def test_a_start_up_repair_that_would_withdraw_most_exports_withdraws_none(
-    kube_cluster: KubeCluster, hub: HubProcess, agent_factory: AgentFactory
+    kube_cluster: KubeCluster, backend_hub: HubProcess, agent_factory: AgentFactory
 ) -> None:
+    hub = backend_hub
     seed(kube_cluster)
     kube_cluster.state.create("endpointslices", NAMESPACE, slice_body(name(11)))
     token = hub.register(CLUSTER)
@@ -165,8 +149,9 @@ def test_a_start_up_repair_that_would_withdraw_most_exports_withdraws_none(
 
 
 def test_ordinary_unexports_are_never_held(
-    kube_cluster: KubeCluster, hub: HubProcess, agent_factory: AgentFactory
+    kube_cluster: KubeCluster, backend_hub: HubProcess, agent_factory: AgentFactory
 ) -> None:
+    hub = backend_hub
     seed(kube_cluster)
     token = hub.register(CLUSTER)
     agent = start_agent(agent_factory, kube_cluster, hub, token, "agent")
@@ -186,11 +171,12 @@ def test_ordinary_unexports_are_never_held(
 @pytest.mark.parametrize("failure", ["version-no-longer-served", "apiserver-5xx"])
 def test_a_service_export_api_that_errors_is_cannot_see(
     kube_cluster: KubeCluster,
-    hub: HubProcess,
+    backend_hub: HubProcess,
     agent_factory: AgentFactory,
     monkeypatch: pytest.MonkeyPatch,
     failure: str,
 ) -> None:
+    hub = backend_hub
     seed(kube_cluster, count=2)
     token = hub.register(CLUSTER)
     agent = start_agent(agent_factory, kube_cluster, hub, token, "agent")
