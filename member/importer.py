@@ -21,7 +21,8 @@ back off the Service's own reconcile. Which events queue which key where:
   their owner: an update that leaves it that, as its status write, concerns them not);
 * a managed derived Service → itself and the ServiceImport (`spec.ips` from its
   clusterIPs), and the slices when it appeared, went or changed its uid (their owner);
-* a managed EndpointSlice → the slices;
+* a managed EndpointSlice → the slices, and the ServiceImport when it appeared (its
+  `Ready` condition waits for the key's slices);
 * a Namespace → every key the hub imports in it (a namespace created later receives its
   imports; one deleted takes them along).
 
@@ -64,6 +65,7 @@ from member.importfeed import (
 )
 from member.importmetrics import ImportMetrics
 from member.importowners import DerivedServices, InTheWay
+from member.importready import FamilyRefusals
 from member.importspec import OPTIONAL_IMPORT_FIELDS, is_managed
 from member.informer import Informer, namespaced_key
 from member.kube.client import KubeConfigError, discover_mcs_version
@@ -120,6 +122,11 @@ _OWN_QUEUE = {
     "ServiceImport": ("serviceimport",),
     "Service": ("serviceimport", "derivedservice"),
 }
+
+
+# A managed slice that appeared: its own queue, and its ServiceImport's (`Ready` waits for
+# the key's slices to be written, SPEC §2.8).
+_SLICE_ADDED_QUEUES = ("mirroredslices", "serviceimport")
 
 
 def _same_owner(old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
@@ -262,6 +269,11 @@ class Importer:
         # (managed ServiceImports, endpoints over managed slices): the heartbeat says them.
         self.counts: Callable[[], tuple[int, int]] = lambda: (imported(), endpoints())
         foreign = ForeignImports(on_change=self.metrics.unmanaged.set)
+        # A derived Service refused (or accepted again) for its IP families: the
+        # ServiceImport's Ready condition says so (`member.importready`).
+        refusals = FamilyRefusals(
+            on_change=lambda key: self._queue(key, bulk=False, which=("serviceimport",))
+        )
         self._service_imports = service_imports
         self.derived = DerivedServices(
             managed=services, service_imports=service_imports, others=other_services
@@ -288,12 +300,15 @@ class Importer:
                 events=events,
                 foreign=foreign,
                 optional_fields=served_import_fields(api, self.version, OPTIONAL_IMPORT_FIELDS),
+                refusals=refusals,
+                slices=self.slice_index,
                 **common,
             ),
             "derivedservice": DerivedServiceReconciler(
                 writer=RememberingWriter(
                     ImportObjectClient(api, kind="Service"), services, self.service_index
                 ),
+                refusals=refusals,
                 **common,
             ),
             "mirroredslices": MirroredSliceReconciler(
@@ -415,8 +430,10 @@ class Importer:
                     self._queue(key, bulk=from_relist, which=which)
                 self._clear_the_way(kind, old, new, bulk=from_relist)
             else:
+                # A slice that appeared may complete its ServiceImport's Ready condition.
+                which = ("mirroredslices",) if old is not None else _SLICE_ADDED_QUEUES
                 for key in self.slice_index.observe(old, new):
-                    self._queue(key, bulk=from_relist, which=("mirroredslices",))
+                    self._queue(key, bulk=from_relist, which=which)
                 self._clear_the_way(kind, old, new, bulk=from_relist)
 
         return handle

@@ -14,7 +14,10 @@
    key wait, and that object's change or deletion queues it again (`InTheWay`).
 4. Create the Service, or update it when a field we state differs. Two changes Kubernetes
    refuses in place — headless ↔ ClusterSetIP (`clusterIP` is immutable) and another
-   primary IP family — are a delete then a create.
+   primary IP family — are a delete then a create. A create or update the API server
+   refuses for the Service's IP families (a single-stack cluster) is told to
+   `FamilyRefusals`, so the ServiceImport says `Ready=False/IPFamilyNotSupported`, and
+   retried like any failure; one it accepts clears that.
 
 The Service's allocated `clusterIPs` flow back into `ServiceImport.spec.ips` through the
 ServiceImport reconciler (a Service event queues the key there).
@@ -23,8 +26,9 @@ ServiceImport reconciler (a Service event queues the key there).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Unpack
 
+from member.importready import FamilyRefusals, family_refusal
 from member.importspec import (
     create_body,
     desired_derived_service,
@@ -32,7 +36,7 @@ from member.importspec import (
     matches,
     overlay,
 )
-from member.reconcilers.importbase import ImportReconciler
+from member.reconcilers.importbase import ImportDeps, ImportReconciler
 
 __all__ = ["DerivedServiceReconciler"]
 
@@ -58,7 +62,28 @@ class DerivedServiceReconciler(ImportReconciler):
     KIND = KIND
     SPAN = "reconcile derived Service"
 
+    def __init__(
+        self, *, refusals: FamilyRefusals | None = None, **deps: Unpack[ImportDeps]
+    ) -> None:
+        """`refusals`: where a refusal for the Service's IP families is told (step 4)."""
+        super().__init__(**deps)
+        self._refusals = refusals if refusals is not None else FamilyRefusals()
+
     def _reconcile(self, key: str) -> str:
+        try:
+            outcome = self._reconcile_service(key)
+        except Exception as exc:
+            refused = family_refusal(exc)
+            if refused is not None:
+                self._refusals.refused(key, refused)
+            raise
+        if outcome in ("created", "updated", "up_to_date"):
+            self._refusals.accepted(key)
+        elif outcome in ("absent", "deleted"):
+            self._refusals.forget(key)
+        return outcome
+
+    def _reconcile_service(self, key: str) -> str:
         namespace = key.partition("/")[0]
         owner = self._service_imports.get(key)
         imported = self._imports.get(key)

@@ -12,7 +12,10 @@
 3. Create it, or update it when any field we state differs (`member.importspec.matches`);
    an unchanged object is never rewritten. `spec.ips` comes from the derived Service's
    `clusterIPs`, so a derived Service event queues this key again to fill them in.
-4. Write `status.clusters` through the status subresource, again only when it differs.
+4. Write `status` through the status subresource, again only when it differs:
+   `clusters` and the `Ready` condition (`member.importready`: Ready once the derived
+   Service has its IPs and the mirrored slices are written, Pending before,
+   IPFamilyNotSupported when the API server refused the derived Service's families).
 
 Inputs are caches (the hub's imports, the cluster's ServiceImports and managed Services);
 no reconcile reads the API server.
@@ -25,18 +28,23 @@ import threading
 from collections.abc import Callable
 from typing import Any, Unpack
 
+from member.importready import FamilyRefusals, ready_condition
 from member.importspec import (
     OPTIONAL_IMPORT_FIELDS,
     create_body,
     desired_service_import,
     desired_service_import_status,
+    desired_slices,
     is_managed,
     matches,
     overlay,
+    owned_by,
 )
 from member.kube.events import EventRecorder
-from member.reconcilers.importbase import ImportDeps, ImportReconciler
+from member.reconcilers.importbase import ImportDeps, ImportReconciler, ManagedIndex
+from member.status import merge_conditions
 from shared.constants import MCS_GROUP
+from shared.timefmt import utcnow
 
 __all__ = ["ForeignImports", "ServiceImportReconciler"]
 
@@ -85,9 +93,16 @@ class ServiceImportReconciler(ImportReconciler):
         events: EventRecorder,
         foreign: ForeignImports,
         optional_fields: frozenset[str] = OPTIONAL_IMPORT_FIELDS,
+        refusals: FamilyRefusals | None = None,
+        slices: ManagedIndex | None = None,
         **deps: Unpack[ImportDeps],
     ) -> None:
+        """`refusals`: the derived Services the API server refused for their IP families;
+        `slices`: the managed EndpointSlices by key (None: the `Ready` condition never sees
+        its slices written)."""
         super().__init__(**deps)
+        self._refusals = refusals if refusals is not None else FamilyRefusals()
+        self._slices = slices
         self._optional_fields = optional_fields
         self._events = events
         self._foreign = foreign
@@ -156,11 +171,31 @@ class ServiceImportReconciler(ImportReconciler):
         else:
             current = existing
 
-        # 4. Its status.
+        # 4. Its status: the exporting clusters and the Ready condition.
         status = desired_service_import_status(imported)
-        if not matches(status, current.get("status") or {}):
+        have = current.get("status") or {}
+        spec = desired["spec"]
+        headless = spec.get("type") == "Headless"
+        condition = ready_condition(
+            existing=have,
+            headless=headless,
+            ips_ready=derived is not None and (headless or bool(spec.get("ips"))),
+            slices_written=lambda: self._slices_written(key, imported, derived),
+            refusal=self._refusals.verdict(key),
+            families=list(spec.get("ipFamilies") or []),
+        )
+        status["conditions"] = merge_conditions(have.get("conditions"), [condition], now=utcnow())
+        if not matches(status, have):
             self.check_write(KIND, "status")
             self._writer.replace_status({**current, "status": status})
             if outcome == OUTCOME_UP_TO_DATE:
                 outcome = OUTCOME_UPDATED
         return outcome
+
+    def _slices_written(self, key: str, imported: Any, derived: dict[str, Any] | None) -> bool:
+        """Every mirrored slice the hub's source slices call for is ours in the cache."""
+        if self._slices is None or derived is None:
+            return False
+        namespace = key.partition("/")[0]
+        wanted = desired_slices(imported, self._imports.slices(key), owner=derived)
+        return all(owned_by(self._slices.at(f"{namespace}/{name}"), derived) for name in wanted)

@@ -190,10 +190,11 @@ def test_an_agent_started_later_imports_what_the_hub_lists(
     assert found["eps"]["endpoints"][0]["addresses"] == ["10.0.0.1"]
     wait_for(lambda: import_settled(west_agent), what="west's import queues drained")
     written = import_writes(west_agent)
-    # Five writes for the key, the fewest SPEC §2.8 allows (the derived Service names the
-    # ServiceImport's uid, the ServiceImport its clusterIPs, and status is a subresource),
-    # and none refused: no 409 retried, no object written twice.
-    assert written == 5
+    # Six writes for the key, the fewest SPEC §2.8 allows (the derived Service names the
+    # ServiceImport's uid, the ServiceImport its clusterIPs, status is a subresource, and
+    # its Ready condition turns True once, after the slice is written), and none refused:
+    # no 409 retried, no object written twice.
+    assert written == 6
     assert {
         (verb, resource): n
         for (verb, resource), n in west.state.request_counts().items()
@@ -201,12 +202,15 @@ def test_an_agent_started_later_imports_what_the_hub_lists(
     } == {
         ("create", "serviceimports"): 1,
         ("update", "serviceimports"): 1,
-        ("update", "serviceimports/status"): 1,
+        ("update", "serviceimports/status"): 2,  # Pending, then Ready
         ("create", "services"): 1,
         ("create", "endpointslices"): 1,
     }
     assert west_agent.metric("mcsync_agent_serviceimports_imported") == 1
     assert west_agent.metric("mcsync_agent_endpoints_imported") == 1
+    ready = next(c for c in west.state.get("serviceimports", NS, "web")["status"]["conditions"]
+                 if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("True", "Ready")
 
     # A restarted agent's startup repair finds everything as it should be and rewrites
     # nothing, although the API server defaulted fields the agent never set.

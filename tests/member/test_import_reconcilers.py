@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from member.importfeed import ImportView, feed_entry, import_item_key, slice_ref
 from member.importmetrics import ImportMetrics
 from member.importowners import DerivedServices, InTheWay
+from member.importready import FamilyRefusals
 from member.importspec import derived_service_name, mirrored_slice_name
 from member.kube.importobjects import AlreadyExists
 from member.kube.resources import NotFoundError
@@ -183,6 +184,7 @@ class World:
         self.metrics = AgentMetrics(registry=CollectorRegistry())
         self.import_metrics = ImportMetrics(self.metrics)
         self.foreign = ForeignImports(on_change=self.import_metrics.unmanaged.set)
+        self.refusals = FamilyRefusals()
         self.index = ManagedIndex(self.slices)
         self.changed = ChangedSlices()
         self.in_the_way = InTheWay(self.events)  # type: ignore[arg-type]
@@ -204,10 +206,13 @@ class World:
             writer=Writer(self.imports, self.calls, "ServiceImport"),  # type: ignore[arg-type]
             events=self.events,  # type: ignore[arg-type]
             foreign=self.foreign,
+            refusals=self.refusals,
+            slices=self.index,
             **common,  # type: ignore[arg-type]
         )
         self.svc = DerivedServiceReconciler(
             writer=Writer(self.services, self.calls, "Service"),
+            refusals=self.refusals,
             **common,  # type: ignore[arg-type]
         )
         self.eps = MirroredSliceReconciler(
@@ -272,12 +277,15 @@ def test_an_import_yields_the_three_objects_then_nothing_more(world: World) -> N
             ("Service", "create"),
             ("ServiceImport", "update"),  # spec.ips once the Service has its clusterIP
             ("EndpointSlice", "create"),
+            ("ServiceImport", "status"),  # Ready once the slice is written
         ]
     )
     si = world.imports.get(KEY)
     assert si is not None
     assert si["spec"]["ips"] == ["10.96.0.7"]
-    assert si["status"] == {"clusters": [{"cluster": "a"}, {"cluster": "b"}]}
+    assert si["status"]["clusters"] == [{"cluster": "a"}, {"cluster": "b"}]
+    (ready,) = si["status"]["conditions"]
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", "Ready")
     svc = world.services.get(f"demo/{DERIVED}")
     assert svc is not None
     assert svc["metadata"]["ownerReferences"][0]["uid"] == si["metadata"]["uid"]
