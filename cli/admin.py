@@ -1,5 +1,5 @@
-"""`mcsync clusters register` and `deregister`: the two writes the CLI makes, with an admin
-token, and the care they need.
+"""`mcsync clusters register`, `deregister` and `allow-withdrawal`: the writes the CLI
+makes, with an admin token, and the care they need.
 
 Registering answers the member token once; losing it, or clobbering a working one, costs a
 deregistration that withdraws the cluster's exports. So:
@@ -15,6 +15,11 @@ deregistration that withdraws the cluster's exports. So:
 Deregistering withdraws every export of the cluster in every other cluster, so it asks
 first (showing how many exports go) unless `--yes`; with no terminal to ask on, it
 refuses rather than assume.
+
+`allow-withdrawal` lets a cluster's next held mass withdrawal through, once (SPEC §5.1):
+the agent held a repair that would withdraw most of its exports at once, and the
+cluster's `WithdrawalHeld` condition said so. It asks nothing: what it allows is what the
+condition named, and it says whether a withdrawal is held now or the allowance waits.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from pathlib import Path
 from cli.args import UsageError
 from cli.client import HubError
 from cli.commands import CommandError, Context, print_object
+from shared.constants import CONDITION_WITHDRAWAL_HELD
 from shared.models import MemberCluster
 
 
@@ -128,3 +134,25 @@ def deregister(ctx: Context) -> int:
                       f"export{'s' if count != 1 else ''} withdrawn\n")
     return 0
 
+
+
+def allow_withdrawal(ctx: Context) -> int:
+    opts = ctx.options
+    assert opts.name is not None
+    cluster = ctx.client.allow_withdrawal(opts.name)
+    if not print_object(ctx, cluster):
+        held = any(
+            c.type == CONDITION_WITHDRAWAL_HELD and c.status == "True"
+            for c in cluster.status.conditions
+        )
+        if held:
+            ctx.out.write(
+                f"cluster/{opts.name}: its held withdrawal goes through at the agent's next "
+                "heartbeat, once\n"
+            )
+        else:
+            ctx.out.write(
+                f"cluster/{opts.name}: no withdrawal is held now; the next one goes through, "
+                "once\n"
+            )
+    return 0

@@ -53,6 +53,7 @@ Command = Literal[
     "clusters",
     "clusters register",
     "clusters deregister",
+    "clusters allow-withdrawal",
     "exports",
     "imports",
     "endpoints",
@@ -409,6 +410,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     deregister.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
     deregister.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    allow = command(
+        "clusters allow-withdrawal",
+        "let a cluster's next held mass withdrawal of exports through, once (SPEC §5.1; "
+        "admin token needed)",
+    )
+    allow.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
     command("exports", "list exported services (every cluster's export)")
     command("imports", "list derived ServiceImports (one per exported service)")
     endpoints = command(
@@ -534,7 +541,11 @@ def _rewrite(argv: list[str]) -> list[str]:
             index += 2 if word in _VALUE_FLAGS else 1
             continue
         following = argv[index + 1 : index + 2]
-        if word == "clusters" and following in (["register"], ["deregister"]):
+        if word == "clusters" and following in (
+            ["register"],
+            ["deregister"],
+            ["allow-withdrawal"],
+        ):
             return [*argv[:index], f"clusters {argv[index + 1]}", *argv[index + 2 :]]
         if word == "get" and following and following[0] in PLURALS:
             return [*argv[:index], PLURALS[following[0]], *argv[index + 2 :]]
@@ -552,6 +563,7 @@ COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "clusters": ("selector",),
     "clusters register": (),
     "clusters deregister": (),
+    "clusters allow-withdrawal": (),
     "exports": ("namespace", "cluster", "conflict", "name"),
     "imports": ("namespace", "conflict"),
     "endpoints": ("namespace", "cluster"),
@@ -736,7 +748,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
             namespace_name = ref.split("/")[0]
     elif command == "clusters" and namespace.get("name") is not None:
         name = str(namespace["name"])
-    elif command in ("clusters register", "clusters deregister"):
+    elif command in ("clusters register", "clusters deregister", "clusters allow-withdrawal"):
         name = str(namespace["name"])
     output, _, template = settings.output.partition("=")
     if output == "name" and command in ("version", *OFFLINE_COMMANDS):

@@ -237,6 +237,13 @@ class HubClient:
         """DELETE /clusters/{name} (admin): the cluster as it was; its exports are withdrawn."""
         return self._request("DELETE", f"/clusters/{_quote(name)}", MemberCluster)
 
+    def allow_withdrawal(self, name: str) -> MemberCluster:
+        """POST /clusters/{name}/allow-withdrawal (admin): the cluster's next held mass
+        withdrawal goes through, once (SPEC §5.1)."""
+        return self._request(
+            "POST", f"/clusters/{_quote(name)}/allow-withdrawal", MemberCluster, expect=(200,)
+        )
+
     def feed_position(self) -> str | None:
         """The hub's current revision, from a one-item page of exports: where a watch of
         a list that carries no resourceVersion of its own (clusters) starts."""

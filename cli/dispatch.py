@@ -32,6 +32,7 @@ COMMANDS: dict[str, Callable[[Context], int]] = {
     "clusters": commands.clusters,
     "clusters register": admin.register,
     "clusters deregister": admin.deregister,
+    "clusters allow-withdrawal": admin.allow_withdrawal,
     "exports": commands.exports,
     "imports": commands.imports,
     "endpoints": commands.endpoints,

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from cli import jsonpath
 from shared.conditions import CONFLICT, TRUE
+from shared.constants import CONDITION_WITHDRAWAL_HELD
 from shared.models import (
     Condition,
     Endpoint,
@@ -204,11 +205,23 @@ def imports_cell(status: MemberClusterStatus) -> str:
 CLUSTER_WIDE_HEADERS: Cells = ("AGENT-VERSION", "LABELS")
 
 
+def state_cell(status: MemberClusterStatus) -> str:
+    """The state, qualified as `kubectl get nodes` does (`Ready,SchedulingDisabled`) by what
+    SPEC §5.1 does about it: `Stale,EndpointsWithdrawn` while the fleet sends the cluster no
+    traffic, `…,WithdrawalHeld` while its agent holds a mass withdrawal."""
+    parts: list[str] = [status.state]
+    if status.endpoints_withdrawn:
+        parts.append("EndpointsWithdrawn")
+    if any(c.type == CONDITION_WITHDRAWAL_HELD and c.status == "True" for c in status.conditions):
+        parts.append(CONDITION_WITHDRAWAL_HELD)
+    return ",".join(parts)
+
+
 def cluster_row(cluster: MemberCluster, *, now: datetime, wide: bool = False) -> Cells:
     status = cluster.status
     row: Cells = (
         cluster.metadata.name,
-        status.state,
+        state_cell(status),
         age(status.last_heartbeat_time, now=now),
         str(status.export_count),
         str(status.conflict_count),
@@ -521,11 +534,17 @@ def describe_cluster(cluster: MemberCluster, *, now: datetime) -> str:
             ("Imports", "<none>" if status.imported_services is None
              else f"{status.imported_services} ServiceImports, "
                   f"{status.imported_endpoints or 0} endpoints"),
+            ("Endpoints", "withdrawn: the fleet sends it no traffic until its next heartbeat"
+             if status.endpoints_withdrawn else "served"),
             ("Labels", labels(cluster.metadata.labels)),
             ("Registered", timestamp(cluster.metadata.creation_timestamp)),
             ("Age", age(cluster.metadata.creation_timestamp, now=now)),
+            *([] if status.conditions else [("Conditions", NONE)]),
         ]
     )
+    if status.conditions:  # WithdrawalHeld (SPEC §5.1): what to do is in its message
+        lines.append("Conditions:")
+        lines.extend(_indented(_conditions_table(status.conditions, now=now)))
     return "\n".join(lines) + "\n"
 
 
