@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -87,11 +89,15 @@ class FleetSeeder:
         if heartbeat:
             self.heartbeat(cluster)
 
-    def heartbeat(self, cluster: str) -> None:
+    def heartbeat(self, cluster: str, *, held: tuple[int, int] | None = None) -> None:
+        """One heartbeat; `held` = (would withdraw, exports) reports a held mass withdrawal."""
+        body: dict[str, Any] = {"agentVersion": __version__}
+        if held is not None:
+            body["withdrawalHeld"] = {
+                "wouldWithdraw": held[0], "exports": held[1], "since": "2026-01-01T12:00:00Z",
+            }
         answer = self.client.post(
-            f"/api/v1/clusters/{cluster}/heartbeat",
-            json={"agentVersion": __version__},
-            headers=self.tokens[cluster],
+            f"/api/v1/clusters/{cluster}/heartbeat", json=body, headers=self.tokens[cluster]
         )
         assert answer.status_code == 200, answer.text
 
@@ -137,6 +143,39 @@ class FleetSeeder:
         path = f"/api/v1/clusters/{cluster}/endpointslices/{namespace}/{service}-{cluster}"
         answer = self.client.put(path, json=body, headers=self.tokens[cluster])
         assert answer.status_code in (200, 201), answer.text
+
+
+class Beater:
+    """Heartbeats for some clusters every `interval` seconds in a thread, as their agents
+    would, so that the others go Stale on a hub with a short TTL; stops by itself after
+    `limit` seconds at most."""
+
+    def __init__(self, url: str, tokens: dict[str, dict[str, str]], *,
+                 held: dict[str, tuple[int, int]] | None = None, interval: float = 0.5,
+                 limit: float = 120.0) -> None:
+        self._seeder = FleetSeeder(url, admin_token="")
+        self._seeder.tokens = dict(tokens)
+        self._held = held or {}
+        self._interval = interval
+        self._limit = limit
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Beater:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._seeder.close()
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + self._limit
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            for cluster in self._seeder.tokens:
+                self._seeder.heartbeat(cluster, held=self._held.get(cluster))
+            self._stop.wait(self._interval)
 
 
 def export_body(cluster: str, name: str, *, namespace: str = NAMESPACE,

@@ -43,7 +43,12 @@ def row(page: Any, table: Any, name: str) -> Any:
 
 
 def active_watches(hub: ConsoleHub) -> float:
-    text = httpx.get(f"{hub.url}/metrics", timeout=10).text
+    return active_watches_of(hub.url)
+
+
+def active_watches_of(url: str) -> float:
+    """The hub's open watches, from its own metric."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
     match = re.search(r"^mcsync_hub_active_watches (\S+)$", text, re.M)
     assert match, "the hub exports mcsync_hub_active_watches"
     return float(match.group(1))

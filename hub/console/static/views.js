@@ -107,6 +107,10 @@ export function servicesSection(fleet, state, { onState, headingLevel = "h2" }) 
     h("nav", { class: "pager", "aria-label": "Services pages" }, prev, pageText, next));
 
   const refresh = () => {
+    // A live change rewrites the table: a keyboard user's focus on one of its links goes
+    // to the same link in the new table (or to the table's status line if it left).
+    const focused = tableHolder.contains(document.activeElement)
+      ? document.activeElement.getAttribute("href") : null;
     const matches = fleet.search(state.q || "");
     const pages = Math.max(1, Math.ceil(matches.length / PAGE_SIZE));
     state.page = Math.min(Math.max(1, state.page || 1), pages);
@@ -132,6 +136,12 @@ export function servicesSection(fleet, state, { onState, headingLevel = "h2" }) 
     pageText.textContent = `Page ${state.page} of ${pages}`;
     prev.disabled = state.page <= 1;
     next.disabled = state.page >= pages;
+    if (focused !== null) {
+      const again = [...tableHolder.querySelectorAll("a")]
+        .find((link) => link.getAttribute("href") === focused);
+      if (again) again.focus();
+      else input.focus();
+    }
   };
   input.addEventListener("input", () => {
     state.q = input.value;
@@ -195,7 +205,8 @@ function importWhy(cluster, serviceImport) {
   if (state === "Stale") {
     return `not kept current: its agent's heartbeats stopped (last ${cluster.status.lastHeartbeatTime || "never"}); it keeps what it imported`;
   }
-  return "imported (it is in every Ready cluster's import feed)";
+  return "imported: it is in the cluster's import feed (unless the cluster's " +
+    "importNamespaces leave this namespace out)";
 }
 
 export async function loadService(namespace, name) {
