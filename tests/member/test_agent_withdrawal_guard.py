@@ -37,7 +37,7 @@ pytestmark = pytest.mark.e2e
 
 CLUSTER = "member-1"
 NAMESPACE = "shop"
-EXPORTS = 12
+EXPORTS = 14
 HELD = "mcsync_agent_withdrawals_held_total"
 HELD_NOW = "mcsync_agent_withdrawal_held_exports"
 
@@ -91,6 +91,16 @@ def slices_on_hub(hub: HubProcess) -> set[str]:
     return {item["metadata"]["name"] for item in answer.json()["items"]}
 
 
+def held_condition(hub: HubProcess) -> dict[str, Any] | None:
+    """The cluster's `WithdrawalHeld` condition on the hub, or None."""
+    answer = hub.request("GET", f"/api/v1/clusters/{CLUSTER}")
+    assert answer.status_code == 200, answer.text
+    for condition in answer.json()["status"].get("conditions") or []:
+        if condition["type"] == "WithdrawalHeld":
+            return dict(condition)
+    return None
+
+
 def metric(agent: AgentProcess, sample: str, **labels: str) -> float:
     return agent.metric(sample, labels) or 0.0
 
@@ -114,6 +124,8 @@ def start_agent(agents: AgentFactory, kube: KubeCluster, hub: HubProcess, token:
 def test_a_start_up_repair_that_would_withdraw_most_exports_withdraws_none(
     kube_cluster: KubeCluster, backend_hub: HubProcess, agent_factory: AgentFactory
 ) -> None:
+    """The issue's scenario, then both ways out of a hold: the ServiceExports come back, and
+    (after a second loss) an admin's `allow-withdrawal`."""
     hub = backend_hub
     seed(kube_cluster)
     kube_cluster.state.create("endpointslices", NAMESPACE, slice_body(name(11)))
@@ -123,29 +135,47 @@ def test_a_start_up_repair_that_would_withdraw_most_exports_withdraws_none(
     wait_for(lambda: on_hub(hub) == everything, what="every export on the hub")
     wait_for(lambda: slices_on_hub(hub) == {"svc-11-abc"}, what="svc-11's slice on the hub")
     assert metric(first, HELD) == 0  # the series exists from the start
+    assert held_condition(hub) is None
     assert first.stop() == 0
 
-    remove_behind_its_back(kube_cluster, range(4, EXPORTS))  # 8 of 12: more than half
+    remove_behind_its_back(kube_cluster, range(6, EXPORTS))  # 8 of 14: more than half
     second = start_agent(agent_factory, kube_cluster, hub, token, "second")
     wait_for(lambda: metric(second, HELD) == 1, what="the held repair counted")
     assert metric(second, HELD_NOW) == 8
     wait_for(lambda: second.settled(reconciles=EXPORTS), what="the repair's reconciles")
+    condition = wait_for(lambda: held_condition(hub), what="WithdrawalHeld on the cluster")
+    assert (condition["status"], condition["reason"]) == ("True", "MassWithdrawal")
+    assert "8 of the cluster's 14 exports" in condition["message"]
     after_beats(second)
     assert on_hub(hub) == everything
     assert slices_on_hub(hub) == {"svc-11-abc"}  # the slices of a held export stay with it
     assert metric(second, "mcsync_agent_reconciles_total", controller="serviceexport",
                   outcome="held") >= 8
-    assert "withdrawal held: this repair would withdraw 8 of cluster member-1's 12" in (
+    assert "withdrawal held: this repair would withdraw 8 of cluster member-1's 14" in (
         second.logs())
 
-    # Five come back: three orphans of twelve is an ordinary repair, retried at a heartbeat.
-    for i in range(4, 9):
+    # Five come back: three orphans of fourteen is an ordinary repair, retried at a beat.
+    for i in range(6, 11):
         kube_cluster.state.create("serviceexports", NAMESPACE,
                                   service_export_body(name(i), NAMESPACE))
-    wait_for(lambda: on_hub(hub) == {name(i) for i in range(9)}, what="the three withdrawn")
+    kept = {name(i) for i in range(11)}
+    wait_for(lambda: on_hub(hub) == kept, what="the three orphans withdrawn")
     wait_for(lambda: slices_on_hub(hub) == set(), what="svc-11's slice withdrawn with it")
-    assert metric(second, HELD_NOW) == 0
-    assert metric(second, HELD) == 1
+    wait_for(lambda: held_condition(hub) is None, what="WithdrawalHeld cleared")
+    assert (metric(second, HELD_NOW), metric(second, HELD)) == (0, 1)
+    assert second.stop() == 0
+
+    # Lost again (7 of 11), and this time an admin lets the withdrawal through, once.
+    remove_behind_its_back(kube_cluster, range(4, 11))
+    third = start_agent(agent_factory, kube_cluster, hub, token, "third")
+    wait_for(lambda: held_condition(hub) is not None, what="WithdrawalHeld again")
+    assert on_hub(hub) == kept
+    allowed = hub.request("POST", f"/api/v1/clusters/{CLUSTER}/allow-withdrawal")
+    assert allowed.status_code == 200, allowed.text
+    wait_for(lambda: on_hub(hub) == {name(i) for i in range(4)}, what="the seven withdrawn")
+    wait_for(lambda: held_condition(hub) is None, what="WithdrawalHeld cleared")
+    assert (metric(third, HELD_NOW), metric(third, HELD)) == (0, 1)
+    assert "an admin allowed the held withdrawal" in third.logs()
 
 
 def test_ordinary_unexports_are_never_held(
@@ -156,12 +186,12 @@ def test_ordinary_unexports_are_never_held(
     token = hub.register(CLUSTER)
     agent = start_agent(agent_factory, kube_cluster, hub, token, "agent")
     wait_for(lambda: len(on_hub(hub)) == EXPORTS, what="every export on the hub")
-    # Ten of twelve deleted while the agent watches: five through the finalizer as usual,
-    # five with the finalizer stripped first (they reach the agent as live DELETE events).
-    for i in range(5):
+    # Twelve of fourteen deleted while the agent watches: six through the finalizer as usual,
+    # six with the finalizer stripped first (they reach the agent as live DELETE events).
+    for i in range(6):
         kube_cluster.state.delete("serviceexports", NAMESPACE, name(i))
-    remove_behind_its_back(kube_cluster, range(5, 10))
-    wait_for(lambda: on_hub(hub) == {name(10), name(11)}, what="ten unexports withdrawn")
+    remove_behind_its_back(kube_cluster, range(6, 12))
+    wait_for(lambda: on_hub(hub) == {name(12), name(13)}, what="twelve unexports withdrawn")
     assert metric(agent, HELD) == 0
 
 
