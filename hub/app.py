@@ -63,6 +63,7 @@ async def open_store(settings: HubSettings) -> Store:
         history_limit=settings.history_limit,
         pool_size=settings.pool_size,
         stale_panic_fraction=settings.stale_panic_fraction,
+        database_timeout=settings.database_timeout_seconds,
     )
 
 

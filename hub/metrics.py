@@ -56,6 +56,8 @@ CONFLICT_RESOLUTION_METRIC = "mcsync_hub_conflict_resolution_duration_seconds"
 FEED_LAG_METRIC = "mcsync_hub_feed_lag_revisions"
 POOL_CONNECTIONS_METRIC = "mcsync_hub_db_pool_connections"
 POOL_LIMIT_METRIC = "mcsync_hub_db_pool_max_connections"
+# 1 while this replica has a writable database primary, 0 while it has none (SPEC §5.2).
+PRIMARY_WRITABLE_METRIC = "mcsync_hub_database_primary_writable"
 WRITE_BATCH_METRIC = "mcsync_hub_write_batch_size"
 # SPEC §5.1 (`hub.store.withdrawals`), read from the database at scrape time.
 STALE_PANIC_METRIC = "mcsync_hub_stale_panic"
@@ -198,6 +200,12 @@ class HubMetrics:
             "The most connections this replica's pool opens (pool size plus overflow).",
             registry=self.registry,
         )
+        self.primary_writable = Gauge(
+            PRIMARY_WRITABLE_METRIC,
+            "1 while this replica has a writable database primary (SQLite: the file is "
+            "open), 0 while it has none: a failover in progress (SPEC §5.2).",
+            registry=self.registry,
+        )
         self.stale_panic = Gauge(
             STALE_PANIC_METRIC,
             "1 while more than --stale-panic-fraction of the clusters that ever sent a "
@@ -230,7 +238,9 @@ class HubMetrics:
         """
         if store is None:
             self.exports.clear()
+            self.primary_writable.set(0)
             return
+        self.primary_writable.set(1 if store.primary_writable else 0)
         usage = store.pool_usage()
         self.pool_connections.labels("in_use").set(usage.in_use)
         self.pool_connections.labels("idle").set(usage.idle)

@@ -32,6 +32,7 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 from sqlalchemy.engine import make_url
 
+from hub.store import dburl
 from hub.store.db import async_url
 from shared import constants
 from shared.aboutapi import id_problem
@@ -44,7 +45,7 @@ DEFAULT_ADMIN_TOKEN_FILE = Path("mcsync-admin-token")
 def redact_url(url: str) -> str:
     """`url` with its password (if any) replaced, for log lines and error messages."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        return make_url(dburl.normalize(url)).render_as_string(hide_password=True)
     except Exception:  # not parseable: it carries no recognisable password either
         return url
 
@@ -61,7 +62,18 @@ class HubSettings(ProgramSettings):
     port: int = Field(default=8080, ge=1, le=65535, description="TCP port to listen on")
     database_url: Annotated[str, Flag(echo=False)] = Field(
         default="sqlite:///./mcsync.db",
-        description="sqlite:///path or postgresql://user@host/db",
+        description="sqlite:///path, postgresql://user@host/db or, for an HA pair, "
+        "postgresql://user@h1:5432,h2:5432/db?target_session_attrs=read-write",
+    )
+    # How long a PostgreSQL connection may stay silent before the hub counts it lost: the
+    # connect timeout, the checkout ping's, the primary probe's, and the TCP keepalives'
+    # and user timeout's order (`hub.store.primary`; SPEC §5.2: a killed primary sends no
+    # FIN). Short enough that a replica answers 503 well before a client's own timeout.
+    database_timeout_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        le=600,
+        description="seconds a silent PostgreSQL connection is given before it counts as lost",
     )
     migrate: Annotated[bool, Flag(names=("--no-migrate",), const=False)] = Field(
         default=True, description="do not apply migrations at start"
@@ -169,7 +181,7 @@ class HubSettings(ProgramSettings):
         except ValueError as exc:
             message = str(exc)
             try:
-                password = make_url(value).password
+                password = make_url(dburl.normalize(value)).password
             except Exception:
                 password = None
             if password:

@@ -36,9 +36,9 @@ from hub.store.clusters import ClusterStore
 from hub.store.conflictquery import ConflictQuery
 from hub.store.context import StoreContext
 from hub.store.db import (
-    asyncpg_dsn,
     backend_of,
     connection,
+    make_connector,
     make_engine,
     read_engine,
     translate_errors,
@@ -57,6 +57,7 @@ from hub.store.feed import Feed, read_current_revision
 from hub.store.importfeed import ImportFeed
 from hub.store.imports import ImportStore
 from hub.store.notify import ChangeNotifier
+from hub.store.primary import DEFAULT_TIMEOUT_SECONDS, PrimaryWatch
 from hub.store.results import Page, PutResult
 from hub.store.withdrawals import Withdrawals, check_panic_fraction
 
@@ -131,20 +132,28 @@ class Store:
         history_limit: int = 100_000,
         pool_size: int = 10,
         stale_panic_fraction: float = 0.5,
+        database_timeout: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> Store:
         """Connect to the database at `url` (plain or async-driver URL).
 
         ValueError for an unsupported URL or setting; DatabaseUnavailable when the
         database does not answer. The schema must be migrated already
-        (`hub.store.migrate.upgrade`); `schema_at_head()` tells.
+        (`hub.store.migrate.upgrade`); `schema_at_head()` tells. On PostgreSQL,
+        `database_timeout` bounds connects, pings and the primary probe
+        (`hub.store.primary`).
         """
         if history_limit < 1:
             raise ValueError(f"history_limit must be at least 1, got {history_limit}")
         if cluster_ttl <= timedelta(0):
             raise ValueError(f"cluster_ttl must be positive, got {cluster_ttl}")
         check_panic_fraction(stale_panic_fraction)
-        engine = make_engine(url, pool_size=pool_size)
+        if database_timeout <= 0:
+            raise ValueError(f"database_timeout must be positive, got {database_timeout}")
         backend = backend_of(url)
+        connector = None
+        if backend == "postgresql":
+            connector = make_connector(url, timeout=database_timeout)
+        engine = make_engine(url, pool_size=pool_size, connector=connector)
         ctx: StoreContext
 
         async def read_revision() -> int:
@@ -159,6 +168,7 @@ class Store:
             history_limit=history_limit,
             notifier=ChangeNotifier(read_revision=read_revision),
             stale_panic_fraction=stale_panic_fraction,
+            primary=PrimaryWatch(connector) if connector is not None else None,
         )
         store = cls(url=url, ctx=ctx)
         try:
@@ -172,8 +182,10 @@ class Store:
             raise
         except Exception:  # schema not migrated yet: the first commit sets it
             pass
-        if backend == "postgresql":
-            ctx.notifier.start_listening(asyncpg_dsn(url))
+        if connector is not None and ctx.primary is not None:
+            ctx.notifier.start_listening(lambda: connector.connect(pooled=False))
+            ctx.primary.on_lost(ctx.notifier.drop)
+            ctx.primary.start()
         return store
 
     async def close(self) -> None:
@@ -184,6 +196,8 @@ class Store:
         await self.feed.close()
         await self.import_feed.close()
         await self._ctx.notifier.close()
+        if self._ctx.primary is not None:
+            await self._ctx.primary.close()
         await self._ctx.engine.dispose()
 
     def instrument(
@@ -209,8 +223,20 @@ class Store:
         idle = int(getattr(pool, "checkedin", lambda: 0)())
         return PoolUsage(in_use=in_use, idle=idle, limit=size + max(overflow_limit, 0))
 
+    @property
+    def primary(self) -> PrimaryWatch | None:
+        """Whether a writable primary answers (PostgreSQL; None on SQLite)."""
+        return self._ctx.primary
+
+    @property
+    def primary_writable(self) -> bool:
+        """False while this replica has no writable PostgreSQL primary (SPEC §5.2)."""
+        return self._ctx.primary is None or self._ctx.primary.writable
+
     async def ping(self) -> None:
-        """Raise DatabaseUnavailable unless the database answers."""
+        """Raise DatabaseUnavailable unless the database answers and takes writes."""
+        if self._ctx.primary is not None:
+            await self._ctx.primary.check()
         with translate_errors():
             async with connection(self._ctx.reader) as conn:
                 await conn.execute(text("SELECT 1"))

@@ -24,7 +24,9 @@ from opentelemetry import trace
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from hub.store.db import read_transaction, write_transaction
+from hub.store.errors import DatabaseUnavailable
 from hub.store.notify import ChangeNotifier
+from hub.store.primary import PrimaryWatch
 
 if TYPE_CHECKING:
     from hub.store.locks import KeyLocks
@@ -77,6 +79,8 @@ class StoreContext:
     instruments: StoreInstruments = field(default_factory=StoreInstruments)
     # SPEC §5.1: above this fraction of Stale clusters the hub withholds no endpoints.
     stale_panic_fraction: float = 0.5
+    # PostgreSQL: whether there is a writable primary (`hub.store.primary`); None on SQLite.
+    primary: PrimaryWatch | None = None
     # What differs between the back ends, decided here once: how rows are written in
     # batches and how the lock order is kept. Writers use these and never ask which
     # database they are on.
@@ -88,13 +92,28 @@ class StoreContext:
 
     @contextlib.asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
-        async with write_transaction(self.engine) as conn:
+        async with self._primary_guard(), write_transaction(self.engine) as conn:
             yield conn
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
-        async with read_transaction(self.reader) as conn:
+        async with self._primary_guard(), read_transaction(self.reader) as conn:
             yield conn
+
+    @contextlib.asynccontextmanager
+    async def _primary_guard(self) -> AsyncIterator[None]:
+        """Refuse while there is no writable primary (503 within a probe's wait, never a
+        wait on a connect that may hang), and have the primary probed now when a
+        transaction failed for a database reason (`hub.store.primary`)."""
+        if self.primary is None:
+            yield
+            return
+        await self.primary.check()
+        try:
+            yield
+        except DatabaseUnavailable:
+            self.primary.suspect()
+            raise
 
 
 def for_backend(backend: str) -> tuple[RowWriter, KeyLocks]:

@@ -37,16 +37,21 @@ from sqlalchemy.exc import (
     DBAPIError,
     DisconnectionError,
     InterfaceError,
+    InvalidRequestError,
     OperationalError,
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util import await_only
 
+from hub.store import dburl
 from hub.store.errors import DatabaseUnavailable
+from hub.store.primary import DEFAULT_TIMEOUT_SECONDS, PrimaryConnector, is_read_only
 from shared.backoff import Backoff, Retries
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# read_only_sql_transaction: a write reached a standby (SPEC §5.2).
+READ_ONLY_SQLSTATE = "25006"
 # How a transaction opened through `read_engine` tells the begin hook to start deferred.
 _READ_ONLY_OPTION = "mcsync_read_only"
 
@@ -56,7 +61,7 @@ _POSTGRES_DRIVERS = {"postgresql", "postgres", "postgresql+asyncpg"}
 
 def _parse(url: str) -> URL:
     try:
-        return make_url(url)
+        return make_url(dburl.normalize(url))
     except ArgumentError as exc:
         raise ValueError(f"not a database URL: {url!r} ({exc})") from None
 
@@ -92,11 +97,36 @@ def asyncpg_dsn(url: str) -> str:
     return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-def make_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> AsyncEngine:
-    """An AsyncEngine for `url` with the pragmas and begin hooks described above."""
+def connect_kwargs(url: str) -> dict[str, Any]:
+    """asyncpg's keyword arguments for a PostgreSQL `url`, as SQLAlchemy's dialect derives
+    them (host and port lists of a libpq host list, `target_session_attrs` …), so that the
+    pool, the LISTEN connection and the primary probe connect alike."""
+    from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
+
+    _args, kwargs = asyncpg_dialect().create_connect_args(_parse(async_url(url)))
+    kwargs.pop("prepared_statement_cache_size", None)
+    kwargs.pop("prepared_statement_name_func", None)
+    return dict(kwargs)
+
+
+def make_connector(url: str, *, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> PrimaryConnector:
+    """The `PrimaryConnector` of a PostgreSQL `url` (`hub.store.primary`)."""
+    return PrimaryConnector(connect_kwargs(url), timeout=timeout)
+
+
+def make_engine(
+    url: str,
+    *,
+    pool_size: int = 10,
+    echo: bool = False,
+    connector: PrimaryConnector | None = None,
+) -> AsyncEngine:
+    """An AsyncEngine for `url` with the pragmas and begin hooks described above; on
+    PostgreSQL its connections come from `connector` (a new one when not given)."""
     target = async_url(url)
     if target.startswith("sqlite"):
         return _sqlite_engine(target, pool_size=pool_size, echo=echo)
+    connector = connector or make_connector(url)
     engine = create_async_engine(
         target,
         echo=echo,
@@ -104,13 +134,20 @@ def make_engine(url: str, *, pool_size: int = 10, echo: bool = False) -> AsyncEn
         max_overflow=pool_size,
         # Fail fast when the server is down: the API answers 503 and the client retries.
         pool_timeout=30,
-        connect_args={"timeout": 10, "command_timeout": 60},
+        # Connect timeout, keepalives, the host list: `hub.store.primary`.
+        async_creator=connector.pool_connect,
     )
-    event.listen(engine.sync_engine, "checkout", _ping_on_checkout)
+    ping_timeout = connector.timeout
+
+    def ping_on_checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        _ping_on_checkout(dbapi_connection, record, proxy, timeout=ping_timeout)
+
+    event.listen(engine.sync_engine, "checkout", ping_on_checkout)
+    event.listen(engine.sync_engine, "handle_error", _lost_primary_is_a_disconnect)
     return engine
 
 
-def _ping_on_checkout(_dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+def _ping_on_checkout(_dbapi_connection: Any, record: Any, _proxy: Any, *, timeout: float) -> None:
     """Make sure a pooled PostgreSQL connection is alive before it is handed out.
 
     SQLAlchemy's own `pool_pre_ping` does this for asyncpg as three round trips (BEGIN,
@@ -122,11 +159,32 @@ def _ping_on_checkout(_dbapi_connection: Any, record: Any, _proxy: Any) -> None:
     anew. Every transaction, a token lookup's as a PUT batch's, begins with a checkout:
     the two round trips saved were a sixth of a group-committed PUT batch's store CPU
     (py-spy over the hub under bench/put_throughput).
+
+    The ping is bounded by the database timeout (a peer that went silent is not waited
+    for), and a connection whose server reported itself read-only (a standby after a
+    failover, SPEC §5.2; no round trip, see `primary.is_read_only`) is discarded too.
     """
+    driver = record.driver_connection
+    if is_read_only(driver.get_settings()):
+        raise DisconnectionError("pooled connection is to a read-only server")
     try:
-        await_only(record.driver_connection.fetchrow(";"))
+        await_only(driver.fetchrow(";", timeout=timeout))
     except Exception as exc:
         raise DisconnectionError(f"pooled connection failed its ping: {exc}") from exc
+
+
+def _lost_primary_is_a_disconnect(context: Any) -> None:
+    """A statement refused because the server is read-only (SQLSTATE 25006: the connection
+    landed on a standby) or that timed out: the pool must not hand that connection out
+    again, so SQLAlchemy treats it as a disconnect and discards it."""
+    original = context.original_exception
+    cause = getattr(original, "__cause__", None)
+    for candidate in (original, cause):
+        if isinstance(candidate, _DISCARD_TYPES) or getattr(candidate, "sqlstate", None) == (
+            READ_ONLY_SQLSTATE
+        ):
+            context.is_disconnect = True
+            return
 
 
 def _sqlite_engine(target: str, *, pool_size: int, echo: bool) -> AsyncEngine:
@@ -240,14 +298,27 @@ try:  # asyncpg is a hard dependency, but keep the store importable for SQLite-o
         asyncpg.exceptions.DeadlockDetectedError,
         asyncpg.exceptions.SerializationError,
         asyncpg.exceptions.LockNotAvailableError,
+        # A write on a standby: the connection landed on one after a failover (SPEC §5.2).
+        asyncpg.exceptions.ReadOnlySQLTransactionError,
+        # No host of a libpq host list takes writes (yet): between failure and promotion.
+        asyncpg.exceptions.TargetServerAttributeNotMatched,
+    )
+    _DISCARD_TYPES: tuple[type[BaseException], ...] = (
+        asyncpg.exceptions.ReadOnlySQLTransactionError,
+        TimeoutError,
     )
 except ImportError:  # pragma: no cover
-    pass
+    _DISCARD_TYPES = (TimeoutError,)
 
 
 def _unavailable_reason(exc: BaseException) -> str | None:
     """Why `exc` means "database unavailable", or None when it is another kind of error."""
     if isinstance(exc, DBAPIError):
+        if READ_ONLY_SQLSTATE in (
+            getattr(exc.orig, "sqlstate", None),
+            getattr(getattr(exc.orig, "__cause__", None), "sqlstate", None),
+        ):
+            return f"the server is read-only (no writable primary): {_first_line(exc.orig)}"
         if exc.connection_invalidated:
             return "the database connection was lost"
         if isinstance(exc, (OperationalError, InterfaceError)):
@@ -302,6 +373,10 @@ async def connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     conn = engine.connect()
     try:
         await conn.start()
+    except InvalidRequestError as exc:
+        # The pool's checkout gave up: every connection it made failed its ping (each
+        # landed on a read-only standby, say, SPEC §5.2). An outage, not a 500.
+        raise DatabaseUnavailable(f"database unavailable: cannot connect: {exc}") from exc
     except _CONNECT_FAILURES as exc:
         reason = _first_line(exc.orig if isinstance(exc, DBAPIError) else exc)
         raise DatabaseUnavailable(f"database unavailable: cannot connect: {reason}") from exc

@@ -28,8 +28,10 @@ from shared.backoff import Backoff, Retries
 CHANNEL = "mcsync_changes"
 _POLL_WHILE_DEAF_SECONDS = 1.0
 _HEALTH_CHECK_SECONDS = 5.0
-# Between attempts to (re)connect the listener: the first within 0.1 s, then up to 5 s.
-RECONNECT = Backoff(base=0.1, cap=5.0)
+# Between attempts to (re)connect the listener: the first within 0.1 s, then up to 2 s
+# (a promoted standby must be heard from within seconds, SPEC §5.2; while the listener is
+# down, waiters poll the counter anyway).
+RECONNECT = Backoff(base=0.1, cap=2.0)
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,7 @@ class ChangeNotifier:
         self._changed = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
         self._listening = False
+        self._conn: Any = None  # the LISTEN connection while there is one
         self._closed = False
 
     @property
@@ -94,20 +97,35 @@ class ChangeNotifier:
 
     # --- PostgreSQL LISTEN ------------------------------------------------------------
 
-    def start_listening(self, dsn: str) -> None:
-        """Start the background LISTEN connection (PostgreSQL only)."""
+    def start_listening(self, connect: str | Callable[[], Awaitable[Any]]) -> None:
+        """Start the background LISTEN connection (PostgreSQL only), made by `connect`
+        (the store's `PrimaryConnector`, which follows the primary) or from a DSN."""
         if self._listener is None:
-            self._listener = asyncio.create_task(self._listen_forever(dsn), name="mcsync-listen")
+            self._listener = asyncio.create_task(
+                self._listen_forever(connect), name="mcsync-listen"
+            )
 
-    async def _listen_forever(self, dsn: str) -> None:
+    def drop(self) -> None:
+        """Cut the LISTEN connection now (the primary was lost): the listener reconnects
+        to whichever server is primary and catches up from the revision counter."""
+        conn = self._conn
+        if conn is not None and not conn.is_closed():
+            conn.terminate()
+
+    async def _listen_forever(self, connect: str | Callable[[], Awaitable[Any]]) -> None:
         import asyncpg
+
+        async def open_connection() -> Any:
+            if isinstance(connect, str):
+                return await asyncpg.connect(connect, timeout=10)
+            return await connect()
 
         retries = Retries(RECONNECT)
         while not self._closed:
             conn: Any = None
             lost = asyncio.Event()
             try:
-                conn = await asyncpg.connect(dsn, timeout=10)
+                conn = self._conn = await open_connection()
                 conn.add_termination_listener(lambda _c, lost=lost: lost.set())
                 await conn.add_listener(CHANNEL, self._on_notify)
                 self._listening = True
@@ -126,6 +144,7 @@ class ChangeNotifier:
                 log.warning("change listener connection lost, reconnecting: %s", exc)
             finally:
                 self._listening = False
+                self._conn = None
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(conn.close(), 5)

@@ -23,6 +23,13 @@ from hub.store.db import async_url, make_engine
         ("postgresql://mcsync@db:5432/hub", "postgresql+asyncpg://mcsync@db:5432/hub"),
         ("postgres://u:p@db/hub", "postgresql+asyncpg://u:p@db/hub"),
         ("postgresql+asyncpg://u@db/hub", "postgresql+asyncpg://u@db/hub"),
+        # SPEC §5.2: the libpq host list of an HA pair goes to the driver as `host` lists.
+        (
+            "postgresql://u:p@h1:5433,h2:5434/hub?target_session_attrs=read-write",
+            "postgresql+asyncpg://u:p@/hub?host=h1%3A5433&host=h2%3A5434"
+            "&target_session_attrs=read-write",
+        ),
+        ("postgresql://h1,h2/hub", "postgresql+asyncpg:///hub?host=h1&host=h2"),
     ],
 )
 def test_async_url(given: str, expected: str) -> None:
@@ -36,6 +43,11 @@ def test_async_url(given: str, expected: str) -> None:
         ("postgresql+psycopg://u@db/hub", "unsupported database URL scheme"),
         ("postgresql://u@db", "names no database"),
         ("not a url", "not a database URL"),
+        ("postgresql://u@h1:x,h2/hub", "the port 'x' of host 1 .'h1'. is not a number"),
+        ("postgresql://u@h1,h2:99999/hub", "of host 2 .'h2'. is not a number from 1 to 65535"),
+        ("postgresql://u@h1,,h2/hub", "host 2 of its host list is empty"),
+        ("postgresql://u@h1,h2/hub?target_session_attrs=rw", "target_session_attrs 'rw'"),
+        ("postgresql://u@h1,h2", "names no database"),
     ],
 )
 def test_async_url_refuses(given: str, problem: str) -> None:

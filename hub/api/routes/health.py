@@ -5,7 +5,10 @@ database outage, so liveness deliberately ignores the database). `/readyz` answe
 only when the database answers AND its schema is at the newest migration, so a load
 balancer stops sending traffic to a replica that could only answer 503 — and a replica
 started with `--no-migrate` before the migration job ran stays out of rotation until it
-has. Both answer a shared `Status` either way, so a probe's log says why.
+has. On PostgreSQL "answers" means a writable primary answers (SPEC §5.2): during a
+failover `/readyz` is 503 and its message says "no writable primary" and why, which is
+what `mcsync status` shows, beside the metric `mcsync_hub_database_primary_writable`.
+Both answer a shared `Status` either way, so a probe's log says why.
 """
 
 from __future__ import annotations
@@ -61,7 +64,8 @@ async def readyz(ctx: ContextDep) -> Response:
         )
         status, headers = unavailable_status(message, retry_after_seconds=retry)
         return status_response(status, headers=headers)
-    return _ok("database reachable, schema at head")
+    primary = "a writable primary" if store.backend == "postgresql" else "writable"
+    return _ok(f"database reachable ({primary}), schema at head")
 
 
 @router.get(

@@ -1,0 +1,68 @@
+"""The libpq multi-host form of a PostgreSQL URL, as operators write it for an HA pair.
+
+`postgresql://user@h1:5433,h2:5434/db?target_session_attrs=read-write` is how libpq, psql
+and every PostgreSQL HA guide (Patroni, CloudNativePG's replica clusters, managed
+services) spell "try these servers in turn and keep the one that takes writes"
+(SPEC §5.2). SQLAlchemy's URL parser reads the netloc as one host and one port and fails
+with `invalid literal for int()`; it does understand the same list as repeated `host`
+query parameters (`?host=h1:5433&host=h2:5434`), which its asyncpg dialect hands to
+asyncpg as host and port lists, and asyncpg then does what libpq does with them,
+`target_session_attrs` included. So this module only rewrites the netloc into that query
+form before anything else parses the URL; one address (a Service, a VIP) passes through
+untouched.
+
+`target_session_attrs` is checked here, at start, against the values asyncpg knows, so a
+typo is the one-line `--database-url` error of SPEC §7 and not a failure at first
+connect.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+
+# What asyncpg (like libpq) accepts for target_session_attrs.
+SESSION_ATTRS = ("any", "primary", "standby", "prefer-standby", "read-write", "read-only")
+
+
+def _hosts(netloc_hosts: str) -> list[str]:
+    """`h1:5433,h2` → `["h1:5433", "h2"]`, each port checked; ValueError naming the host."""
+    hosts: list[str] = []
+    for index, item in enumerate(netloc_hosts.split(","), start=1):
+        host, colon, port = item.rpartition(":") if not item.endswith("]") else (item, "", "")
+        if not colon:
+            host, port = item, ""
+        if not host:
+            raise ValueError(f"not a database URL: host {index} of its host list is empty")
+        if port and not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise ValueError(
+                f"not a database URL: the port {port!r} of host {index} ({host!r}) "
+                "is not a number from 1 to 65535"
+            )
+        hosts.append(f"{host}:{port}" if port else host)
+    return hosts
+
+
+def normalize(url: str) -> str:
+    """`url` with a libpq host list moved into `host` query parameters; any other URL as
+    given. Raises ValueError naming the problem for a malformed host list or an unknown
+    `target_session_attrs`."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ValueError(f"not a database URL: {exc}") from None
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    for key, value in query:
+        if key == "target_session_attrs" and value not in SESSION_ATTRS:
+            raise ValueError(
+                f"target_session_attrs {value!r} is not one of {', '.join(SESSION_ATTRS)}"
+            )
+    userinfo, at, hostlist = parts.netloc.rpartition("@")
+    if "," not in hostlist:
+        return url
+    hosts = _hosts(hostlist)
+    query = [(k, v) for k, v in query if k != "host"] + [("host", h) for h in hosts]
+    # Built by hand: urlunsplit drops the `//` of an empty netloc for schemes it does not
+    # know, and `postgresql://@/db` is not what SQLAlchemy reads.
+    fragment = f"#{parts.fragment}" if parts.fragment else ""
+    encoded = urlencode(query, quote_via=quote)
+    return f"{parts.scheme}://{userinfo}{at}{parts.path}?{encoded}{fragment}"
