@@ -112,7 +112,11 @@ class AgentSettings(ProgramSettings):
         default=False, description="do not import the fleet's ServiceImports (SPEC §2.8)"
     )
     heartbeat_interval: float = Field(
-        default=30.0, gt=0, le=3600.0, description="seconds between heartbeats to the hub"
+        default=30.0,
+        gt=0,
+        le=3600.0,
+        description="seconds between heartbeats to the hub (shortened to a third of the hub's "
+        "cluster TTL when longer)",
     )
     workers: int = Field(default=4, ge=1, le=256, description="reconcile workers")
     watch_timeout: int = Field(
