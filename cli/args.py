@@ -63,8 +63,9 @@ Command = Literal[
     "config",
     "completion",
     "sandbox",
+    "status",
 ]
-Kind = Literal["export", "import", "cluster"]
+Kind = Literal["export", "import", "cluster", "conflict"]
 ConfigAction = Literal["get-contexts", "current-context", "use-context", "set-context"]
 Shell = Literal["bash", "zsh", "fish"]
 SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish")
@@ -457,6 +458,14 @@ def build_parser() -> argparse.ArgumentParser:
             "show the ServiceImport of a service",
         ),
         ("cluster", "NAME", (), "NAME", "show one member cluster in detail"),
+        (
+            "conflict",
+            "NAMESPACE/NAME",
+            ("namespace",),
+            "NAMESPACE/NAME, or NAME with -n",
+            "show a service's conflict: each cluster's value of every disputed property, "
+            "and what to change",
+        ),
     ):
         sub = kinds.add_parser(kind, help=help_text, description=description)
         sub.add_argument(
@@ -471,6 +480,11 @@ def build_parser() -> argparse.ArgumentParser:
         "completion", "print a shell completion script: source <(mcsync completion bash)"
     )
     completion.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
+    command(
+        "status",
+        "the fleet at a glance: hub, token, database, clusters by state, exports, conflicts, "
+        "imports; exit 1 when something needs attention",
+    )
     command(
         "sandbox",
         "run a fleet on this machine to try mcsync without Kubernetes: a hub, three emulated "
@@ -573,6 +587,7 @@ COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "config": (),
     "completion": (),
     "sandbox": ("hub_port",),
+    "status": (),
 }
 CONTEXT_DEST = "ctx:"
 OPTIONS_AS_SET = (
@@ -751,6 +766,12 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
     elif command in ("clusters register", "clusters deregister", "clusters allow-withdrawal"):
         name = str(namespace["name"])
     output, _, template = settings.output.partition("=")
+    if output == "name" and kind == "conflict":
+        raise _usage("argument -o/--output: a conflict has no name of its own; use "
+                     "`mcsync get import NAMESPACE/NAME -o name`")
+    if output not in ("table", "wide") and command == "status":
+        raise _usage("argument -o/--output: `status` prints its page only; for objects use "
+                     "`clusters`, `imports` or `conflicts` with -o")
     if output == "name" and command in ("version", *OFFLINE_COMMANDS):
         raise _usage(f"argument -o/--output: `{command}` has no object to name")
     # The settings an Options field takes as they are; the rest are worked out above.

@@ -30,6 +30,8 @@ from shared.constants import API_PREFIX, WATCH_DEFAULT_TIMEOUT_SECONDS
 from shared.models import (
     EndpointSliceExport,
     EndpointSliceExportList,
+    ExportConflictList,
+    Identity,
     InternalServiceExport,
     InternalServiceExportList,
     ListMeta,
@@ -250,10 +252,30 @@ class HubClient:
         page = self._get("/serviceexports", InternalServiceExportList, {"limit": 1})
         return page.metadata.resource_version
 
-    # --- version ------------------------------------------------------------------------
+    # --- version, identity, readiness ----------------------------------------------------
 
     def version(self) -> VersionInfo:
         return self._get("/version", VersionInfo)
+
+    def whoami(self) -> Identity | None:
+        """The role of this client's token; None from a hub without `/whoami` (older)."""
+        try:
+            return self._get("/whoami", Identity)
+        except HubError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
+    def readiness(self) -> Status:
+        """`/readyz` as the hub answered it, 200 or 503: its message says why."""
+        try:
+            response = self._http.get("/readyz")
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from None
+        try:
+            return Status.model_validate_json(response.content)
+        except ValidationError:
+            raise _error_from_answer(response, response.content) from None
 
     # --- exports ------------------------------------------------------------------------
 
@@ -370,6 +392,13 @@ class HubClient:
 
     def get_import(self, namespace: str, name: str) -> ServiceImport:
         return self._get(f"/serviceimports/{_quote(namespace)}/{_quote(name)}", ServiceImport)
+
+    def list_conflicts(
+        self, *, namespace: str | None = None, name: str | None = None, page_size: int = 500
+    ) -> ExportConflictList:
+        """`GET /conflicts`: the exports that differ from their key's winner, and how."""
+        params: dict[str, str | int | None] = {"namespace": namespace, "name": name}
+        return self._list_all("/conflicts", ExportConflictList, params, page_size=page_size)
 
     def get_endpoint_slice(self, cluster: str, namespace: str, name: str) -> EndpointSliceExport:
         """One EndpointSliceExport as its source cluster sent it."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cli import admin, commands, contexts
+from cli import admin, commands, conflictpage, contexts, status
 from cli.commands import Context
 from cli.completion import script
 
@@ -20,6 +20,14 @@ def sandbox(ctx: Context) -> int:
     from sandbox import launcher
 
     return launcher.run(hub_port=ctx.options.hub_port, out=ctx.out, err=ctx.err)
+
+
+def get(ctx: Context) -> int:
+    """`get`/`describe`: the conflict page is a module of its own, the other kinds are
+    `commands.get`'s."""
+    if ctx.options.kind == "conflict":
+        return conflictpage.describe(ctx)
+    return commands.get(ctx)
 
 
 def completion(ctx: Context) -> int:
@@ -37,11 +45,12 @@ COMMANDS: dict[str, Callable[[Context], int]] = {
     "imports": commands.imports,
     "endpoints": commands.endpoints,
     "conflicts": commands.conflicts,
-    "get": commands.get,
+    "get": get,
     "version": commands.version,
     "config": contexts.config,
     "completion": completion,
     "sandbox": sandbox,
+    "status": status.status,
 }
 
 

@@ -615,6 +615,14 @@ class WithdrawalHold(WireModel):
     since: Timestamp
 
 
+class Identity(WireModel):
+    """`GET /api/v1/whoami`: the role the caller's token gives (SPEC §4.4), as `kubectl auth
+    whoami` answers; `cluster` names a member token's cluster. `mcsync status` shows it."""
+
+    role: Literal["admin", "reader", "member"]
+    cluster: str | None = None
+
+
 class HeartbeatResponse(WireModel):
     hub_version: str
     min_agent_version: str

@@ -148,9 +148,12 @@ def test_sandbox_exports_from_one_cluster_imports_in_another_and_stops_on_ctrl_c
                        for e in i["endpoints"] for a in e["addresses"])
     assert addresses and all(a.startswith("192.0.2.") for a in addresses)  # east's range
 
-    imports = ok(run_cli("imports", env={"MCSYNC_HUB_URL": lines["hub"],
-                                         "MCSYNC_TOKEN": lines["reader token"]}))
+    reader = {"MCSYNC_HUB_URL": lines["hub"], "MCSYNC_TOKEN": lines["reader token"]}
+    imports = ok(run_cli("imports", env=reader))
     assert "cart" in imports and "east" in imports
+    status = ok(run_cli("status", env=reader))  # exit 0: every cluster Ready, no conflict
+    assert "Clusters:   3 registered: 3 Ready, 0 Stale, 0 Pending" in status
+    assert "All well" in status
 
     parts = children_of(sandbox.process.pid)
     assert len(parts) >= 7  # a hub, three clusters, three agents

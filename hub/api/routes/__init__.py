@@ -17,9 +17,10 @@ from hub.api.routes import (
     exports,
     health,
     imports,
+    whoami,
 )
 
 ROUTERS: tuple[APIRouter, ...] = tuple(
     module.router
-    for module in (clusters, exports, conflicts, endpointslices, imports, health, docs)
+    for module in (clusters, exports, conflicts, endpointslices, imports, health, whoami, docs)
 )
