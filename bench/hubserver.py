@@ -66,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--pool-size", type=int, default=10)
     parser.add_argument("--max-body-bytes", type=int, default=1024 * 1024)
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--cluster-ttl", type=float, default=90.0)
     args = parser.parse_args(argv)
     # HubSettings built in code reads no environment (`shared.settingscli`): the admin
     # token the benchmark sets is passed on explicitly.
@@ -79,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         backlog=4096,  # a benchmark opens its clients' connections all at once
         shutdown_grace_seconds=5,
         log_level=args.log_level,
+        cluster_ttl=args.cluster_ttl,
     )
     configure_logging(log_format=settings.log_format, level=settings.log_level)
     asyncio.run(serve(settings))

@@ -111,7 +111,11 @@ def create_app(
             extra=fields(version=__version__, database=settings.redacted_database_url),
         )
         # SPEC §5.1: every replica sweeps for clusters gone Stale (`hub.sweeper`).
-        sweeper = Sweeper(store_of=lambda: ctx.store, interval=sweep_interval(settings.cluster_ttl))
+        sweeper = Sweeper(
+            store_of=lambda: ctx.store,
+            interval=sweep_interval(settings.cluster_ttl),
+            grace=settings.cluster_ttl,
+        )
         sweeper.start()
         try:
             yield

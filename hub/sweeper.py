@@ -12,6 +12,14 @@ The interval is a sixth of the TTL, at most a second: a lost cluster's endpoints
 feed within about a second of its TTL running out (docs/benchmarks.md measures it), while
 a sweep at 1,000 clusters costs a few milliseconds of CPU.
 
+A replica sweeps only once it has been able to hear heartbeats for a whole TTL: after it
+starts, and after its database came back (a sweep that found the database down). A hub
+that was away — its replicas stopped, or its database down — sees every cluster's last
+heartbeat older than the TTL when it returns, through no fault of theirs; the panic
+threshold would cover that moment only while most of them are still silent, and the
+clusters whose first heartbeat comes last would be withdrawn for an instant each. Within
+the grace their heartbeats arrive (an agent beats three times per TTL).
+
 The loop logs each transition it records and each start and end of a panic (more than
 `--stale-panic-fraction` of the fleet Stale: nothing withheld), which the metrics also
 show (`hub.metrics`, read from the database at scrape time).
@@ -40,13 +48,17 @@ def sweep_interval(cluster_ttl_seconds: float) -> float:
 
 class Sweeper:
     """Runs `Store.withdrawals.sweep` every `interval` seconds on the store `store_of()`
-    answers (None: the app has none yet, skip the turn) until `stop`."""
+    answers (None: the app has none yet, skip the turn) until `stop`, once it has heard
+    for `grace` seconds (module docstring)."""
 
-    def __init__(self, *, store_of: Callable[[], Store | None], interval: float) -> None:
+    def __init__(
+        self, *, store_of: Callable[[], Store | None], interval: float, grace: float = 0.0
+    ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be positive, got {interval}")
         self._store_of = store_of
         self._interval = interval
+        self._grace = grace
         self._task: asyncio.Task[None] | None = None
         self._panic = False
 
@@ -62,14 +74,17 @@ class Sweeper:
             self._task = None
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        hearing_since = loop.time()
         while True:
             await asyncio.sleep(self._interval)
             store = self._store_of()
-            if store is None:
+            if store is None or loop.time() - hearing_since < self._grace:
                 continue
             try:
                 self._report(await store.withdrawals.sweep())
             except DatabaseUnavailable as exc:
+                hearing_since = loop.time()  # heartbeats failed meanwhile too
                 log.debug("staleness sweep skipped: %s", exc)
             except Exception:  # one bad turn must not end the loop
                 log.exception("staleness sweep failed; trying again next turn")

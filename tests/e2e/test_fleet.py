@@ -18,6 +18,13 @@ from typing import Any
 import pytest
 
 from shared import conditions as c
+from shared.constants import (
+    LABEL_ENDPOINTSLICE_MANAGED_BY,
+    LABEL_MCS_SERVICE_NAME,
+    LABEL_MCS_SOURCE_CLUSTER,
+    LABEL_SERVICE_NAME,
+    MCS_GROUP,
+)
 from tests.cli.conftest import ok, table
 from tests.e2e.fleet import CLUSTERS, NAMESPACE, Fleet, Member, next_second
 from tests.member.agent_support import wait_for
@@ -281,3 +288,75 @@ def test_stopped_agent_makes_its_cluster_stale_not_forgotten(fleet: Fleet) -> No
              what="east Ready once its agent is back")
     rows = {r["NAME"]: r for r in table(ok(fleet.cli("clusters")))}
     assert rows["east"]["STATE"] == "Ready"
+
+
+# --- SPEC §5.1: a lost cluster stops receiving traffic, and gets it back -----------------
+
+SLICES = f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices"
+
+
+def create_slice(member: Member, service: str, address: str) -> None:
+    """The Service's EndpointSlice, as kube-controller-manager writes it for one ready pod."""
+    member.kube.create(SLICES, {
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": f"{service}-{member.name}", "labels": {
+            LABEL_SERVICE_NAME: service,
+            LABEL_ENDPOINTSLICE_MANAGED_BY: "endpointslice-controller.k8s.io"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [address],
+                       "conditions": {"ready": True, "serving": True, "terminating": False}}],
+        "ports": [{"name": "http", "protocol": "TCP", "port": 8080}],
+    })
+
+
+def serving_sources(member: Member, service: str) -> set[str]:
+    """The source clusters of the ready endpoints mirrored for `service` in `member`."""
+    return {
+        eps["metadata"]["labels"][LABEL_MCS_SOURCE_CLUSTER]
+        for eps in member.kube.items(SLICES)
+        if (eps["metadata"].get("labels") or {}).get(LABEL_MCS_SERVICE_NAME) == service
+        and any((e.get("conditions") or {}).get("ready") for e in eps.get("endpoints") or [])
+    }
+
+
+def test_a_lost_clusters_endpoints_leave_every_cluster_and_return_with_it(fleet: Fleet) -> None:
+    west, north, east = fleet["west"], fleet["north"], fleet["east"]
+    fleet.export(("checkout", {"ports": HTTP_80}), order=("west", "north"), stagger=False)
+    fleet.export(("receipts", {"ports": HTTP_80}), order=("north",), stagger=False)
+    create_slice(west, "checkout", "10.1.0.10")
+    create_slice(north, "checkout", "10.2.0.10")
+    create_slice(north, "receipts", "10.2.0.11")
+    importers = (west, east)
+    for member in importers:
+        wait_for(lambda m=member: serving_sources(m, "checkout") == {"west", "north"},  # type: ignore[misc]
+                 what=f"checkout's endpoints of west and north mirrored in {member.name}")
+    wait_for(lambda: serving_sources(east, "receipts") == {"north"},
+             what="receipts' endpoints of north mirrored in east")
+    imported = east.kube.read(f"/apis/{MCS_GROUP}/v1beta1/namespaces/{NAMESPACE}"
+                              "/serviceimports/checkout")
+    assert imported is not None
+
+    north.agent.kill()  # its heartbeats stop: after the TTL the hub calls north Stale
+    for member in importers:
+        wait_for(lambda m=member: serving_sources(m, "checkout") == {"west"},  # type: ignore[misc]
+                 what=f"north's checkout endpoints gone from {member.name}")
+    # Fail open: north alone serves receipts, so its endpoints stay everywhere.
+    assert serving_sources(east, "receipts") == {"north"}
+    # Only the endpoints go: the ServiceImport is not rewritten, the export records stay.
+    after = east.kube.read(f"/apis/{MCS_GROUP}/v1beta1/namespaces/{NAMESPACE}"
+                           "/serviceimports/checkout")
+    assert after is not None
+    assert after["metadata"]["resourceVersion"] == imported["metadata"]["resourceVersion"]
+    assert {e["metadata"]["name"] for e in fleet.hub.exports("north")} >= {"checkout",
+                                                                            "receipts"}
+    cluster = fleet.read("/api/v1/clusters/north")
+    assert (cluster["status"]["state"], cluster["status"]["endpointsWithdrawn"]) == (
+        "Stale", True)
+    rows = {r["NAME"]: r for r in table(ok(fleet.cli("clusters")))}
+    assert rows["north"]["STATE"] == "Stale,EndpointsWithdrawn"
+
+    north.agent.start()  # its first heartbeat gives them back
+    for member in importers:
+        wait_for(lambda m=member: serving_sources(m, "checkout") == {"west", "north"},  # type: ignore[misc]
+                 what=f"north's checkout endpoints back in {member.name}")
+    assert fleet.read("/api/v1/clusters/north")["status"]["endpointsWithdrawn"] is False

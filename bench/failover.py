@@ -1,0 +1,374 @@
+"""Benchmark: failover (SPEC §5.1, issue 22) — a lost cluster's endpoints leaving every
+importing cluster, and coming back.
+
+    python -m bench.failover [--clusters 50] [--services 20] [--endpoints 10] [--ttl 3]
+                             [--rounds 3] [--sweep-clusters 1000] [--backend postgresql]
+
+**Loss and return.** A real hub process (`bench.hubserver`, `--cluster-ttl TTL`) with
+`--clusters` clusters, each exporting `--services` Services with one slice of
+`--endpoints` endpoints (`bench.slices.Fleet`: each Service is exported by about five
+clusters, so withholding one never leaves a Service without endpoints). Every cluster
+heartbeats every TTL/4, as an agent does (at least three times per TTL), and every
+cluster but the victim holds its import-feed watch open (`bench.slices.ImportWatcher`:
+what an importing agent reads). Then, `--rounds` times:
+
+* the victim's heartbeats stop; for each importing cluster, the time from the victim's
+  TTL running out (its last heartbeat *sent* + TTL: the hub recorded it no earlier, so
+  this never flatters) until its watch has a DELETED event for every one of the victim's
+  slices — the moment its agent deletes the mirrored slices (`loss_seconds`);
+* the victim sends one heartbeat; for each importing cluster, the time from that
+  heartbeat being sent until its watch has the ADDED event of every slice back
+  (`return_seconds`).
+
+The importing agents' Kubernetes writes are one per event they receive for the victim's
+slices (a DELETED deletes the mirrored slice, an ADDED creates it; `member/importer.py`
+writes nothing else for them): the benchmark counts every event each watch received in
+each phase (`events_per_importer_*`), which is the writes' upper bound, and the
+victim's slice events among them.
+
+**Sweep CPU.** In this process, a `Store` on a fresh database with `--sweep-clusters`
+clusters that heartbeated, the first of them exporting `--services` Services (each also
+exported, with endpoints, by another cluster): the CPU (this process: the hub's side) and
+wall time per sweep with nothing to change (the common case), and while one cluster is
+Stale and withheld (steady: it decides again and finds nothing to write).
+
+Targets (issue 22): loss p99 < 2 s, return p99 < 1 s, one write per affected slice per
+importing cluster and nothing else, a sweep at 1,000 clusters < 10 ms of CPU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from sqlalchemy import update
+
+from bench.slices import (
+    Fleet,
+    ImportWatcher,
+    close_watchers,
+    cluster_name,
+    open_watchers,
+    progress,
+    watch_session,
+)
+from bench.support import (
+    HubProcess,
+    base_parser,
+    fresh_database,
+    percentiles,
+    write_result,
+)
+from hub.store import Store, migrate
+from hub.store.tables import clusters as clusters_table
+from shared.models import EndpointSliceExport, InternalServiceExport
+from shared.timefmt import utcnow
+
+NAME = "failover"
+HEARTBEAT = {"agentVersion": "0.1.0"}
+
+
+class FailoverWatcher(ImportWatcher):
+    """An import-feed watch that also stamps each event about the victim's slices."""
+
+    def __init__(self, cluster: str, token: str, *, victim: str) -> None:
+        super().__init__(cluster, token)
+        self._marker = f'"clusterId":"{victim}"'.encode()
+        self._lines = b""
+        self.victim_events: list[tuple[str, float]] = []  # (type, arrival)
+
+    def data_received(self, data: bytes) -> None:
+        now = time.perf_counter()
+        super().data_received(data)
+        lines = (self._lines + data).split(b"\n")
+        self._lines = lines.pop()
+        for line in lines:
+            if self._marker in line.replace(b" ", b""):
+                kind = b"DELETED" if b'"DELETED"' in line else b"ADDED"
+                if b'"MODIFIED"' in line:
+                    kind = b"MODIFIED"
+                self.victim_events.append((kind.decode(), now))
+
+    def done_at(self, kind: str, count: int, *, after: int) -> float | None:
+        """When the `count`-th `kind` event about the victim arrived, among those after
+        index `after`; None if not yet."""
+        seen = [t for k, t in self.victim_events[after:] if k == kind]
+        return seen[count - 1] if len(seen) >= count else None
+
+
+async def heartbeats(
+    session: aiohttp.ClientSession,
+    hub: HubProcess,
+    fleet: Fleet,
+    *,
+    interval: float,
+    paused: set[str],
+    last_sent: dict[str, float],
+) -> None:
+    """Every cluster not in `paused` heartbeats every `interval` seconds."""
+    names = fleet.names
+
+    async def beat(index: int) -> None:
+        name = names[index]
+        last_sent[name] = time.perf_counter()
+        async with session.post(
+            f"{hub.url}/api/v1/clusters/{name}/heartbeat",
+            json=HEARTBEAT,
+            headers=fleet.headers(index),
+        ) as answer:
+            await answer.read()
+
+    while True:
+        started = time.perf_counter()
+        await asyncio.gather(*(beat(i) for i, n in enumerate(names) if n not in paused))
+        await asyncio.sleep(max(0.0, interval - (time.perf_counter() - started)))
+
+
+async def loss_and_return(args: Any, database_url: str, directory: Path) -> dict[str, Any]:
+    fleet = Fleet(clusters=args.clusters, services=args.services, endpoints=args.endpoints)
+    victim = cluster_name(0)
+    hub = HubProcess(
+        database_url=database_url,
+        directory=directory,
+        extra_args=["--cluster-ttl", str(args.ttl), "--log-level", "warning"],
+    ).start()
+    try:
+        async with watch_session() as session:
+            filled = await fleet.fill(hub, session)
+            progress(NAME, f"filled: {filled}")
+            paused: set[str] = set()
+            last_sent: dict[str, float] = {}
+            beating = asyncio.create_task(
+                heartbeats(
+                    session, hub, fleet, interval=args.ttl / 4, paused=paused, last_sent=last_sent
+                )
+            )
+            watchers = [
+                FailoverWatcher(name, fleet.tokens[name], victim=victim)
+                for name in fleet.names
+                if name != victim
+            ]
+            tasks = await open_watchers(watchers, hub.url, seconds=120)
+            # The hub's sweeper waits one TTL after its start; the fill took longer.
+            await asyncio.sleep(args.ttl)
+            losses: list[float] = []
+            returns: list[float] = []
+            loss_events: list[int] = []
+            return_events: list[int] = []
+            victim_loss_events: list[int] = []
+            victim_return_events: list[int] = []
+            slices = args.services
+            try:
+                for round_ in range(args.rounds):
+                    marks = [len(w.victim_events) for w in watchers]
+                    totals = [w.events for w in watchers]
+                    paused.add(victim)
+                    await asyncio.sleep(args.ttl / 4 + 0.2)  # any beat in flight lands
+                    expiry = last_sent[victim] + args.ttl
+                    deadline = expiry + 30
+                    while time.perf_counter() < deadline:
+                        done = [
+                            w.done_at("DELETED", slices, after=m)
+                            for w, m in zip(watchers, marks, strict=True)
+                        ]
+                        if all(d is not None for d in done):
+                            break
+                        await asyncio.sleep(0.05)
+                    else:
+                        raise RuntimeError(f"round {round_}: not every importer lost the victim")
+                    losses += [max(0.0, d - expiry) for d in done if d is not None]
+                    await asyncio.sleep(1.0)  # nothing else should arrive
+                    loss_events += [w.events - t for w, t in zip(watchers, totals, strict=True)]
+                    victim_loss_events += [
+                        len(w.victim_events) - m for w, m in zip(watchers, marks, strict=True)
+                    ]
+
+                    marks = [len(w.victim_events) for w in watchers]
+                    totals = [w.events for w in watchers]
+                    sent = time.perf_counter()
+                    paused.discard(victim)
+                    async with session.post(
+                        f"{hub.url}/api/v1/clusters/{victim}/heartbeat",
+                        json=HEARTBEAT,
+                        headers=fleet.headers(0),
+                    ) as answer:
+                        await answer.read()
+                    deadline = sent + 30
+                    while time.perf_counter() < deadline:
+                        done = [
+                            w.done_at("ADDED", slices, after=m)
+                            for w, m in zip(watchers, marks, strict=True)
+                        ]
+                        if all(d is not None for d in done):
+                            break
+                        await asyncio.sleep(0.02)
+                    else:
+                        raise RuntimeError(f"round {round_}: not every importer got it back")
+                    returns += [max(0.0, d - sent) for d in done if d is not None]
+                    await asyncio.sleep(1.0)
+                    return_events += [w.events - t for w, t in zip(watchers, totals, strict=True)]
+                    victim_return_events += [
+                        len(w.victim_events) - m for w, m in zip(watchers, marks, strict=True)
+                    ]
+                    progress(
+                        NAME,
+                        f"round {round_}: loss p99 {percentiles(losses)['p99_ms']} ms, "
+                        f"return p99 {percentiles(returns)['p99_ms']} ms",
+                    )
+            finally:
+                beating.cancel()
+                await asyncio.gather(beating, return_exceptions=True)
+                await close_watchers(tasks)
+    finally:
+        hub.stop()
+    return {
+        "fill": filled,
+        "importing_clusters": len(watchers),
+        "victim_slices": slices,
+        "loss_seconds_after_ttl": percentiles(losses),
+        "return_seconds_after_heartbeat": percentiles(returns),
+        "events_per_importer_loss": sorted(set(loss_events)),
+        "events_per_importer_return": sorted(set(return_events)),
+        "victim_events_per_importer_loss": sorted(set(victim_loss_events)),
+        "victim_events_per_importer_return": sorted(set(victim_return_events)),
+    }
+
+
+def _export(cluster: str, service: str) -> InternalServiceExport:
+    return InternalServiceExport.model_validate(
+        {
+            "metadata": {"name": service, "namespace": "demo"},
+            "spec": {
+                "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
+                "serviceReference": {
+                    "clusterId": cluster,
+                    "namespace": "demo",
+                    "name": service,
+                    "uid": f"uid-{cluster}-{service}",
+                    "resourceVersion": "1",
+                    "generation": 1,
+                    "exportedSince": "2026-01-01T00:00:00Z",
+                    "exportCreationTimestamp": "2026-01-01T00:00:00Z",
+                },
+            },
+        }
+    )
+
+
+def _slice(service: str, address: str) -> EndpointSliceExport:
+    return EndpointSliceExport.model_validate(
+        {
+            "metadata": {"name": f"{service}-x", "namespace": "demo"},
+            "spec": {
+                "serviceName": service,
+                "addressType": "IPv4",
+                "ports": [{"name": "http", "port": 8080}],
+                "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+            },
+        }
+    )
+
+
+async def sweep_cpu(args: Any, database_url: str) -> dict[str, Any]:
+    """CPU and wall time of one sweep at `--sweep-clusters` clusters (module docstring)."""
+    await migrate.upgrade_async(database_url)
+    store = await Store.open(database_url, cluster_ttl=timedelta(seconds=90))
+    try:
+        names = [f"sweep-{i:05d}" for i in range(args.sweep_clusters)]
+        for name in names:
+            await store.clusters.register(name, {})
+        async with store.engine.begin() as conn:
+            await conn.execute(update(clusters_table).values(last_heartbeat=utcnow()))
+        victim, other = names[0], names[1]
+        for index in range(args.services):
+            service = f"svc-{index}"
+            for cluster, octet in ((victim, 1), (other, 2)):
+                await store.exports.put(cluster, _export(cluster, service))
+                await store.endpointslices.put(cluster, _slice(service, f"10.{octet}.0.{index}"))
+
+        async def measure(label: str) -> dict[str, float]:
+            cpu, wall = [], []
+            for _ in range(args.sweeps):
+                c0, w0 = time.process_time(), time.perf_counter()
+                result = await store.withdrawals.sweep()
+                cpu.append(time.process_time() - c0)
+                wall.append(time.perf_counter() - w0)
+                assert not result.wrote, f"{label}: a steady sweep wrote"
+            return {
+                "cpu_ms_median": round(statistics.median(cpu) * 1000, 2),
+                "cpu_ms_p99": percentiles(cpu)["p99_ms"],
+                "wall_ms_median": round(statistics.median(wall) * 1000, 2),
+            }
+
+        quiet = await measure("quiet")
+        async with store.engine.begin() as conn:
+            await conn.execute(
+                update(clusters_table)
+                .where(clusters_table.c.name == victim)
+                .values(last_heartbeat=utcnow() - timedelta(seconds=600))
+            )
+        c0, w0 = time.process_time(), time.perf_counter()
+        transition = await store.withdrawals.sweep()
+        transition_cost = {
+            "cpu_ms": round((time.process_time() - c0) * 1000, 2),
+            "wall_ms": round((time.perf_counter() - w0) * 1000, 2),
+            "exports_withheld": transition.applied.withheld,
+            "events": transition.applied.events,
+        }
+        steady = await measure("one stale")
+    finally:
+        await store.close()
+    return {
+        "clusters": args.sweep_clusters,
+        "sweep_nothing_stale": quiet,
+        "sweep_transition": transition_cost,
+        "sweep_one_stale_steady": steady,
+    }
+
+
+async def main_async(args: Any) -> dict[str, Any]:
+    result: dict[str, Any] = {"ttl_seconds": args.ttl, "rounds": args.rounds}
+    with tempfile.TemporaryDirectory(prefix="mcsync-failover-") as tmp:
+        if args.clusters:
+            async with fresh_database(args.backend) as url:
+                result["loss_and_return"] = await loss_and_return(args, url, Path(tmp))
+        if args.sweep_clusters:
+            async with fresh_database(args.backend) as url:
+                result["sweep"] = await sweep_cpu(args, url)
+    return result
+
+
+def main() -> None:
+    parser = base_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--clusters", type=int, default=50)
+    parser.add_argument("--services", type=int, default=20)
+    parser.add_argument("--endpoints", type=int, default=10)
+    parser.add_argument("--ttl", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sweep-clusters", type=int, default=1000)
+    parser.add_argument("--sweeps", type=int, default=200)
+    args = parser.parse_args()
+    if args.smoke:
+        args.clusters, args.services, args.endpoints = 6, 3, 2
+        args.rounds, args.sweep_clusters, args.sweeps = 1, 20, 10
+    result = asyncio.run(main_async(args))
+    write_result(
+        NAME,
+        args,
+        {
+            "clusters": args.clusters,
+            "services": args.services,
+            "endpoints": args.endpoints,
+            **result,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
