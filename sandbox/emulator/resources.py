@@ -108,6 +108,11 @@ LEASES = ResourceType(
 )
 
 
+# The agent chart's CoreDNS hook edits the Corefile in one (SPEC §2.8, `member.corefile`).
+CONFIG_MAPS = ResourceType(
+    group="", versions=("v1",), plural="configmaps", singular="configmap", kind="ConfigMap",
+    tracks_generation=False, short_names=("cm",),
+)
 NAMESPACES = ResourceType(
     group="", versions=("v1",), plural="namespaces", singular="namespace", kind="Namespace",
     namespaced=False, has_status=True, tracks_generation=False, short_names=("ns",),
@@ -179,7 +184,7 @@ class ResourceCatalog:
             raise ValueError(f"unsupported MCS versions {versions!r}")
         self.mcs_versions = versions
         self.types: tuple[ResourceType, ...] = (
-            NAMESPACES, SERVICES, EVENTS, LEASES, ENDPOINT_SLICES,
+            NAMESPACES, SERVICES, EVENTS, LEASES, ENDPOINT_SLICES, CONFIG_MAPS,
             CUSTOM_RESOURCE_DEFINITIONS, service_exports(versions), service_imports(versions),
             *((CLUSTER_PROPERTIES,) if about_api else ()),
         )

@@ -1,5 +1,6 @@
 """The member chart's MCS standards pieces: the About API CRD behind `aboutApi.installCRD`
-(SPEC §2.1, KEP-2149) and the upstream labels of the shipped MCS CRDs (§2.1).
+(SPEC §2.1, KEP-2149), the upstream labels of the shipped MCS CRDs (§2.1), and the CoreDNS
+wiring behind `coredns.multicluster.enabled` (§2.8).
 
 The About API CRD is compared with the one the emulator serves (`sandbox.emulator.crds`,
 which the agent tests run against), so that what the chart installs is what the agent was
@@ -16,9 +17,22 @@ from typing import Any
 import pytest
 import yaml
 
+from member.corefile import main as corefile_main
 from sandbox.emulator.crds import crd_object
 from sandbox.emulator.resources import CLUSTER_PROPERTIES, ResourceCatalog
-from tests.helm.conftest import AGENT_CHART, REPO, crds, load_model, render
+from tests.helm.conftest import (
+    AGENT_CHART,
+    NAMESPACE,
+    REPO,
+    Rendered,
+    assert_hardened,
+    assert_lint_clean,
+    crds,
+    load_all,
+    load_model,
+    render,
+)
+from tests.kube.fixtures import KubeCluster, kube_cluster  # noqa: F401
 
 BASE: dict[str, Any] = {
     "hubUrl": "https://mcsync.example.com",
@@ -90,3 +104,100 @@ def test_mcs_crds_match_the_upstream_files(name: str) -> None:
     assert {k: ours["metadata"]["labels"][k] for k in MCS_LABELS} == {
         k: upstream["metadata"]["labels"][k] for k in MCS_LABELS}
     assert ours["spec"] == upstream["spec"]
+
+
+# -- coredns.multicluster: CoreDNS serves clusterset.local (SPEC §2.8) ----------------------
+
+COREDNS = {**BASE, "coredns": {"multicluster": {"enabled": True}}}
+
+
+def coredns_objects(rendered: Rendered) -> list[dict[str, Any]]:
+    """Everything the CoreDNS value renders: what touches CoreDNS or runs its hook."""
+    return [o for o in rendered.objects
+            if "coredns" in o["metadata"]["name"] or "corefile" in o["metadata"]["name"]]
+
+
+def test_coredns_is_left_alone_when_off() -> None:
+    rendered = render(AGENT_CHART, BASE)
+    assert coredns_objects(rendered) == []
+    assert rendered.of_kind("Job") == []
+    assert all(o["metadata"].get("namespace") in (None, NAMESPACE) for o in rendered.objects)
+
+
+def test_coredns_may_read_serviceimports_and_nothing_more() -> None:
+    assert_lint_clean(AGENT_CHART, COREDNS)
+    rendered = render(AGENT_CHART, COREDNS)
+    load_all(rendered)
+    assert_hardened(rendered)
+    roles = {r["metadata"]["name"]: r for r in rendered.of_kind("ClusterRole")}
+    (binding,) = [b for b in rendered.of_kind("ClusterRoleBinding")
+                  if b["subjects"][0]["name"] == "coredns"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "coredns", "namespace": "kube-system"}]
+    role = roles[binding["roleRef"]["name"]]
+    assert role["rules"] == [{"apiGroups": ["multicluster.x-k8s.io"],
+                              "resources": ["serviceimports"],
+                              "verbs": ["get", "list", "watch"]}]
+
+
+def test_the_hook_may_edit_only_the_corefile_configmap() -> None:
+    rendered = render(AGENT_CHART, COREDNS)
+    (role,) = [r for r in rendered.of_kind("Role") if r["metadata"]["namespace"] == "kube-system"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
+                              "resourceNames": ["coredns"], "verbs": ["get", "update"]}]
+    (binding,) = [b for b in rendered.of_kind("RoleBinding")
+                  if b["metadata"]["namespace"] == "kube-system"]
+    (account,) = [a for a in rendered.of_kind("ServiceAccount")
+                  if "corefile" in a["metadata"]["name"]]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount",
+                                    "name": account["metadata"]["name"],
+                                    "namespace": NAMESPACE}]
+    for job in rendered.of_kind("Job"):
+        pod = job["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == account["metadata"]["name"]
+        # The hook's pod is never selected by the agent's Deployment or metrics Service.
+        selector = rendered.one("Deployment")["spec"]["selector"]["matchLabels"]
+        labels = job["spec"]["template"]["metadata"]["labels"]
+        assert not selector.items() <= labels.items()
+
+
+def hook_jobs(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    jobs = render(AGENT_CHART, values).of_kind("Job")
+    return {job["metadata"]["annotations"]["helm.sh/hook"]: job for job in jobs}
+
+
+def test_hooks_add_after_install_and_upgrade_and_remove_before_delete(
+    kube_cluster: KubeCluster,  # noqa: F811 (the fixture imported above)
+) -> None:
+    """The rendered Jobs' command lines, run against an emulated cluster's CoreDNS
+    ConfigMap: the stanza goes in, then comes out, leaving the Corefile as it was."""
+    jobs = hook_jobs(COREDNS)
+    assert set(jobs) == {"post-install,post-upgrade", "pre-delete"}
+    corefile = ".:53 {\n    errors\n    kubernetes cluster.local\n    reload\n}\n"
+    kube_cluster.state.create("configmaps", "kube-system", {
+        "metadata": {"name": "coredns"}, "data": {"Corefile": corefile}})
+
+    def run(job: dict[str, Any]) -> None:
+        (container,) = job["spec"]["template"]["spec"]["containers"]
+        assert container["command"] == ["python", "-m", "member.corefile"]
+        assert corefile_main([*container["args"], "--kubeconfig",
+                              str(kube_cluster.kubeconfig)]) == 0
+
+    def current() -> str:
+        found = kube_cluster.state.get("configmaps", "kube-system", "coredns")
+        assert found is not None
+        return str(found["data"]["Corefile"])
+
+    run(jobs["post-install,post-upgrade"])
+    assert "    multicluster clusterset.local\n" in current()
+    run(jobs["pre-delete"])
+    assert current() == corefile
+
+
+def test_hook_flags_come_from_values() -> None:
+    values = {**BASE, "coredns": {"multicluster": {
+        "enabled": True, "namespace": "dns", "configMap": "corefile", "zone": "mesh.example"}}}
+    (container,) = hook_jobs(values)["pre-delete"]["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == ["remove", "--namespace=dns", "--configmap=corefile",
+                                 "--zone=mesh.example"]
