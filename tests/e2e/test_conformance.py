@@ -70,15 +70,33 @@ EndpointSlices whose endpoints are exactly the pods that must answer, per port).
   cluster that exposes it" — Optional (Connectivity, StrictPortConflict) —
   `test_each_port_routes_only_to_the_clusters_that_expose_it`.
 
-Out of scope, and how a real fleet does it. clusterip_service_dns.go and
-headless_service_dns.go (all Optional, DNS label) and the packet half of connectivity.go
-need pods, a CNI that routes pod IPs between clusters, kube-proxy and a DNS server: none
-exists around the emulated clusters. In a real fleet, mcsync writes the objects checked
-here and the rest is standard Kubernetes: kube-proxy programs the derived Service's
-ClusterSetIP to the mirrored EndpointSlices' endpoints, the CoreDNS `multicluster` plugin
-(docs/install.md) answers `<svc>.<ns>.svc.clusterset.local` from ServiceImports and those
-slices, and the pod network between clusters (a flat network, or a gateway such as
-Submariner's) carries the packets. Run the upstream suite itself there
+clusterip_service_dns.go and headless_service_dns.go (Optional, DNS) — upstream runs
+`nslookup` in a pod of each cluster; no DNS server runs around the emulated clusters, so
+these ask `tests/e2e/mcsdns.py`, a model of the CoreDNS `multicluster` plugin that reads
+the objects mcsync wrote as the plugin reads them and answers what it answers:
+- "A DNS lookup of the <service>.<ns>.svc.clusterset.local domain for a ClusterIP service
+  should resolve to the clusterset IP" — `test_dns_clusterip_resolves_to_the_clusterset_ip`.
+- "A DNS SRV query … for a ClusterIP service should return valid SRV records" —
+  `test_dns_clusterip_srv_records`.
+- "DNS lookups of the <service>.<ns>.svc.cluster.local domain for a ClusterIP service
+  should only resolve local services" — not ported: that is CoreDNS's `kubernetes` plugin
+  over the local Service, which mcsync does not touch.
+- "A DNS query … for a headless service should return the ready endpoint addresses of all
+  the backing pods" — `test_dns_headless_resolves_to_the_ready_pods`.
+- "A DNS query of the <hostname>.<clusterid>.<service>.<ns>.svc.clusterset.local domain for
+  a headless StatefulSet service should return the requested pod's endpoint address" —
+  `test_dns_headless_statefulset_pod_by_hostname_and_cluster`.
+- "A DNS SRV query … for a headless service should return valid SRV records" —
+  `test_dns_headless_srv_records`.
+
+Out of scope, and how a real fleet does it. The packet half of connectivity.go, and DNS
+answered by a real server, need pods, a CNI that routes pod IPs between clusters,
+kube-proxy and CoreDNS: none exists around the emulated clusters. In a real fleet, mcsync
+writes the objects checked here and the rest is standard Kubernetes: kube-proxy programs
+the derived Service's ClusterSetIP to the mirrored EndpointSlices' endpoints, the CoreDNS
+`multicluster` plugin (docs/install.md) answers `<svc>.<ns>.svc.clusterset.local` from
+ServiceImports and those slices, and the pod network between clusters (a flat network, or
+a gateway such as Submariner's) carries the packets. Run the upstream suite itself there
 (`go test ./conformance -args --contexts=a,b`) to check those halves.
 
 The fleet is the module-scoped one of tests/e2e/fleet.py (one per back end); every test
@@ -98,7 +116,9 @@ from shared.constants import (
     LABEL_ENDPOINTSLICE_MANAGED_BY,
     LABEL_MCS_SERVICE_NAME,
     LABEL_MCS_SOURCE_CLUSTER,
+    MCS_GROUP,
 )
+from tests.e2e import conformance
 from tests.e2e.conformance import (
     HELLO,
     K8S_ENDPOINTSLICE_MANAGER,
@@ -110,6 +130,8 @@ from tests.e2e.conformance import (
     mcs_ports,
 )
 from tests.e2e.fleet import CLUSTERS, Fleet, Member
+from tests.e2e.mcsdns import ZONE as DNS_ZONE
+from tests.e2e.mcsdns import MulticlusterDns, Srv, endpoint_hostname
 
 pytestmark = pytest.mark.e2e
 
@@ -537,3 +559,124 @@ def _assert_routes(t: Driver, client: Member, expected: dict[str, set[tuple[str,
                    ) -> None:
     routes = _routing(t, client)
     assert routes == expected, f"{client.name} routes {routes}, not {expected}"
+
+
+# -- clusterip_service_dns.go, headless_service_dns.go (Optional, DNS) --------------------
+# What the CoreDNS multicluster plugin would answer in each cluster, from the objects mcsync
+# wrote there (tests/e2e/mcsdns.py reads them as the plugin does: ServiceImports at
+# v1alpha1, the MCS-labelled EndpointSlices, Namespaces) instead of nslookup in a pod.
+
+
+def _dns(client: Member) -> MulticlusterDns:
+    return MulticlusterDns(
+        service_imports=client.kube.items(f"/apis/{MCS_GROUP}/v1alpha1/serviceimports"),
+        endpoint_slices=client.kube.items(
+            f"/apis/discovery.k8s.io/v1/endpointslices?labelSelector={LABEL_MCS_SERVICE_NAME}"),
+        namespaces=[n["metadata"]["name"] for n in client.kube.items("/api/v1/namespaces")],
+    )
+
+
+def _hello_domain(t: Driver) -> str:
+    return f"{HELLO}.{t.namespace}.svc.{DNS_ZONE}"
+
+
+def _record_type(family: str) -> str:
+    return "A" if family == "IPv4" else "AAAA"
+
+
+def test_dns_clusterip_resolves_to_the_clusterset_ip(t: Driver) -> None:
+    """A DNS lookup of the <service>.<ns>.svc.clusterset.local domain for a ClusterIP service
+    should resolve to the clusterset IP. (Upstream: the output contains the IP; here the
+    answer is exactly it, per family.)"""
+    t.start()
+    for client in t.clients:
+        def has_ips(si: dict[str, Any], client: Member = client) -> None:
+            assert si["spec"].get("ips"), \
+                f"ServiceImport on cluster {client.name!r} does not contain an IP"
+        si = t.await_service_import(client, has_ips)
+        for ip in si["spec"]["ips"]:
+            qtype = _record_type(ip_family_of(ip))
+            answer = _dns(client).addresses(_hello_domain(t), qtype)
+            assert answer == [ip], f"{qtype} {_hello_domain(t)} on {client.name}: {answer}"
+
+
+def test_dns_clusterip_srv_records(t: Driver) -> None:
+    """A DNS SRV query of the <service>.<ns>.svc.clusterset.local domain for a ClusterIP
+    service should return valid SRV records: one, port 42, target the service's name."""
+    t.start()
+    expected = [Srv(t.hello_service["spec"]["ports"][0]["port"], _hello_domain(t))]
+    for client in t.clients:
+        eventually(lambda client=client: _assert_equal(  # type: ignore[misc]
+            _dns(client).srv(_hello_domain(t)), expected),
+            what=f"SRV {_hello_domain(t)} on {client.name}")
+
+
+def test_dns_headless_resolves_to_the_ready_pods(
+    t: Driver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A DNS query of the <service>.<ns>.svc.clusterset.local domain for a headless service
+    should return the ready endpoint addresses of all the backing pods (two replicas)."""
+    monkeypatch.setattr(conformance, "PODS", 2)
+    t.hello_service["spec"]["clusterIP"] = "None"
+    t.start()
+    for client in t.clients:
+        for family in t.await_service_import_ip_families(client):
+            pods = sorted(t.pod_ips[t.clients[0].name][family])
+            assert len(pods) == 2
+            eventually(lambda client=client, family=family, pods=pods: _assert_equal(  # type: ignore[misc]
+                _dns(client).addresses(_hello_domain(t), _record_type(family)), pods),
+                what=f"{_record_type(family)} {_hello_domain(t)} on {client.name}")
+
+
+def test_dns_headless_statefulset_pod_by_hostname_and_cluster(
+    t: Driver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A DNS query of the <hostname>.<clusterid>.<service>.<ns>.svc.clusterset.local domain
+    for a headless StatefulSet service should return the requested pod's endpoint address.
+    (The driver plays the EndpointSlice controller: a StatefulSet's pods get hostnames.)"""
+    monkeypatch.setattr(conformance, "PODS", 2)
+    t.hello_service["spec"]["clusterIP"] = "None"
+    t.start(auto_export=False)
+    west = t.clients[0]
+    for eps in t.endpoint_slices(west):
+        for i, endpoint in enumerate(eps["endpoints"]):
+            endpoint["hostname"] = f"{HELLO}-ss-{i}"
+        west.kube.replace(f"{t._slices()}/{eps['metadata']['name']}", eps)
+    t.create_service_export(west, t.hello_export)
+    for client in t.clients:
+        for family in t.await_service_import_ip_families(client):
+            def complete(eps: dict[str, Any]) -> None:
+                assert len(eps["endpoints"]) == 2, eps["metadata"]["name"]
+                for endpoint in eps["endpoints"]:
+                    assert endpoint.get("conditions", {}).get("ready", True)
+                    assert endpoint.get("hostname"), "the hostname field is not set"
+            eps = t.await_mcs_endpoint_slice(client, address_type_of(family), complete)
+            cluster = eps["metadata"]["labels"][LABEL_MCS_SOURCE_CLUSTER]
+            assert cluster == west.name
+            model = _dns(client)
+            for endpoint in eps["endpoints"]:
+                name = f"{endpoint['hostname']}.{cluster}.{_hello_domain(t)}"
+                assert model.addresses(name, _record_type(family)) == sorted(
+                    endpoint["addresses"]), f"{name} on {client.name}"
+
+
+def test_dns_headless_srv_records(t: Driver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DNS SRV query of the <service>.<ns>.svc.clusterset.local domain for a headless
+    service should return valid SRV records: one per endpoint of every IP family, named
+    after the endpoint's host name, on the service's port."""
+    monkeypatch.setattr(conformance, "PODS", 2)
+    t.hello_service["spec"]["clusterIP"] = "None"
+    t.start()
+    west = t.clients[0].name
+    hosts = [endpoint_hostname(ip, None) for family in t.hello_service["spec"]["ipFamilies"]
+             for ip in t.pod_ips[west][family]]
+    port = t.hello_service["spec"]["ports"][0]["port"]
+    expected = sorted(Srv(port, f"{h}.{west}.{_hello_domain(t)}") for h in hosts)
+    for client in t.clients:
+        eventually(lambda client=client: _assert_equal(  # type: ignore[misc]
+            _dns(client).srv(_hello_domain(t)), expected),
+            what=f"SRV {_hello_domain(t)} on {client.name}")
+
+
+def _assert_equal(actual: Any, expected: Any) -> None:
+    assert actual == expected, f"{actual} != {expected}"
