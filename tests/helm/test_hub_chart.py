@@ -297,6 +297,15 @@ def test_hub_pods_get_no_kubernetes_api_token() -> None:
         ({"database": {"url": PG_URL}, "service": {"type": "External"}}, "/service/type"),
         ({"database": {"url": PG_URL}, "hub": {"logFormat": "xml"}}, "/hub/logFormat"),
         ({"database": {"url": PG_URL}, "hub": {"clusterTTL": 0}}, "/hub/clusterTTL"),
+        ({"database": {"url": PG_URL}, "hub": {"clusterTTL": 2}}, "/hub/clusterTTL"),
+        (
+            {"database": {"url": PG_URL}, "hub": {"stalePanicFraction": 0}},
+            "/hub/stalePanicFraction",
+        ),
+        (
+            {"database": {"url": PG_URL}, "hub": {"stalePanicFraction": 1.5}},
+            "/hub/stalePanicFraction",
+        ),
         ({"database": {"url": PG_URL}, "containerPort": 70000}, "/containerPort"),
         ({"database": {"url": PG_URL}, "auth": {"adminToken": "short"}}, "/auth/adminToken"),
         ({"database": {"url": PG_URL}, "replica": 2}, "replica"),
