@@ -156,6 +156,15 @@ _REASON_OF_FIELD: Final[dict[str, str]] = {
     **{name: reason for name, reason, _ in DECIDED_FIELDS},
 }
 
+# Decided fields whose values are short words (an enum, or unset): a message names both
+# this cluster's value and the winner's, so a reader sees "Headless here, ClusterSetIP in
+# east" without a second lookup. Labels, annotations and the affinity config can be long
+# and are only named (`mcsync describe conflict` shows them).
+_VALUED_FIELDS: Final[dict[str, Callable[[InternalServiceExportSpec], Any]]] = {
+    name: read for name, _, read in DECIDED_FIELDS
+    if name in ("type", "sessionAffinity", "internalTrafficPolicy", "trafficDistribution")
+}
+
 # At most this many rejected ports are spelled out in a message; the rest are counted.
 _MAX_PORTS_NAMED: Final = 5
 
@@ -608,9 +617,22 @@ def _ports_phrase(ports: Sequence[ServicePort]) -> str:
     return f"{'port' if len(ports) == 1 else 'ports'} {named}"
 
 
-def _fields_phrase(fields: Sequence[str]) -> str:
+def _fields_phrase(
+    fields: Sequence[str], *, own: InternalServiceExportSpec, winner: InternalServiceExportSpec
+) -> str:
+    """`type (Headless here, ClusterSetIP in east), exportedLabels were`: each field, with
+    both values when they are short words."""
+    named = []
+    for name in fields:
+        read = _VALUED_FIELDS.get(name)
+        if read is None:
+            named.append(name)
+        else:
+            mine, theirs = read(own) or "unset", read(winner) or "unset"
+            named.append(f"{name} ({mine} here, {theirs} in "
+                         f"{winner.service_reference.cluster_id})")
     verb = "was" if len(fields) == 1 else "were"
-    return f"{', '.join(fields)} {verb}"
+    return f"{', '.join(named)} {verb}"
 
 
 def _conflict_message(
@@ -634,7 +656,9 @@ def _conflict_message(
     decided = [f for f in own_fields if f != PORTS_FIELD]
     parts = []
     if decided:
-        parts.append(f"This cluster's {_fields_phrase(decided)} overridden by the winner's")
+        own = next(e for e in exports if e.service_reference.cluster_id == cluster)
+        phrase = _fields_phrase(decided, own=own, winner=exports[0])
+        parts.append(f"This cluster's {phrase} overridden by the winner's")
     if rejected:
         one = len(rejected) == 1
         clause = (

@@ -839,7 +839,8 @@ def test_conflict_message_of_an_overridden_export() -> None:
     message = conflict_key().verdicts["beta"].message
     assert message == (
         "Clusters disagree on ports, type: alpha wins as the oldest export, created "
-        "2026-03-01T09:30:00.000Z. This cluster's type was overridden by the winner's; its "
+        "2026-03-01T09:30:00.000Z. This cluster's type (Headless here, ClusterSetIP in alpha) "
+        "was overridden by the winner's; its "
         "port http (8080/TCP) clashes with ports of older exports and was left out of the "
         "import; it does not declare the import's port http (80/TCP), whose traffic goes only "
         "to clusters that do."
@@ -894,9 +895,24 @@ def test_conflict_message_names_every_overridden_decided_field() -> None:
         ]
     )
     assert (
-        "This cluster's sessionAffinity, exportedLabels were overridden by the winner's."
-        in result.verdicts["b"].message
+        "This cluster's sessionAffinity (ClientIP here, None in a), exportedLabels were "
+        "overridden by the winner's." in result.verdicts["b"].message
     )
+
+
+@pytest.mark.parametrize(("own", "winner_value", "phrase"), [
+    ({"type": "Headless"}, {}, "type (Headless here, ClusterSetIP in a) was"),
+    ({}, {"type": "Headless"}, "type (ClusterSetIP here, Headless in a) was"),
+    ({"internalTrafficPolicy": "Local"}, {}, "internalTrafficPolicy (Local here, unset in a) was"),
+    ({"trafficDistribution": "PreferClose"}, {"trafficDistribution": "PreferSameZone"},
+     "trafficDistribution (PreferClose here, PreferSameZone in a) was"),
+    ({"exportedAnnotations": {"k": "v"}}, {}, "exportedAnnotations was"),
+])
+def test_a_conflict_message_names_both_short_values(
+    own: dict[str, Any], winner_value: dict[str, Any], phrase: str
+) -> None:
+    result = judge([spec("a", created=at(0), **winner_value), spec("b", created=at(1), **own)])
+    assert f"This cluster's {phrase} overridden by the winner's." in result.verdicts["b"].message
 
 
 def test_conflict_message_says_a_tie_was_broken_by_cluster_id() -> None:
