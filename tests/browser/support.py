@@ -14,15 +14,18 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
 
 from shared.version import __version__
+
+T = TypeVar("T")
 
 CHROMIUM = "/usr/bin/chromium"
 AXE = Path(__file__).with_name("axe") / "node_modules" / "axe-core" / "axe.min.js"
@@ -51,6 +54,14 @@ def axe_source() -> str:
     if not AXE.is_file():
         _missing(f"axe-core is not installed ({AXE}; scripts/test runs npm ci there)")
     return AXE.read_text()
+
+
+def off_the_loop(function: Callable[..., T], *args: Any) -> T:
+    """`function(*args)` in a thread of its own: Playwright's sync API keeps an event loop
+    running in the test's thread, where the suite's PostgreSQL helpers (`asyncio.run`)
+    cannot run. Exceptions (a pytest skip or fail included) come back as they were."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(function, *args).result()
 
 
 @contextmanager

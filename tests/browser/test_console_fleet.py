@@ -2,7 +2,7 @@
 stop turns Stale and its endpoints are withdrawn, another reports a held mass withdrawal —
 and the console says so without a reload, though heartbeats are in no feed (the clusters
 are read again at the feed's BOOKMARK, every second on this hub). Its own hub process with
-a 3-second cluster TTL."""
+a 3-second cluster TTL, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.browser.conftest import Tab
-from tests.browser.support import Beater, FleetSeeder
+from tests.browser.support import Beater, FleetSeeder, off_the_loop
 from tests.browser.test_console import active_watches_of, row
+from tests.conftest import BACKENDS, dispose_database_url, make_database_url, require_postgres
 from tests.member.agent_support import HubProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -21,17 +22,22 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 WAIT_MS = 20_000
 
 
-@pytest.fixture
-def short_ttl_hub(tmp_path: Path) -> Iterator[HubProcess]:
+@pytest.fixture(params=BACKENDS)
+def short_ttl_hub(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[HubProcess]:
+    """Staleness and withdrawal are decided in the database: both back ends."""
+    if request.param == "postgresql":
+        off_the_loop(require_postgres)
+    database = off_the_loop(make_database_url, str(request.param), tmp_path)
     hub = HubProcess(
-        directory=tmp_path,
+        directory=tmp_path, database=database,
         extra_args=["--cluster-ttl", "3", "--watch-bookmark-seconds", "1"],
     )
-    hub.start()
     try:
+        hub.start()
         yield hub
     finally:
         hub.stop()
+        off_the_loop(dispose_database_url, database)
 
 
 def test_stale_cluster_and_held_withdrawal_show_live(short_ttl_hub: HubProcess, tab: Tab) -> None:
