@@ -91,7 +91,7 @@ from hub.api.params import WatchOptions
 from hub.api.status import ApiError, make_status
 from hub.logs import fields
 from hub.store import DatabaseUnavailable, Feed, Gone, ImportFeed
-from hub.store.fanout import BufferLimits, Subscription
+from hub.store.fanout import BufferLimits, Subscription, right_sized
 from hub.store.feed import event_line
 from shared.constants import WATCH_DEFAULT_TIMEOUT_SECONDS
 from shared.models import BookmarkMeta, BookmarkObject, Status, WatchEvent
@@ -300,7 +300,7 @@ class WatchStream:
     def _sent(self, event: WatchEvent) -> Iterator[Chunk]:
         """An event this watch encodes itself (replay, BOOKMARK, ERROR), as written."""
         self.ctx.metrics.watch_events.labels(event.type).inc()
-        return slices(event_line(event))
+        return slices(right_sized(event_line(event)))
 
     def _too_slow(self, sub: Subscription) -> Iterator[Chunk]:
         log.info(
