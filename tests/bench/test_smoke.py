@@ -75,6 +75,10 @@ BENCHMARKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("postgresql",),
         ("cold_start", "restart_repair", "idle", "agent_peak_rss_mib"),
     ),
+    "stalled_watches": (
+        ("sqlite",),
+        ("without_watches", "with_stalled_watches", "rss_kib_per_stalled_watch"),
+    ),
     "console": (
         ("sqlite",),
         ("overview_on_screen_ms", "search_ms", "live_change", "watches"),
