@@ -25,7 +25,8 @@ export withdrawn takes its row along.
 **Who decides, once.** Two writers, each transition recorded exactly once:
 
 * the **sweep** (`sweep`), which every hub replica runs every second: a read-only pass
-  compares what should be withheld with what is (one read of `clusters`, one of
+  compares what should be withheld with what is (the Stale or recorded-Stale clusters,
+  as the database filters them, the count of clusters ever heard from, the rows of
   `endpoint_withdrawals`; the slices of Stale clusters only when there are some), and only
   when they differ opens a write transaction. There it takes the fleet-wide sweep lock
   (`KeyLocks.sweep`: on PostgreSQL a transaction advisory lock that another replica's
@@ -41,8 +42,11 @@ export withdrawn takes its row along.
 A second replica finding the work done reads no difference and writes nothing, so one
 transition is one set of events on SQLite and on PostgreSQL with any number of replicas.
 
-Cost: the common sweep (no cluster Stale, nothing withheld) is two small reads; a write
-transaction, its locks and its events cost in proportion to the exports that change.
+Cost: the common sweep (no cluster Stale, nothing withheld) is three reads of one row or
+none, whatever the fleet's size (the database compares the heartbeats with the cutoff: a
+sweep at 1,000 clusters that read them all spent ~6 ms of hub CPU turning rows into
+objects); a write transaction, its locks and its events cost in proportion to the exports
+that change.
 """
 
 from __future__ import annotations
@@ -50,10 +54,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store.context import StoreContext
@@ -107,19 +111,17 @@ class FleetState:
 
 
 def fleet_state(
-    rows: Mapping[str, ClusterRow], *, ttl: timedelta, now: datetime, panic_fraction: float
+    rows: Mapping[str, ClusterRow], *, heard: int, cutoff: datetime, panic_fraction: float
 ) -> FleetState:
-    """Which of `rows` are Stale as of `now`, and whether more than `panic_fraction` of
-    the clusters that ever sent a heartbeat are (SPEC §5.1's panic threshold)."""
-    heard = [name for name, row in rows.items() if row.last_heartbeat is not None]
+    """Which of `rows` are Stale (their last heartbeat before `cutoff`, now less the TTL),
+    and whether more than `panic_fraction` of the `heard` clusters that ever sent a
+    heartbeat are (SPEC §5.1's panic threshold)."""
     stale = frozenset(
         name
-        for name in heard
-        if now - rows[name].last_heartbeat > ttl  # type: ignore[operator]
+        for name, row in rows.items()
+        if row.last_heartbeat is not None and row.last_heartbeat < cutoff
     )
-    return FleetState(
-        stale=stale, heartbeated=len(heard), panic=len(stale) > panic_fraction * len(heard)
-    )
+    return FleetState(stale=stale, heartbeated=heard, panic=len(stale) > panic_fraction * heard)
 
 
 @dataclass
@@ -141,21 +143,44 @@ class Plan:
 
 
 async def _read_clusters(
-    conn: AsyncConnection, ctx: StoreContext, *, names: Sequence[str] | None = None
+    conn: AsyncConnection,
+    ctx: StoreContext,
+    *,
+    cutoff: datetime,
+    names: Sequence[str] | None = None,
 ) -> dict[str, ClusterRow]:
-    """The clusters not being deleted (of `names`, locked FOR UPDATE in name order, when
-    given)."""
+    """The clusters not being deleted that are Stale (heard before `cutoff`) or recorded
+    so, as the database filters them: a sweep of a healthy fleet reads no row of it. With
+    `names`: those clusters, whatever their state, locked FOR UPDATE in name order."""
     query = (
         select(clusters.c.name, clusters.c.last_heartbeat, clusters.c.stale)
         .where(clusters.c.deleting.is_(False))
         .order_by(clusters.c.name)
     )
-    if names is not None:
+    if names is None:
+        query = query.where(or_(clusters.c.stale.is_(True), clusters.c.last_heartbeat < cutoff))
+    else:
         query = ctx.locks.exclusive(query.where(clusters.c.name.in_(names)), of=clusters)
     return {
         str(name): ClusterRow(last_heartbeat, bool(stale))
         for name, last_heartbeat, stale in await conn.execute(query)
     }
+
+
+async def _heard(conn: AsyncConnection) -> int:
+    """How many clusters (not being deleted) ever sent a heartbeat."""
+    query = select(func.count(clusters.c.last_heartbeat)).where(clusters.c.deleting.is_(False))
+    return int((await conn.execute(query)).scalar_one() or 0)
+
+
+async def _registered(conn: AsyncConnection, names: set[str]) -> set[str]:
+    """Which of `names` are registered and not being deleted."""
+    if not names:
+        return set()
+    query = select(clusters.c.name).where(
+        clusters.c.name.in_(sorted(names)), clusters.c.deleting.is_(False)
+    )
+    return {str(name) for (name,) in await conn.execute(query)}
 
 
 async def withheld_rows(conn: AsyncConnection) -> set[Triple]:
@@ -198,34 +223,25 @@ async def _should_withhold(
 async def _plan(conn: AsyncConnection, ctx: StoreContext, *, now: datetime, lock: bool) -> Plan:
     """What a sweep at `now` changes. `lock`: hold the rows it decides by (the Stale and
     recorded-Stale clusters, FOR UPDATE) and read the rest after them."""
-    rows = await _read_clusters(conn, ctx)
-
-    def state(of: Mapping[str, ClusterRow]) -> FleetState:
-        return fleet_state(
-            of, ttl=ctx.cluster_ttl, now=now, panic_fraction=ctx.stale_panic_fraction
-        )
-
-    fleet = state(rows)
-    if lock:
-        names = sorted(fleet.stale | {n for n, r in rows.items() if r.stale})
-        if names:
-            locked = await _read_clusters(conn, ctx, names=names)
-            for name in names:
-                if name in locked:
-                    rows[name] = locked[name]
-                else:  # deregistering meanwhile
-                    rows.pop(name, None)
-            fleet = state(rows)
+    cutoff = now - ctx.cluster_ttl
+    rows = await _read_clusters(conn, ctx, cutoff=cutoff)
+    if lock and rows:
+        # Read again under the locks: a heartbeat committed meanwhile is seen (or waits).
+        rows = await _read_clusters(conn, ctx, cutoff=cutoff, names=sorted(rows))
+    heard = await _heard(conn)
+    fleet = fleet_state(rows, heard=heard, cutoff=cutoff, panic_fraction=ctx.stale_panic_fraction)
     current = await withheld_rows(conn)
     wanted = await _should_withhold(conn, ctx, fleet)
+    returning = current - wanted
+    # A row of a cluster being deregistered goes with its exports, never given back.
+    alive = await _registered(conn, {c for c, _, _ in returning})
     return Plan(
         fleet=fleet,
         clusters=rows,
         mark_stale=sorted(n for n in fleet.stale if not rows[n].stale),
         clear_stale=sorted(n for n, r in rows.items() if r.stale and n not in fleet.stale),
         withhold=wanted - current,
-        # A row of a cluster being deregistered goes with its exports, never given back.
-        give_back={t for t in current - wanted if t[0] in rows},
+        give_back={t for t in returning if t[0] in alive},
         withheld=len(current),
     )
 
