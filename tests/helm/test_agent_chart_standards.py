@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from member.corefile import MARKER
 from member.corefile import main as corefile_main
 from sandbox.emulator.crds import crd_object
 from sandbox.emulator.resources import CLUSTER_PROPERTIES, ResourceCatalog
@@ -201,3 +202,9 @@ def test_hook_flags_come_from_values() -> None:
     (container,) = hook_jobs(values)["pre-delete"]["spec"]["template"]["spec"]["containers"]
     assert container["args"] == ["remove", "--namespace=dns", "--configmap=corefile",
                                  "--zone=mesh.example"]
+
+
+def test_the_install_guide_shows_the_stanza_the_hook_adds() -> None:
+    guide = (REPO / "docs" / "install.md").read_text()
+    assert f"    {MARKER}\n    multicluster clusterset.local\n" in guide
+    assert "--set coredns.multicluster.enabled=true" in guide
