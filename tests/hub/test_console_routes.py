@@ -7,8 +7,11 @@ the app is served here without its lifespan and without a database."""
 
 from __future__ import annotations
 
+import fnmatch
 import re
+import tomllib
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -87,3 +90,14 @@ def test_every_module_the_page_imports_is_shipped() -> None:
     for path in STATIC_DIR.glob("*.js"):
         for imported in re.findall(r'from "\./([^"]+)"', path.read_text()):
             assert imported in FILES, f"{path.name} imports {imported}, which is not shipped"
+
+
+def test_the_package_data_ships_every_console_file() -> None:
+    """An editable install serves the files from the tree; a wheel has only what
+    pyproject.toml's package-data names, so every shipped file must match a pattern."""
+    config = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["hub"]
+    hub_dir = STATIC_DIR.parents[1]
+    for path in FILES.values():
+        relative = path.relative_to(hub_dir).as_posix()
+        assert any(fnmatch.fnmatch(relative, pattern) for pattern in patterns), relative
