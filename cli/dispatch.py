@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cli import admin, commands, conflictpage, contexts, status
+from cli import admin, commands, conflictpage, contexts, importpage, status
 from cli.commands import Context
 from cli.completion import script
 
@@ -23,10 +23,12 @@ def sandbox(ctx: Context) -> int:
 
 
 def get(ctx: Context) -> int:
-    """`get`/`describe`: the conflict page is a module of its own, the other kinds are
-    `commands.get`'s."""
+    """`get`/`describe`: the conflict page and the import's page (which says where it is
+    imported) are modules of their own; the rest is `commands.get`'s."""
     if ctx.options.kind == "conflict":
         return conflictpage.describe(ctx)
+    if ctx.options.kind == "import" and ctx.options.output != "wide":
+        return importpage.describe(ctx)
     return commands.get(ctx)
 
 
