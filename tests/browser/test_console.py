@@ -219,3 +219,21 @@ def test_axe_finds_no_serious_or_critical_violation(
     serious = [v for v in violations if v["impact"] in ("serious", "critical")]
     assert serious == [], serious
     tab.assert_clean(console_hub.url)
+
+
+def test_a_hub_that_cannot_answer_keeps_the_operator_signed_in(
+    console_hub: ConsoleHub, tab: Tab
+) -> None:
+    page = sign_in(tab, console_hub)
+    unavailable = {"kind": "Status", "code": 503, "message": "database unavailable"}
+    page.route("**/api/v1/clusters", lambda route: route.fulfill(status=503, json=unavailable))
+    page.reload()
+    page.get_by_role("heading", name="The hub cannot be read right now").wait_for()
+    assert "database unavailable" in page.get_by_role("alert").inner_text()
+    assert page.evaluate("sessionStorage.getItem('mcsync.console.token')") is not None
+    page.unroute("**/api/v1/clusters")
+    page.get_by_role("button", name="Try again").press("Enter")
+    page.locator("#feed-state.live").wait_for()
+    assert page.locator("h1").inner_text() == "Fleet overview"
+    tab.errors = [e for e in tab.errors if "status of 503" not in e]
+    tab.assert_clean(console_hub.url)

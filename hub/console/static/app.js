@@ -192,8 +192,33 @@ signOutButton.addEventListener("click", () => signOut(""));
 window.addEventListener("hashchange", () => { if (fleet) render(); });
 setInterval(() => tickAges(main), 1000);
 
+function refused(error) {
+  return error instanceof ApiError && (error.status === 401 || error.status === 403);
+}
+
+// The hub could not be read with a token it had accepted (down, restarting, 503): keep the
+// token and offer to try again, rather than sign the operator out.
+function showUnavailable(error) {
+  if (feed) feed.stop();
+  feed = null;
+  view = null;
+  const retry = h("button", { type: "button" }, "Try again");
+  retry.addEventListener("click", resume);
+  main.replaceChildren(h("section", { "aria-labelledby": "unavailable-heading" },
+    h("h1", { id: "unavailable-heading", tabindex: "-1" }, "The hub cannot be read right now"),
+    h("p", { class: "error", role: "alert" }, error.message), retry));
+  retry.focus();
+}
+
+function resume() {
+  startSession().catch((error) => {
+    if (refused(error)) signOut(signInMessage(error));
+    else showUnavailable(error);
+  });
+}
+
 if (token()) {
-  startSession().catch((error) => signOut(signInMessage(error)));
+  resume();
 } else {
   showSignIn("");
 }
