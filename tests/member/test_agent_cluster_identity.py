@@ -15,7 +15,12 @@ from typing import Any
 
 import pytest
 
-from member.clusteridentity import AboutApi, ClusterIdentityError, resolve_cluster_id
+from member.clusteridentity import (
+    AboutApi,
+    ClusterIdentityError,
+    ClustersetProperty,
+    resolve_cluster_id,
+)
 from shared.aboutapi import ABOUT_GROUP, CLUSTER_ID_PROPERTY, CLUSTERSET_PROPERTY
 from tests.kube.fixtures import KubeCluster
 from tests.member.agent_support import (
@@ -99,6 +104,59 @@ def test_the_about_api_is_found_at_v1alpha1_only(
     assert AboutApi(cluster.api_client()).version == "v1beta1"
     group = cluster.state.catalog.groups()[ABOUT_GROUP]
     assert group == ("v1beta1", "v1alpha1")
+
+
+# (About API installed, stored clusterset.k8s.io, the hub's name) → the value after, or the
+# fatal line's start.
+CLUSTERSET_CASES: list[tuple[str, bool, str | None, str | None, str | None, str | None]] = [
+    ("absent: created", True, None, CLUSTERSET, CLUSTERSET, None),
+    ("equal: left as it is", True, CLUSTERSET, CLUSTERSET, CLUSTERSET, None),
+    ("another clusterset: stop", True, "staging", CLUSTERSET, "staging",
+     "ClusterProperty clusterset.k8s.io says this cluster belongs to clusterset 'staging', "
+     f"but the hub at http://hub serves clusterset '{CLUSTERSET}'"),
+    ("not an id: stop", True, "Bad_Set", CLUSTERSET, "Bad_Set",
+     "ClusterProperty clusterset.k8s.io: 'Bad_Set' is not an RFC 1123 DNS subdomain"),
+    ("the hub names none: nothing", True, None, None, None, None),
+    ("no About API: nothing", False, None, CLUSTERSET, None, None),
+]
+
+
+@pytest.mark.parametrize(("about", "stored", "hub_name", "after", "fatal"),
+                         [row[1:] for row in CLUSTERSET_CASES],
+                         ids=[row[0] for row in CLUSTERSET_CASES])
+def test_clusterset_property(kube_cluster_factory: Callable[..., KubeCluster], about: bool,
+                             stored: str | None, hub_name: str | None, after: str | None,
+                             fatal: str | None) -> None:
+    cluster = kube_cluster_factory("c", about_api=about)
+    if stored is not None:
+        seed(cluster, CLUSTERSET_PROPERTY, stored)
+    stops: list[bool] = []
+    keeper = ClustersetProperty(AboutApi(cluster.api_client()), hub_url="http://hub",
+                                on_fatal=lambda: stops.append(True))
+    for _ in range(3):  # every heartbeat answer; settled after the first
+        keeper.observe(hub_name)
+    if about:
+        assert value_of(cluster, CLUSTERSET_PROPERTY) == after
+        assert cluster.state.writes("clusterproperties") == (stored is None and after is not None)
+        assert cluster.state.count("get", "clusterproperties") == (hub_name is not None)
+    else:
+        assert cluster.state.count(resource="clusterproperties") == 0
+    assert stops == ([True] if fatal else [])
+    assert (keeper.fatal or "").startswith(fatal or "")
+    assert (keeper.fatal is None) is (fatal is None)
+
+
+def test_clusterset_property_retries_after_an_outage(
+    kube_cluster_factory: Callable[..., KubeCluster],
+) -> None:
+    cluster = kube_cluster_factory("c", about_api=True)
+    keeper = ClustersetProperty(AboutApi(cluster.api_client()), hub_url="http://hub")
+    cluster.state.pause()
+    keeper.observe(CLUSTERSET)  # 503: logged, not fatal, tried again at the next answer
+    assert keeper.fatal is None
+    cluster.state.unpause()
+    keeper.observe(CLUSTERSET)
+    assert value_of(cluster, CLUSTERSET_PROPERTY) == CLUSTERSET
 
 
 # -- the agent process against a real hub ---------------------------------------------------
