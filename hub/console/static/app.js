@@ -70,7 +70,8 @@ function render() {
     main.replaceChildren(heading, clusters.el, services.el);
   }
   for (const link of nav.querySelectorAll("a")) {
-    const current = link.getAttribute("href") === `#/${route.view === "overview" ? "" : route.view}`;
+    const section = { overview: "", service: "services" }[route.view] ?? route.view;
+    const current = link.getAttribute("href") === `#/${section}`;
     if (current) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
@@ -114,7 +115,8 @@ async function startSession() {
   signOutButton.hidden = false;
   feedState.hidden = false;
   showFeedState("reconnecting");
-  fleet.addEventListener("change", () => { if (view) view.refresh(); });
+  // The lists follow every change; a service page follows its own key (onFeedEvent).
+  fleet.addEventListener("change", () => { if (view && !view.key) view.refresh(); });
   routed = false;
   render();
   const revision = await fleet.loadServices();
@@ -175,13 +177,7 @@ function showSignIn(message) {
     try {
       await startSession();
     } catch (error) {
-      setToken(null);
-      nav.hidden = true;
-      signOutButton.hidden = true;
-      feedState.hidden = true;
-      button.disabled = false;
-      alert.textContent = signInMessage(error);
-      input.focus();
+      signOut(signInMessage(error)); // a fresh form, the message, the token dropped
     }
   });
   main.replaceChildren(form);
