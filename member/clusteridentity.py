@@ -112,6 +112,10 @@ def _served_version(api: k8s.ApiClient) -> str | None:
             f"cannot tell whether the About API ({ABOUT_GROUP}) is installed: the Kubernetes "
             f"API answered {exc.status} {exc.reason}"
         ) from None
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise ClusterIdentityError(
+            f"cannot tell whether the About API ({ABOUT_GROUP}) is installed: {exc}"
+        ) from None
     served = {str(v.get("version")) for v in (group or {}).get("versions") or []}
     return next((v for v in ABOUT_VERSIONS if v in served), None)
 
