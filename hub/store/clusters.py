@@ -102,10 +102,9 @@ def held_condition(hold_text: str | None, *, cluster: str) -> list[Condition]:
 
 @dataclass(frozen=True)
 class HeartbeatOutcome:
-    """A recorded heartbeat: the cluster after it, and whether its answer hands the agent
-    the admin's one-shot allowance (consumed by this heartbeat)."""
+    """A recorded heartbeat (the cluster is `Ready` by it): whether its answer hands the
+    agent the admin's one-shot allowance (consumed by this heartbeat)."""
 
-    cluster: MemberCluster
     withdrawal_allowed: bool
     # Exports whose endpoints this heartbeat gave back to the import feed (SPEC §5.1).
     given_back: int = 0
@@ -206,13 +205,13 @@ class ClusterStore:
         imported_endpoints: int | None = None,
     ) -> MemberCluster:
         """Record that the cluster's agent is alive (its version, what it imports)."""
-        outcome = await self.beat(
+        await self.beat(
             name,
             agent_version=agent_version,
             imported_services=imported_services,
             imported_endpoints=imported_endpoints,
         )
-        return outcome.cluster
+        return await self.get(name)
 
     async def beat(
         self,
@@ -228,28 +227,14 @@ class ClusterStore:
         is Ready again and its withheld endpoints come back to the import feed now
         (`withdrawals.give_back_cluster`); a pending allowance is handed over (and
         consumed) when the agent reports a hold. NotFound when not registered."""
+        # Every cluster beats several times per TTL, so a beat is two statements in one
+        # transaction and no read after it: the UPDATE (step 1 of the lock order, `locks`:
+        # the sweep and the cluster's writes wait for it, or it for them), then the
+        # cluster's withheld exports, usually none.
         async with self._ctx.write() as conn:
-            # Step 1 of the lock order (`locks`): the sweep and the cluster's writes wait.
-            row = (
-                (
-                    await conn.execute(
-                        self._ctx.locks.exclusive(
-                            select(clusters.c.withdrawal_allowed).where(
-                                clusters.c.name == name, clusters.c.deleting.is_(False)
-                            ),
-                            of=clusters,
-                        )
-                    )
-                )
-                .mappings()
-                .first()
-            )
-            if row is None:
-                raise NotFound(f"cluster {name!r} is not registered")
-            allowed = bool(row["withdrawal_allowed"]) and withdrawal_held is not None
-            await conn.execute(
+            updated = await conn.execute(
                 update(clusters)
-                .where(clusters.c.name == name)
+                .where(clusters.c.name == name, clusters.c.deleting.is_(False))
                 .values(
                     last_heartbeat=utcnow(),
                     agent_version=agent_version,
@@ -261,17 +246,23 @@ class ClusterStore:
                         if withdrawal_held is None
                         else codec.canonical_json(to_wire(withdrawal_held))
                     ),
-                    withdrawal_allowed=bool(row["withdrawal_allowed"]) and not allowed,
                 )
             )
+            if updated.rowcount == 0:
+                raise NotFound(f"cluster {name!r} is not registered")
+            allowed = False
+            if withdrawal_held is not None:
+                # The row is ours until commit: this takes the allowance exactly once.
+                taken = await conn.execute(
+                    update(clusters)
+                    .where(clusters.c.name == name, clusters.c.withdrawal_allowed.is_(True))
+                    .values(withdrawal_allowed=False)
+                )
+                allowed = taken.rowcount == 1
             applied = await give_back_cluster(conn, self._ctx, name)
         if applied.newest_revision is not None:
             self._ctx.notifier.committed(applied.newest_revision)
-        return HeartbeatOutcome(
-            cluster=await self.get(name),
-            withdrawal_allowed=allowed,
-            given_back=applied.given_back,
-        )
+        return HeartbeatOutcome(withdrawal_allowed=allowed, given_back=applied.given_back)
 
     async def allow_withdrawal(self, name: str) -> MemberCluster:
         """Let the cluster's next held mass withdrawal through, once (SPEC §5.1): handed

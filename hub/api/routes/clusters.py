@@ -19,7 +19,7 @@ from hub.api.jsonbody import StrictJsonRoute
 from hub.api.params import ClusterPath
 from hub.api.status import documented
 from hub.logs import fields
-from shared.constants import API_PREFIX
+from shared.constants import API_PREFIX, CLUSTER_READY
 from shared.models import (
     Heartbeat,
     HeartbeatResponse,
@@ -110,7 +110,6 @@ async def heartbeat(
         imported_endpoints=beat.imported_endpoints,
         withdrawal_held=beat.withdrawal_held,
     )
-    record = outcome.cluster
     if outcome.given_back:
         log.info(
             "Stale cluster is back: its endpoints return to the import feed",
@@ -138,7 +137,7 @@ async def heartbeat(
         hub_version=__version__,
         min_agent_version=settings.min_agent_version,
         server_time=utcnow(),
-        state=record.status.state,
+        state=CLUSTER_READY,  # as of the heartbeat just recorded
         clusterset_name=settings.clusterset_name,
         cluster_ttl_seconds=settings.cluster_ttl,
         withdrawal_allowed=outcome.withdrawal_allowed,
