@@ -39,6 +39,7 @@ from hub.logs import fields
 from hub.metrics import HubMetrics
 from hub.settings import HubSettings
 from hub.store import Store
+from hub.store.usage import Quotas
 from hub.sweeper import Sweeper, sweep_interval
 from shared.version import __version__
 
@@ -91,6 +92,12 @@ def create_app(
     )
 
     def instrument_store(opened: Store) -> None:
+        opened.limit(
+            Quotas(
+                exports=settings.max_exports_per_cluster,
+                endpoint_slices=settings.max_endpointslices_per_cluster,
+            )
+        )
         opened.instrument(
             tracer=tracer,
             resolution_seconds=ctx.metrics.conflict_resolution.observe,

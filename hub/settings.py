@@ -36,6 +36,7 @@ from hub.store import dburl
 from hub.store.db import async_url
 from shared import constants
 from shared.aboutapi import id_problem
+from shared.scope import DEFAULT_DENY_EXPORT_NAMESPACES, check_patterns
 from shared.settingscli import Flag, ProgramSettings
 from shared.version import DEFAULT_MIN_AGENT_VERSION, parse_version
 
@@ -172,6 +173,35 @@ class HubSettings(ProgramSettings):
         description="the clusterset's name, which agents write into the About API's "
         "ClusterProperty clusterset.k8s.io (default: none)",
     )
+
+    # SPEC §4.4 scope and quotas (issue 23): namespaces no member may export from, whatever
+    # its MemberCluster's spec says; and how many records one member may hold.
+    deny_export_namespace: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_DENY_EXPORT_NAMESPACES),
+        description="refuse every member's exports and slices in this namespace or '*' glob "
+        "(default: kube-system, kube-public, kube-node-lease)",
+    )
+    max_exports_per_cluster: int = Field(
+        default=10_000, ge=1, le=10**9, description="exports one member cluster may create"
+    )
+    max_endpointslices_per_cluster: int = Field(
+        default=100_000,
+        ge=1,
+        le=10**9,
+        description="EndpointSliceExports one member cluster may create",
+    )
+
+    @field_validator("deny_export_namespace", mode="before")
+    @classmethod
+    def _deny_split(cls, value: object) -> object:
+        if isinstance(value, str):  # the variable: comma-separated
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("deny_export_namespace")
+    @classmethod
+    def _deny_patterns(cls, value: list[str]) -> list[str]:
+        return check_patterns(value, "deny-export-namespace")
 
     @field_validator("database_url")
     @classmethod

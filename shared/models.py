@@ -29,6 +29,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from shared import constants
+from shared.scope import check_patterns
 from shared.validation import (
     DNS1035_LABEL_RE,
     DNS1123_LABEL_RE,
@@ -571,11 +572,54 @@ class MemberClusterStatus(WireModel):
     conditions: list[Condition] = Field(default_factory=list)
 
 
+ScopeList = Annotated[list[str], Field(max_length=1000)]
+
+
+class MemberClusterSpec(StrictWireModel):
+    """A member's scope (SPEC §4.4): the namespaces (names and `*` globs) it may export from
+    and those it imports. Absent (None): every namespace; empty: none."""
+
+    export_namespaces: ScopeList | None = None
+    import_namespaces: ScopeList | None = None
+
+    @field_validator("export_namespaces", "import_namespaces")
+    @classmethod
+    def _patterns(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else check_patterns(value, "namespace pattern")
+
+
 class MemberCluster(WireModel):
     api_version: str = constants.API_VERSION
     kind: Literal["MemberCluster"] = constants.KIND_CLUSTER  # type: ignore[assignment]
     metadata: MemberClusterMeta
+    spec: MemberClusterSpec = Field(default_factory=MemberClusterSpec)
     status: MemberClusterStatus = Field(default_factory=MemberClusterStatus)
+
+
+class MemberClusterPatchMeta(WireModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # JSON merge patch: a null value removes the label.
+    labels: dict[str, str | None] | None = None
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str | None] | None) -> dict[str, str | None] | None:
+        if value is not None:
+            check_labels({k: v for k, v in value.items() if v is not None}, "label")
+            check_labels({k: "" for k in value}, "label")
+        return value
+
+
+class MemberClusterPatch(WireModel):
+    """Body of the admin's `PATCH /api/v1/clusters/{cluster}` (SPEC §4.2): a JSON merge
+    patch of `metadata.labels` and `spec`. A field left out is kept; a `spec` field set to
+    null becomes absent (every namespace)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metadata: MemberClusterPatchMeta | None = None
+    spec: MemberClusterSpec | None = None
 
 
 class RegisteredMemberCluster(MemberCluster):

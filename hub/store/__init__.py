@@ -59,6 +59,7 @@ from hub.store.imports import ImportStore
 from hub.store.notify import ChangeNotifier
 from hub.store.primary import DEFAULT_TIMEOUT_SECONDS, PrimaryWatch
 from hub.store.results import Page, PutResult
+from hub.store.usage import Quotas
 from hub.store.withdrawals import Withdrawals, check_panic_fraction
 
 __all__ = [
@@ -213,6 +214,10 @@ class Store:
         self._ctx.instruments.resolution_seconds = resolution_seconds
         if write_batch_size is not None:
             self._ctx.instruments.write_batch_size = write_batch_size
+
+    def limit(self, quotas: Quotas) -> None:
+        """Apply the hub's per-cluster quotas (SPEC §4.4) to every write from now on."""
+        self._ctx.quotas = quotas
 
     def pool_usage(self) -> PoolUsage:
         """The connection pool right now (no I/O: the pool's own counters)."""

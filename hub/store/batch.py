@@ -46,17 +46,18 @@ import abc
 import asyncio
 import contextvars
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from opentelemetry import trace
 
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.drain import Drain, answer_slot
-from hub.store.errors import DatabaseUnavailable, NotFound
+from hub.store.errors import DatabaseUnavailable, Forbidden, NotFound
 from hub.store.locks import lock_clusters
+from hub.store.usage import EXPORTS, Allowance, scope_refusal
 from hub.store.writer import Mutation, MutationResult, write_exports
 from shared.timefmt import utcnow
 
@@ -213,9 +214,15 @@ class WriteBatcher(GroupCommit[Mutation, MutationResult]):
             registered = await lock_clusters(conn, self._ctx, [m.cluster_id for m in mutations])
             at_now = ClusterStates(self._ctx.cluster_ttl, now)
             states = {n: at_now.of_export(r["last_heartbeat"]) for n, r in registered.items()}
-            accepted = [m for m in mutations if m.cluster_id in registered]
+            refused = _out_of_scope(mutations, registered)
+            accepted = [
+                m for m in mutations if m.cluster_id in registered and m.record_id not in refused
+            ]
+            quota = Allowance(EXPORTS, self._ctx.quotas.exports, registered)
             outcome = (
-                await write_exports(conn, self._ctx, accepted, now=now, cluster_states=states)
+                await write_exports(
+                    conn, self._ctx, accepted, now=now, cluster_states=states, quota=quota
+                )
                 if accepted
                 else None
             )
@@ -227,9 +234,30 @@ class WriteBatcher(GroupCommit[Mutation, MutationResult]):
             if m.cluster_id not in registered:
                 answers.append(ClusterNotRegistered(f"cluster {m.cluster_id!r} is not registered"))
                 continue
+            if m.record_id in refused:
+                answers.append(refused[m.record_id])
+                continue
             result = next(results)
             answers.append(result.error if result.error is not None else result)
         return answers
+
+
+def _out_of_scope(
+    mutations: Sequence[Mutation], registered: Mapping[str, Mapping[Any, Any]]
+) -> dict[Hashable, Forbidden]:
+    """The PUTs outside their cluster's `spec.exportNamespaces` (SPEC §4.4), each with its
+    refusal; withdrawals and annotation patches always pass."""
+    refused: dict[Hashable, Forbidden] = {}
+    for m in mutations:
+        row = registered.get(m.cluster_id)
+        if row is None or m.spec is None or m.patch is not None:
+            continue
+        refusal = scope_refusal(
+            m.cluster_id, m.namespace, row["export_namespaces"], what=f"Service {m.name!r}"
+        )
+        if refusal is not None:
+            refused[m.record_id] = refusal
+    return refused
 
 
 def _fail(batch: Sequence[_Pending[M, R]], exc: BaseException) -> None:

@@ -33,8 +33,9 @@ from hub.store import codec
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import AlreadyExists, NotFound
-from hub.store.tables import clusters, endpoint_withdrawals, exports
+from hub.store.tables import cluster_usage, clusters, endpoint_withdrawals, exports
 from hub.store.tokens import TokenLookup
+from hub.store.usage import scope_patterns
 from hub.store.withdrawals import give_back_cluster
 from hub.store.writer import Mutation, write_exports
 from shared import constants
@@ -42,6 +43,7 @@ from shared.models import (
     Condition,
     MemberCluster,
     MemberClusterMeta,
+    MemberClusterSpec,
     MemberClusterStatus,
     WithdrawalHold,
     to_wire,
@@ -49,6 +51,11 @@ from shared.models import (
 from shared.timefmt import utcnow
 
 WITHDRAW_BATCH = 500
+
+
+def _scope_text(patterns: list[str] | None) -> str | None:
+    """A scope list as stored: compact JSON, NULL when absent."""
+    return None if patterns is None else codec.canonical_json(list(patterns))
 
 
 def token_hash(token: str) -> str:
@@ -123,6 +130,10 @@ class ClusterStore:
                 labels=json.loads(row["labels"]),
                 creation_timestamp=row["created_at"],
             ),
+            spec=MemberClusterSpec(
+                export_namespaces=scope_patterns(row.get("export_namespaces")),
+                import_namespaces=scope_patterns(row.get("import_namespaces")),
+            ),
             status=MemberClusterStatus(
                 state=states.of_cluster(row["last_heartbeat"]),
                 last_heartbeat_time=row["last_heartbeat"],
@@ -155,12 +166,16 @@ class ClusterStore:
             .order_by(clusters.c.name)
         )
 
-    async def register(self, name: str, labels: Mapping[str, str]) -> tuple[MemberCluster, str]:
-        """Register a cluster; answers it and its member token (shown only now).
+    async def register(
+        self, name: str, labels: Mapping[str, str], spec: MemberClusterSpec | None = None
+    ) -> tuple[MemberCluster, str]:
+        """Register a cluster with its scope (`spec`, SPEC §4.4; None: every namespace);
+        answers it and its member token (shown only now).
 
         ValueError when the name or a label is invalid; AlreadyExists when taken.
         """
         meta = MemberClusterMeta(name=name, labels=dict(labels))  # validates (ValueError)
+        spec = spec or MemberClusterSpec()
         token = secrets.token_urlsafe(32)
         row = {
             "name": meta.name,
@@ -170,6 +185,8 @@ class ClusterStore:
             "last_heartbeat": None,
             "agent_version": None,
             "deleting": False,
+            "export_namespaces": _scope_text(spec.export_namespaces),
+            "import_namespaces": _scope_text(spec.import_namespaces),
         }
         try:
             async with self._ctx.write() as conn:
@@ -177,6 +194,55 @@ class ClusterStore:
         except IntegrityError:
             raise AlreadyExists(f"cluster {name!r} is already registered") from None
         return self._model(row), token
+
+    async def patch(
+        self,
+        name: str,
+        *,
+        labels: Mapping[str, str | None] | None = None,
+        spec: Mapping[str, list[str] | None] | None = None,
+    ) -> MemberCluster:
+        """JSON merge patch of the cluster's labels (a None value removes one) and scope
+        (`export_namespaces` / `import_namespaces`: a list, or None for absent; a field
+        not given is kept). Takes effect for the next write of the cluster and the next
+        import list or watch. NotFound when the cluster is not registered."""
+        async with self._ctx.write() as conn:
+            row = (
+                await conn.execute(
+                    select(clusters.c.labels).where(
+                        clusters.c.name == name, clusters.c.deleting.is_(False)
+                    )
+                )
+            ).first()
+            if row is None:
+                raise NotFound(f"cluster {name!r} is not registered")
+            values: dict[str, Any] = {}
+            if labels:
+                merged = json.loads(row[0])
+                for key, value in labels.items():
+                    if value is None:
+                        merged.pop(key, None)
+                    else:
+                        merged[key] = value
+                values["labels"] = codec.canonical_json(merged)
+            for field_name, patterns in (spec or {}).items():
+                if field_name not in ("export_namespaces", "import_namespaces"):
+                    raise ValueError(f"spec has no field {field_name!r}")
+                values[field_name] = _scope_text(patterns)
+            if values:
+                await conn.execute(update(clusters).where(clusters.c.name == name).values(values))
+        return await self.get(name)
+
+    async def import_scope(self, name: str) -> list[str] | None:
+        """The cluster's `spec.importNamespaces` (None: absent, or no such cluster): what
+        its import list and watch hold (SPEC §4.4). One read by primary key."""
+        async with self._ctx.read() as conn:
+            row = (
+                await conn.execute(
+                    select(clusters.c.import_namespaces).where(clusters.c.name == name)
+                )
+            ).first()
+        return None if row is None else scope_patterns(row[0])
 
     async def get(self, name: str) -> MemberCluster:
         async with self._ctx.read() as conn:
@@ -321,8 +387,12 @@ class ClusterStore:
                     )
                 ).all()
                 if not keys:
-                    # 3. Nothing left: the registration goes, in the same transaction.
+                    # 3. Nothing left: the registration goes, in the same transaction,
+                    #    with its counts (`hub.store.usage`).
                     await conn.execute(sql_delete(clusters).where(clusters.c.name == name))
+                    await conn.execute(
+                        sql_delete(cluster_usage).where(cluster_usage.c.cluster_id == name)
+                    )
                     break
                 outcome = await write_exports(
                     conn, self._ctx, [Mutation(name, ns, n, None) for ns, n in keys], now=utcnow()

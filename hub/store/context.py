@@ -27,6 +27,7 @@ from hub.store.db import read_transaction, write_transaction
 from hub.store.errors import DatabaseUnavailable
 from hub.store.notify import ChangeNotifier
 from hub.store.primary import PrimaryWatch
+from hub.store.usage import Quotas
 
 if TYPE_CHECKING:
     from hub.store.locks import KeyLocks
@@ -81,6 +82,8 @@ class StoreContext:
     stale_panic_fraction: float = 0.5
     # PostgreSQL: whether there is a writable primary (`hub.store.primary`); None on SQLite.
     primary: PrimaryWatch | None = None
+    # SPEC §4.4: how many exports and slices one cluster may create (`hub.store.usage`).
+    quotas: Quotas = field(default_factory=Quotas)
     # What differs between the back ends, decided here once: how rows are written in
     # batches and how the lock order is kept. Writers use these and never ask which
     # database they are on.

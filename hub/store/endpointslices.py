@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import builtins
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -67,10 +68,19 @@ from hub.store.importfeed import (
     served_ports,
     withheld_among,
 )
-from hub.store.locks import check_registered, lock_clusters, lock_keys, take_revisions
+from hub.store.locks import lock_clusters, lock_keys, take_revisions
 from hub.store.results import Page
 from hub.store.rows import Write
 from hub.store.tables import endpoint_slices, exports
+from hub.store.usage import (
+    SLICES,
+    Allowance,
+    check_sync,
+    difference,
+    registered_scope,
+    scope_refusal,
+    usage_write,
+)
 from shared.models import (
     EndpointSliceExport,
     EndpointSliceExportSpec,
@@ -186,6 +196,7 @@ async def write_slices(
     *,
     now: datetime,
     answer_records: bool = True,
+    enforce_quota: bool = True,
 ) -> tuple[list[SliceResult | Exception], int | None]:
     """Apply `mutations` (at most one per slice, of any clusters) in the caller's
     transaction; answers each one's result, or the error that refused it alone, and the
@@ -197,7 +208,9 @@ async def write_slices(
     Raised for the whole transaction: `Conflict` when an export went between that check
     and the key locks (PostgreSQL; the group commit then retries each write alone),
     `_KeysMoved` (start the transaction again) when a concurrent writer moved a
-    slice to another Service.
+    slice to another Service. Also refused alone (`Forbidden`, SPEC §4.4): a slice
+    outside its cluster's `spec.exportNamespaces`, and with `enforce_quota` a create past
+    `--max-endpointslices-per-cluster` (a sync has judged its final size already).
     """
     ids = [m.record_id for m in mutations]
     if len(set(ids)) != len(ids):
@@ -209,6 +222,16 @@ async def write_slices(
             outcomes[m.record_id] = ClusterNotRegistered(
                 f"cluster {m.cluster_id!r} is not registered"
             )
+        elif m.spec is not None:
+            refusal = scope_refusal(
+                m.cluster_id,
+                m.namespace,
+                registered[m.cluster_id]["export_namespaces"],
+                what=f"EndpointSliceExport {m.name!r}",
+            )
+            if refusal is not None:
+                outcomes[m.record_id] = refusal
+    quota = Allowance(SLICES, ctx.quotas.endpoint_slices, registered) if enforce_quota else None
 
     # --- 1. the Services must be exported by their clusters; which keys to lock ---------------
     def wanted_triples(ms: Sequence[SliceMutation]) -> list[Triple]:
@@ -296,6 +319,11 @@ async def write_slices(
             outcomes[m.record_id] = SliceResult(record=record, existed=True, changed=True)
             written[m.record_id] = len(feed.items) - 1
             continue
+        if row is None and quota is not None:
+            refusal = quota.take(cluster_id)
+            if refusal is not None:
+                outcomes[m.record_id] = refusal
+                continue
         wire = spec_wire(cluster_id, m.spec)
         text = codec.canonical_json(wire)
         if row is not None and row["spec"] == text:
@@ -364,6 +392,13 @@ async def write_slices(
             Write("insert", endpoint_slices, inserts),
             Write("update", endpoint_slices, updates),
             change_rows(history),
+            usage_write(
+                Counter(),
+                difference(
+                    created=(row["cluster_id"] for row in inserts),
+                    deleted=(cluster_id for cluster_id, _, _ in deletes),
+                ),
+            ),
         ],
     )
     for record_id, index in written.items():
@@ -379,6 +414,7 @@ async def _transaction(
     *,
     answer_records: bool,
     all_or_nothing: bool,
+    enforce_quota: bool = True,
 ) -> list[SliceResult | Exception]:
     """One transaction over `mutations`, started again when a slice moved under it.
 
@@ -390,7 +426,12 @@ async def _transaction(
         try:
             async with ctx.write() as conn:
                 outcomes, newest = await write_slices(
-                    conn, ctx, mutations, now=utcnow(), answer_records=answer_records
+                    conn,
+                    ctx,
+                    mutations,
+                    now=utcnow(),
+                    answer_records=answer_records,
+                    enforce_quota=enforce_quota,
                 )
                 if all_or_nothing:
                     for outcome in outcomes:
@@ -438,9 +479,14 @@ class EndpointSliceStore:
     async def _write(
         self, mutations: Sequence[SliceMutation], *, answer_records: bool = True
     ) -> builtins.list[SliceResult]:
-        """One all-or-nothing transaction over `mutations` (a sync's batch)."""
+        """One all-or-nothing transaction over `mutations` (a sync's batch, whose size
+        `sync` has checked against the quota already)."""
         outcomes = await _transaction(
-            self._ctx, mutations, answer_records=answer_records, all_or_nothing=True
+            self._ctx,
+            mutations,
+            answer_records=answer_records,
+            all_or_nothing=True,
+            enforce_quota=False,
         )
         return [o for o in outcomes if isinstance(o, SliceResult)]
 
@@ -496,7 +542,7 @@ class EndpointSliceStore:
             wanted[slice_id] = item.spec
         result = SyncResult()
         async with self._ctx.read() as conn:
-            await check_registered(conn, cluster_id)
+            scope_text = await registered_scope(conn, cluster_id)
             # The cluster's stored slices and exported Services, one indexed read each.
             stored = {
                 (ns, name): spec
@@ -514,6 +560,15 @@ class EndpointSliceStore:
                     )
                 )
             }
+        check_sync(
+            cluster_id,
+            SLICES,
+            limit=self._ctx.quotas.endpoint_slices,
+            scope_text=scope_text,
+            namespaces=(ns for ns, _ in wanted),
+            wanted=len(wanted),
+            created=sum(1 for slice_id in wanted if slice_id not in stored),
+        )
         missing = sorted({(ns, spec.service_name) for (ns, _), spec in wanted.items()} - exported)
         if missing:
             raise _not_exported(cluster_id, missing)

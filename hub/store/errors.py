@@ -1,7 +1,7 @@
 """The store's exceptions: what the API turns into HTTP status codes.
 
 The API layer maps each class to one answer (NotFound → 404, AlreadyExists → 409,
-Conflict → 409, Gone → 410, DatabaseUnavailable → 503 with Retry-After), so every
+Conflict → 409, Forbidden → 403, Gone → 410, DatabaseUnavailable → 503 with Retry-After), so every
 message here is written for the person reading the HTTP answer: it names the object or
 the problem, never a driver's internals.
 """
@@ -23,6 +23,11 @@ class AlreadyExists(StoreError):
 
 class Conflict(StoreError):
     """A resourceVersion precondition failed: the caller's copy is stale."""
+
+
+class Forbidden(StoreError):
+    """A member may not write this (SPEC §4.4): outside its namespace scope, or past a
+    quota. The message names the rule or the limit."""
 
 
 class Gone(StoreError):

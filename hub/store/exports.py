@@ -20,10 +20,11 @@ from hub.store.batch import ClusterNotRegistered, WriteBatcher
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.feed import read_current_revision
-from hub.store.locks import check_registered, lock_cluster
+from hub.store.locks import lock_cluster
 from hub.store.mutations import not_found
 from hub.store.results import Page, PutResult
 from hub.store.tables import clusters, exports
+from hub.store.usage import EXPORTS, check_sync, registered_scope
 from hub.store.writer import Mutation, MutationResult, write_exports
 from shared.models import InternalServiceExport, SyncResult
 from shared.timefmt import utcnow
@@ -216,7 +217,7 @@ class ExportStore:
             wanted[key] = export
         result = SyncResult()
         async with self._ctx.read() as conn:
-            await check_registered(conn, cluster_id)
+            scope_text = await registered_scope(conn, cluster_id)
             # The cluster's stored specs, in one indexed read: an export whose spec and
             # annotations are already stored is unchanged, and needs no lock, no judge and
             # no batch at all (an agent's relist re-syncs mostly unchanged exports).
@@ -228,6 +229,15 @@ class ExportStore:
                     ).where(exports.c.cluster_id == cluster_id)
                 )
             }
+        check_sync(
+            cluster_id,
+            EXPORTS,
+            limit=self._ctx.quotas.exports,
+            scope_text=scope_text,
+            namespaces=(ns for ns, _ in wanted),
+            wanted=len(wanted),
+            created=sum(1 for key in wanted if key not in stored),
+        )
         keys = [key for key in sorted(wanted) if not _is_stored(wanted[key], stored.get(key))]
         result.unchanged += len(wanted) - len(keys)
 

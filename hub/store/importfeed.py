@@ -35,6 +35,7 @@ of their transaction, as before this feed existed.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,7 +43,7 @@ from typing import Any
 
 import orjson
 from pydantic import TypeAdapter
-from sqlalchemy import and_, delete, select, tuple_
+from sqlalchemy import and_, delete, false, or_, select, tuple_
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -227,6 +228,8 @@ class ImportChanges:
     """The import feed's changes of one write transaction, in revision order."""
 
     items: list[SliceChange | ImportChange] = field(default_factory=list)
+    # EndpointSliceExport rows the write deletes, per source cluster (`hub.store.usage`).
+    deleted_slices: Counter[str] = field(default_factory=Counter)
 
     def __len__(self) -> int:
         return len(self.items)
@@ -359,6 +362,7 @@ async def follow_exports(
                     )
                 )
             await conn.execute(delete(endpoint_slices).where(where))
+            out.deleted_slices.update(row["cluster_id"] for row in rows)
             # A withheld export goes with its slices (an export without slices has no row).
             withheld = (
                 endpoint_withdrawals.c.cluster_id,
@@ -438,6 +442,16 @@ async def follow_exports(
 
 
 # --- reading the feed --------------------------------------------------------------------
+
+
+def namespace_filter(column: Any, patterns: Sequence[str]) -> Any:
+    """`column` matches one of `patterns` (names, `*` globs: `shared.scope`), in SQL. A
+    pattern holds only `[a-z0-9-*]`, so `*` → `%` is the whole translation to LIKE."""
+    exact = [p for p in patterns if "*" not in p]
+    globs = [p for p in patterns if "*" in p]
+    parts = [column.in_(exact)] if exact else []
+    parts += [column.like(p.replace("*", "%")) for p in globs]
+    return or_(*parts) if parts else false()
 
 
 @dataclass(frozen=True)
@@ -552,7 +566,11 @@ class ImportFeed:
         ]
 
     async def list_imports(
-        self, *, limit: int | None = None, continue_token: str | None = None
+        self,
+        *,
+        limit: int | None = None,
+        continue_token: str | None = None,
+        namespaces: Sequence[str] | None = None,
     ) -> Page[ImportItem]:
         """Everything a cluster must import (the same for every cluster): each
         ServiceImport followed by the slices of its key, in (namespace, name, cluster,
@@ -562,6 +580,9 @@ class ImportFeed:
         `resource_version` is the revision read first: every change after it reaches a
         watch from it, and the rows read include every change up to it. ValueError on a
         malformed continue token or a limit below 1.
+
+        `namespaces`: the importing cluster's `spec.importNamespaces` (names and `*`
+        globs, SPEC §4.4): only those namespaces' imports and slices are read (None: all).
         """
         paging.check_limit(limit)
         after: tuple[str, ...] | None = None
@@ -608,6 +629,13 @@ class ImportFeed:
                     endpoint_slices.c.name,
                 )
                 > tuple_(ns, name, cluster, slice_name)
+            )
+        if namespaces is not None:
+            imports_query = imports_query.where(
+                namespace_filter(service_imports.c.namespace, namespaces)
+            )
+            slices_query = slices_query.where(
+                namespace_filter(endpoint_slices.c.namespace, namespaces)
             )
         if limit is not None:
             # Every slice the page can hold may be invisible, so slices are read in pages

@@ -70,6 +70,7 @@ from hub.store.notify import CHANNEL
 from hub.store.rows import PostgresRows, SQLiteRows, fetch
 from hub.store.tables import REVISION_ROW_ID, clusters, service_imports
 from hub.store.tables import revision as revision_table
+from hub.store.usage import EXPORTS, SLICES, usage_column
 
 if TYPE_CHECKING:
     from hub.store.context import StoreContext
@@ -220,10 +221,21 @@ async def check_registered(conn: AsyncConnection, cluster_id: str) -> None:
 async def lock_clusters(
     conn: AsyncConnection, ctx: StoreContext, names: Sequence[str]
 ) -> dict[str, RowMapping]:
-    """Step 1: the registered, not-deleting clusters among `names`, held so until commit."""
+    """Step 1: the registered, not-deleting clusters among `names`, held so until commit.
+
+    Each row also carries what the writes check against the cluster (`hub.store.usage`):
+    its `export_namespaces` scope and its counts of exports and slices (`used_exports`,
+    `used_endpoint_slices`), read by primary key in the same statement."""
     ordered = sorted(set(names))
     query = (
-        select(clusters.c.name, clusters.c.last_heartbeat, clusters.c.deleting)
+        select(
+            clusters.c.name,
+            clusters.c.last_heartbeat,
+            clusters.c.deleting,
+            clusters.c.export_namespaces,
+            usage_column(EXPORTS),
+            usage_column(SLICES),
+        )
         .where(clusters.c.name.in_(ordered) if len(ordered) > 1 else clusters.c.name == ordered[0])
         .order_by(clusters.c.name)
     )

@@ -79,7 +79,8 @@ class Write:
     """One batched statement of a `RowWriter.write`: rows of one table, all with the same
     columns (for a delete, the primary-key columns only)."""
 
-    op: Literal["insert", "update", "upsert", "delete"]
+    # "add": insert the rows, or add their non-key columns to the stored row's (a counter).
+    op: Literal["insert", "update", "upsert", "delete", "add"]
     table: Table
     rows: Sequence[Row]
 
@@ -203,7 +204,14 @@ def _statement(op: str, table: Table, columns: Columns, first: int) -> str:
     insert = f"INSERT INTO {table.name} ({names}) SELECT {values} FROM {rows}"
     if op == "insert":
         return insert
-    sets = ", ".join(f"{name} = EXCLUDED.{name}" for name, _ in columns if name not in keys)
+    if op == "add":
+        sets = ", ".join(
+            f"{name} = {table.name}.{name} + EXCLUDED.{name}"
+            for name, _ in columns
+            if name not in keys
+        )
+    else:
+        sets = ", ".join(f"{name} = EXCLUDED.{name}" for name, _ in columns if name not in keys)
     return f"{insert} ON CONFLICT ({', '.join(keys)}) DO UPDATE SET {sets}"
 
 
@@ -404,6 +412,21 @@ class SQLiteRows:
         statement = statement.on_conflict_do_update(
             index_elements=[table.c[name] for name in keys],
             set_={name: statement.excluded[name] for name in _columns_of(rows) if name not in keys},
+        )
+        await conn.execute(statement, list(rows))
+
+    async def add(self, conn: AsyncConnection, table: Table, rows: Sequence[Row]) -> None:
+        if not rows:
+            return
+        keys = primary_key(table)
+        statement = sqlite_insert(table)
+        statement = statement.on_conflict_do_update(
+            index_elements=[table.c[name] for name in keys],
+            set_={
+                name: table.c[name] + statement.excluded[name]
+                for name in _columns_of(rows)
+                if name not in keys
+            },
         )
         await conn.execute(statement, list(rows))
 

@@ -104,6 +104,10 @@ clusters = Table(
     Column("stale", Boolean, nullable=False, server_default=false()),
     Column("withdrawal_held", Text, nullable=True),
     Column("withdrawal_allowed", Boolean, nullable=False, server_default=false()),
+    # SPEC §4.4 (migration 0005): the MemberCluster's spec.exportNamespaces and
+    # spec.importNamespaces, JSON lists of names and `*` globs; NULL: absent (all).
+    Column("export_namespaces", Text, nullable=True),
+    Column("import_namespaces", Text, nullable=True),
 )
 
 exports = Table(
@@ -217,6 +221,18 @@ endpoint_withdrawals = Table(
     Column("cluster_id", key_string(), primary_key=True),
     Column("namespace", key_string(), primary_key=True),
     Column("service_name", key_string(), primary_key=True),
+)
+
+# SPEC §4.4 quotas (migration 0005): each cluster's exports and EndpointSliceExports, kept
+# by every write that creates or deletes one, in its transaction (`hub.store.usage`), so
+# that a quota is checked without counting the cluster's rows. Updated only while the
+# writer holds the revision counter, which orders every writer's updates of these rows.
+cluster_usage = Table(
+    "cluster_usage",
+    metadata,
+    Column("cluster_id", key_string(), primary_key=True),
+    Column("exports", BigInteger, nullable=False, server_default="0"),
+    Column("endpoint_slices", BigInteger, nullable=False, server_default="0"),
 )
 
 REVISION_ROW_ID = 1

@@ -25,6 +25,7 @@ statement scans the table.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -34,11 +35,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import importfeed, stamps
 from hub.store.context import StoreContext
+from hub.store.errors import StoreError
 from hub.store.feed import change_rows
 from hub.store.locks import Key, lock_keys, take_revisions
 from hub.store.mutations import Mutation, MutationResult, plan
 from hub.store.rows import Write
 from hub.store.tables import endpoint_slices, exports, service_imports
+from hub.store.usage import Allowance, usage_write
 from hub.store.verdicts import import_rows, judge_plan, verdict_changes
 
 __all__ = ["Mutation", "MutationResult", "WriteOutcome", "write_exports"]
@@ -58,12 +61,15 @@ async def write_exports(
     now: datetime,
     cluster_states: Mapping[str, str] | None = None,
     answer_records: bool = True,
+    quota: Allowance | None = None,
 ) -> WriteOutcome:
     """Apply `mutations` (at most one per record) in the caller's transaction.
 
     `cluster_states` gives the answered records their cluster's state. With
     `answer_records=False` a changed record is answered without a model (a sync only
-    counts its results).
+    counts its results). `quota`: what each cluster may still create; a create past it
+    is refused alone (`MutationResult.error`, SPEC §4.4). Every write keeps the clusters'
+    counts of exports and slices (`hub.store.usage`).
     """
     if len({m.record_id for m in mutations}) != len(mutations):
         raise ValueError("a write may change each export only once")
@@ -71,14 +77,16 @@ async def write_exports(
     before = await lock_keys(conn, ctx, keys)  # 1.
     stored = await _read_keys(conn, ctx, keys)  # 2.
     states = cluster_states or {}
-    p = plan(mutations, stored, now=now, cluster_states=states, answer_records=answer_records)
+    refused = _over_quota(mutations, stored, quota) if quota is not None else {}
+    live = [m for i, m in enumerate(mutations) if i not in refused] if refused else mutations
+    p = plan(live, stored, now=now, cluster_states=states, answer_records=answer_records)
+    if refused:
+        p.results = _with_refusals(p.results, refused, len(mutations))
     if not p.written:
         await ctx.rows.delete(conn, service_imports, p.empty)  # an older hub's lock rows
         return WriteOutcome(p.results, None)
     judged = judge_plan(ctx.instruments, p)  # 3.
-    changes = verdict_changes(
-        p, judged, now, order={m.record_id: i for i, m in enumerate(mutations)}
-    )
+    changes = verdict_changes(p, judged, now, order={m.record_id: i for i, m in enumerate(live)})
     imports = import_rows(judged, before, now)
     feed = await importfeed.follow_exports(
         conn, ctx, written=p.written, before=before, upserts=imports, deletes=p.empty
@@ -100,10 +108,51 @@ async def write_exports(
             Write("update", endpoint_slices, slice_stamps),
             Write.delete(service_imports, p.empty),
             Write("upsert", service_imports, imports),
+            _usage(p.written, feed.deleted_slices),
         ],
     )
-    stamps.answer(mutations, p, rows.history, states)
+    stamps.answer(live, p, rows.history, states)
     return WriteOutcome(p.results, newest)
+
+
+def _over_quota(
+    mutations: Sequence[Mutation], stored: Sequence[Mapping[str, Any]], quota: Allowance
+) -> dict[int, StoreError]:
+    """The creates (by position) that `quota` refuses; the others are counted in it."""
+    present = {(r["cluster_id"], r["namespace"], r["name"]) for r in stored}
+    refused: dict[int, StoreError] = {}
+    for index, m in enumerate(mutations):
+        if m.spec is None or m.patch is not None or m.record_id in present:
+            continue
+        refusal = quota.take(m.cluster_id)
+        if refusal is not None:
+            refused[index] = refusal
+    return refused
+
+
+def _with_refusals(
+    results: Sequence[MutationResult], refused: Mapping[int, StoreError], total: int
+) -> list[MutationResult]:
+    """`results` of the mutations written, with the refused ones back in their places."""
+    written = iter(results)
+    return [
+        MutationResult(None, existed=False, changed=False, error=refused[index])
+        if index in refused
+        else next(written)
+        for index in range(total)
+    ]
+
+
+def _usage(written: Mapping[tuple[str, str, str], str], slices: Counter[str]) -> Write:
+    """The clusters' counts after the write: +1 per export created, -1 per export and
+    slice deleted."""
+    exports_delta: Counter[str] = Counter()
+    for (cluster_id, _, _), change in written.items():
+        if change == "ADDED":
+            exports_delta[cluster_id] += 1
+        elif change == "DELETED":
+            exports_delta[cluster_id] -= 1
+    return usage_write(exports_delta, Counter({c: -n for c, n in slices.items()}))
 
 
 async def _read_keys(

@@ -18,6 +18,7 @@ TABLES = {
     "changes",
     "endpoint_slices",
     "endpoint_withdrawals",
+    "cluster_usage",
 }
 
 
@@ -133,4 +134,8 @@ async def test_0002_keeps_the_history_and_its_downgrade_drops_only_import_rows(
             assert revisions == [1]
     finally:
         await engine.dispose()
-    assert await table_names(database_url) == TABLES - {"endpoint_slices", "endpoint_withdrawals"}
+    assert await table_names(database_url) == TABLES - {
+        "endpoint_slices",
+        "endpoint_withdrawals",
+        "cluster_usage",
+    }

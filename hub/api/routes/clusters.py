@@ -9,14 +9,16 @@ learns it is too old to export (SPEC §5); the hub only logs the mismatch, the a
 from __future__ import annotations
 
 import logging
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Body, Depends
 from fastapi.responses import JSONResponse, Response
 
 from hub.api.auth import AdminAccess, MemberAccess, MemberOrReaderAccess, ReaderAccess
 from hub.api.deps import SettingsDep, StoreDep
 from hub.api.jsonbody import StrictJsonRoute
 from hub.api.params import ClusterPath
+from hub.api.routes.exports import PATCH_CONTENT_TYPES, require_patch_content_type
 from hub.api.status import documented
 from hub.logs import fields
 from shared.constants import API_PREFIX, CLUSTER_READY
@@ -25,6 +27,7 @@ from shared.models import (
     HeartbeatResponse,
     MemberCluster,
     MemberClusterList,
+    MemberClusterPatch,
     RegisteredMemberCluster,
     to_wire,
 )
@@ -47,10 +50,55 @@ async def register_cluster(
     cluster: MemberCluster, _access: AdminAccess, store: StoreDep
 ) -> Response:
     name = cluster.metadata.name
-    registered, token = await store.clusters.register(name, cluster.metadata.labels or {})
+    registered, token = await store.clusters.register(
+        name, cluster.metadata.labels or {}, cluster.spec
+    )
     log.info("cluster registered", extra=fields(cluster=name))
     answer = RegisteredMemberCluster(**registered.model_dump(), token=token)
     return JSONResponse(to_wire(answer), status_code=201)
+
+
+@router.patch(
+    "/clusters/{cluster}",
+    response_model=MemberCluster,
+    summary="Merge-patch a cluster's metadata.labels and spec (its namespace scope)",
+    responses=documented(401, 403, 404, 413, 415, 422, 503),
+    dependencies=[Depends(require_patch_content_type)],
+    openapi_extra={
+        "requestBody": {
+            "content": {
+                t: {"schema": {"$ref": "#/components/schemas/MemberClusterPatch"}}
+                for t in PATCH_CONTENT_TYPES
+            },
+            "required": True,
+        }
+    },
+)
+async def patch_cluster(
+    cluster: ClusterPath,
+    patch: Annotated[MemberClusterPatch, Body()],
+    _access: AdminAccess,
+    store: StoreDep,
+) -> Response:
+    """JSON merge patch (SPEC §4.2, §4.4): a label set to null is removed; a spec field
+    set to null becomes absent (every namespace); fields left out are kept. The new scope
+    holds for the cluster's next write and its next import list or watch."""
+    spec = (
+        {name: getattr(patch.spec, name) for name in patch.spec.model_fields_set}
+        if patch.spec is not None
+        else None
+    )
+    labels = patch.metadata.labels if patch.metadata is not None else None
+    patched = await store.clusters.patch(cluster, labels=labels, spec=spec)
+    log.info(
+        "cluster patched",
+        extra=fields(
+            cluster=cluster,
+            exportNamespaces=patched.spec.export_namespaces,
+            importNamespaces=patched.spec.import_namespaces,
+        ),
+    )
+    return JSONResponse(to_wire(patched))
 
 
 @router.get(

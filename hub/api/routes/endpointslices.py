@@ -16,8 +16,9 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query
 from fastapi.responses import Response
 
+from hub.api.admission import check_namespace
 from hub.api.auth import MemberAccess, MemberOrReaderAccess, ReaderAccess
-from hub.api.deps import StoreDep
+from hub.api.deps import SettingsDep, StoreDep
 from hub.api.gcpause import GcPausedJsonRoute
 from hub.api.jsonbody import StrictJsonRoute
 from hub.api.params import (
@@ -121,10 +122,15 @@ async def put_slice(
     body: EndpointSliceExport,
     _access: MemberAccess,
     store: StoreDep,
+    settings: SettingsDep,
 ) -> Response:
     """200 when replaced or unchanged, 201 when created. 404 when the cluster is not
-    registered; 409 when the cluster does not export the slice's Service."""
+    registered; 409 when the cluster does not export the slice's Service; 403 outside
+    the cluster's scope or past its quota (SPEC §4.4)."""
     _check_agreement(body, cluster=cluster, namespace=namespace, name=slice)
+    check_namespace(
+        settings.deny_export_namespace, namespace, what=f"EndpointSliceExport {slice!r}"
+    )
     try:
         result = await store.endpointslices.put(cluster, body)
     except ValueError as exc:  # pragma: no cover - _check_agreement refuses it first
@@ -173,10 +179,16 @@ async def sync_cluster_slices(
     body: EndpointSliceExportList,
     _access: MemberAccess,
     store: StoreDep,
+    settings: SettingsDep,
 ) -> Response:
     for index, item in enumerate(body.items):
         _check_agreement(
             item, cluster=cluster, namespace=None, name=None, prefix=f"items[{index}]."
+        )
+        check_namespace(
+            settings.deny_export_namespace,
+            item.metadata.namespace or "",
+            what=f"EndpointSliceExport {item.metadata.name!r}",
         )
     result = await apply_sync(
         log, "endpointslices synced", cluster, store.endpointslices.sync(cluster, body.items)

@@ -20,6 +20,7 @@ from fastapi import APIRouter, Body, Depends, Request
 from fastapi.responses import Response
 from pydantic import ValidationError
 
+from hub.api.admission import check_export
 from hub.api.auth import (
     MemberAccess,
     MemberOrReaderAccess,
@@ -59,6 +60,7 @@ from shared.models import (
     InternalServiceExportList,
     SyncResult,
 )
+from shared.timefmt import utcnow
 
 log = logging.getLogger("mcsync.hub.exports")
 
@@ -140,6 +142,7 @@ async def _put(
     name: str,
 ) -> Response:
     _check_agreement(export, cluster=cluster, namespace=namespace, name=name)
+    check_export(ctx.settings.deny_export_namespace, export, now=utcnow())
     result = await store.exports.put(cluster, export)
     outcome = "created" if result.created else "replaced" if result.changed else "unchanged"
     ctx.metrics.export_writes.labels(outcome).inc()
@@ -336,6 +339,7 @@ async def sync_cluster_exports(
     store: StoreDep,
     ctx: ContextDep,
 ) -> Response:
+    now = utcnow()
     for index, export in enumerate(exports.items):
         ref = export.spec.service_reference
         _check_agreement(
@@ -345,6 +349,7 @@ async def sync_cluster_exports(
             name=ref.name,
             prefix=f"items[{index}].",
         )
+        check_export(ctx.settings.deny_export_namespace, export, now=now, prefix=f"items[{index}].")
     result = await apply_sync(
         log, "exports synced", cluster, store.exports.sync(cluster, exports.items)
     )

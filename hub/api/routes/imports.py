@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse, Response
 
 from hub.api.auth import MemberOrReaderAccess, ReaderAccess
 from hub.api.deps import ContextDep, StoreDep
+from hub.api.importscope import ScopedImportFeedSource
 from hub.api.params import (
     ClusterPath,
     ConflictQuery,
@@ -99,12 +100,16 @@ async def list_cluster_imports(
     revision to watch from (the first page's, when paging). With `watch=true`: every
     ServiceImport and EndpointSliceExport change of the fleet after `resourceVersion`, in
     revision order, pushed as it commits on any replica (`hub.api.watch`); an object's
-    `kind` says which it is."""
+    `kind` says which it is. A cluster with `spec.importNamespaces` sees only those
+    namespaces (SPEC §4.4)."""
+    scope = await store.clusters.import_scope(cluster)  # SPEC §4.4: None, every namespace
     if watch.watch:
-        return await open_watch(
-            source=ImportFeedSource(store.import_feed), ctx=ctx, options=watch, principal=access
-        )
-    page = await read_page(store.import_feed.list_imports(limit=limit, continue_token=continue_))
+        fleet = ImportFeedSource(store.import_feed)
+        source = fleet if scope is None else ScopedImportFeedSource(fleet, tuple(scope))
+        return await open_watch(source=source, ctx=ctx, options=watch, principal=access)
+    page = await read_page(
+        store.import_feed.list_imports(limit=limit, continue_token=continue_, namespaces=scope)
+    )
     answer = ClusterImportList(
         metadata=list_meta(page),
         items=page.items,

@@ -1,0 +1,64 @@
+"""Namespace scope of a member cluster (SPEC §4.4): which namespaces it may export from and
+which it imports.
+
+A MemberCluster's `spec.exportNamespaces` / `spec.importNamespaces` are lists of namespace
+names and `*` globs (`team-*`, `*-prod`, `*`); an absent list allows every namespace, an
+empty one none. The hub also denies exports from its `--deny-export-namespace` list
+whatever a cluster's spec says. One module, so that the hub's check, the model's
+validation and the CLI's flags agree on what a pattern is and what it matches.
+
+A pattern is a DNS-1123 label in which `*` may stand for any run of characters (none
+included): nothing else is special, so a pattern can never match more than its author
+reads into it (`fnmatch`'s `?` and `[…]` are refused, not interpreted).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+# What the hub denies by default: the namespaces Kubernetes itself owns.
+DEFAULT_DENY_EXPORT_NAMESPACES: tuple[str, ...] = ("kube-system", "kube-public", "kube-node-lease")
+
+_PATTERN_RE = re.compile(r"[a-z0-9*]([-a-z0-9*]*[a-z0-9*])?")
+
+
+def pattern_error(pattern: str) -> str | None:
+    """Why `pattern` is not a namespace name or `*` glob, or None."""
+    if len(pattern) > 63 or _PATTERN_RE.fullmatch(pattern) is None:
+        return (
+            f"{pattern!r} is not a namespace name or '*' glob (lowercase letters, digits, '-' "
+            "and '*', starting and ending with a letter, digit or '*', at most 63 characters)"
+        )
+    return None
+
+
+def check_patterns(patterns: Iterable[str], what: str) -> list[str]:
+    """`patterns` de-duplicated in order; ValueError naming `what` and the bad pattern."""
+    checked: list[str] = []
+    for pattern in patterns:
+        problem = pattern_error(pattern)
+        if problem is not None:
+            raise ValueError(f"{what}: {problem}")
+        if pattern not in checked:
+            checked.append(pattern)
+    return checked
+
+
+@lru_cache(maxsize=4096)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
+
+
+def matching_pattern(namespace: str, patterns: Sequence[str]) -> str | None:
+    """The first of `patterns` that matches `namespace` whole, or None."""
+    for pattern in patterns:
+        if pattern == namespace or ("*" in pattern and _compiled(pattern).fullmatch(namespace)):
+            return pattern
+    return None
+
+
+def allows(patterns: Sequence[str] | None, namespace: str) -> bool:
+    """Whether a scope list allows `namespace` (None: the list is absent, all allowed)."""
+    return patterns is None or matching_pattern(namespace, patterns) is not None
