@@ -61,6 +61,7 @@ from bench.slices import (
 from bench.support import (
     HubProcess,
     base_parser,
+    cpu_seconds,
     fresh_database,
     percentiles,
     write_result,
@@ -110,19 +111,22 @@ async def heartbeats(
     interval: float,
     paused: set[str],
     last_sent: dict[str, float],
+    durations: list[float],
 ) -> None:
-    """Every cluster not in `paused` heartbeats every `interval` seconds."""
+    """Every cluster not in `paused` heartbeats every `interval` seconds (each beat's
+    answer time goes to `durations`)."""
     names = fleet.names
 
     async def beat(index: int) -> None:
         name = names[index]
-        last_sent[name] = time.perf_counter()
+        sent = last_sent[name] = time.perf_counter()
         async with session.post(
             f"{hub.url}/api/v1/clusters/{name}/heartbeat",
             json=HEARTBEAT,
             headers=fleet.headers(index),
         ) as answer:
             await answer.read()
+        durations.append(time.perf_counter() - sent)
 
     while True:
         started = time.perf_counter()
@@ -144,9 +148,16 @@ async def loss_and_return(args: Any, database_url: str, directory: Path) -> dict
             progress(NAME, f"filled: {filled}")
             paused: set[str] = set()
             last_sent: dict[str, float] = {}
+            beat_durations: list[float] = []
             beating = asyncio.create_task(
                 heartbeats(
-                    session, hub, fleet, interval=args.ttl / 4, paused=paused, last_sent=last_sent
+                    session,
+                    hub,
+                    fleet,
+                    interval=args.ttl / 4,
+                    paused=paused,
+                    last_sent=last_sent,
+                    durations=beat_durations,
                 )
             )
             watchers = [
@@ -164,6 +175,8 @@ async def loss_and_return(args: Any, database_url: str, directory: Path) -> dict
             victim_loss_events: list[int] = []
             victim_return_events: list[int] = []
             slices = args.services
+            beat_durations.clear()
+            hub_cpu, wall = cpu_seconds(hub.pid), time.perf_counter()
             try:
                 for round_ in range(args.rounds):
                     marks = [len(w.victim_events) for w in watchers]
@@ -221,6 +234,7 @@ async def loss_and_return(args: Any, database_url: str, directory: Path) -> dict
                         f"round {round_}: loss p99 {percentiles(losses)['p99_ms']} ms, "
                         f"return p99 {percentiles(returns)['p99_ms']} ms",
                     )
+                hub_cpu, wall = cpu_seconds(hub.pid) - hub_cpu, time.perf_counter() - wall
             finally:
                 beating.cancel()
                 await asyncio.gather(beating, return_exceptions=True)
@@ -231,6 +245,9 @@ async def loss_and_return(args: Any, database_url: str, directory: Path) -> dict
         "fill": filled,
         "importing_clusters": len(watchers),
         "victim_slices": slices,
+        # The hub's load meanwhile: heartbeats of every cluster every TTL/4, the sweeps.
+        "heartbeat_answer_seconds": percentiles(beat_durations),
+        "hub_cpu_fraction_of_a_core": round(hub_cpu / wall, 2),
         "loss_seconds_after_ttl": percentiles(losses),
         "return_seconds_after_heartbeat": percentiles(returns),
         "events_per_importer_loss": sorted(set(loss_events)),
