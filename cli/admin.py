@@ -16,6 +16,10 @@ Deregistering withdraws every export of the cluster in every other cluster, so i
 first (showing how many exports go) unless `--yes`; with no terminal to ask on, it
 refuses rather than assume.
 
+`set-scope` changes the namespaces a cluster may export from and those it imports (SPEC
+§4.4), as `register --export-namespace/--import-namespace` set them: a merge patch of the
+cluster's spec, so a list not named is kept; `--all-…` makes one absent (every namespace).
+
 `allow-withdrawal` lets a cluster's next held mass withdrawal through, once (SPEC §5.1):
 the agent held a repair that would withdraw most of its exports at once, and the
 cluster's `WithdrawalHeld` condition said so. It asks nothing: what it allows is what the
@@ -28,7 +32,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from cli.args import UsageError
+from cli.args import Options, UsageError
 from cli.client import HubError
 from cli.commands import CommandError, Context, print_object
 from shared.constants import CONDITION_WITHDRAWAL_HELD
@@ -80,7 +84,9 @@ def register(ctx: Context) -> int:
     temporary = _temporary_beside(target)
     try:
         try:
-            registered = ctx.client.register_cluster(opts.name, dict(opts.labels))
+            registered = ctx.client.register_cluster(
+                opts.name, dict(opts.labels), _scope_spec(opts)
+            )
         except HubError as exc:
             if exc.code == 409:
                 raise CommandError(
@@ -103,6 +109,40 @@ def register(ctx: Context) -> int:
     shown = MemberCluster.model_validate(registered.model_dump(exclude={"token"}))
     if not print_object(ctx, shown):
         ctx.out.write(f"cluster/{opts.name} registered; its token is in {target} (mode 0600)\n")
+    return 0
+
+
+def _scope_spec(opts: Options) -> dict[str, list[str] | None]:
+    """The spec fields the scope flags give (SPEC §4.4): a list, or None for "every
+    namespace" (`--all-…`); a field no flag names is left out."""
+    spec: dict[str, list[str] | None] = {}
+    for kind, given, every in (
+        ("export", opts.export_namespaces, opts.all_export_namespaces),
+        ("import", opts.import_namespaces, opts.all_import_namespaces),
+    ):
+        if given is not None:
+            spec[f"{kind}Namespaces"] = list(given)
+        elif every:
+            spec[f"{kind}Namespaces"] = None
+    return spec
+
+
+def set_scope(ctx: Context) -> int:
+    """`mcsync clusters set-scope`: a merge patch of the cluster's spec; the hub applies it
+    to the cluster's next write and its next import list or watch."""
+    opts = ctx.options
+    assert opts.name is not None
+    cluster = ctx.client.patch_cluster(opts.name, {"spec": _scope_spec(opts)})
+    if not print_object(ctx, cluster):
+        exports = cluster.spec.export_namespaces
+        imports = cluster.spec.import_namespaces
+        ctx.out.write(
+            f"cluster/{opts.name} scoped: exports from "
+            f"{', '.join(exports) if exports is not None else 'every namespace'}"
+            f"{' (none)' if exports == [] else ''}; imports "
+            f"{', '.join(imports) if imports is not None else 'every namespace'}"
+            f"{' (none)' if imports == [] else ''}\n"
+        )
     return 0
 
 

@@ -39,6 +39,7 @@ from cli.config import Config, ConfigError, default_path, load
 from cli.selector import Selector, parse_selector
 from shared import settingscli
 from shared.models import ObjectMeta, is_dns1035_label, is_dns1123_label
+from shared.scope import pattern_error
 from shared.settingscli import Flag, ProgramSettings, UsageError
 from shared.version import __version__
 
@@ -54,6 +55,7 @@ Command = Literal[
     "clusters register",
     "clusters deregister",
     "clusters allow-withdrawal",
+    "clusters set-scope",
     "exports",
     "imports",
     "endpoints",
@@ -104,6 +106,12 @@ class Options:
     member_token_file: str | None = None
     overwrite: bool = False
     yes: bool = False
+    # clusters register / set-scope: spec.exportNamespaces / importNamespaces (SPEC §4.4);
+    # None: not given (register: absent, every namespace; set-scope: kept)
+    export_namespaces: tuple[str, ...] | None = None
+    import_namespaces: tuple[str, ...] | None = None
+    all_export_namespaces: bool = False
+    all_import_namespaces: bool = False
     # version, config, completion
     client_only: bool = False
     config_path: str | None = None
@@ -156,6 +164,15 @@ def parse_label(text: str) -> tuple[str, str]:
     except ValidationError as exc:
         raise ValueError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
     return key, value
+
+
+def parse_namespace_pattern(text: str) -> str:
+    """A namespace name or `*` glob of a cluster's scope (`shared.scope`)."""
+    value = text.strip()
+    problem = pattern_error(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
 
 
 def parse_url(text: str) -> str:
@@ -341,6 +358,27 @@ def _add_globals(parser: argparse.ArgumentParser, *, exclude: frozenset[str] = f
     settingscli.add_flags(group, [s for s in GLOBAL_SETTINGS if s.field not in exclude])
 
 
+def _add_scope_flags(parser: argparse.ArgumentParser, *, verb: str) -> None:
+    parser.add_argument(
+        "--export-namespace",
+        dest="export_namespaces",
+        action="append",
+        type=_argtype(parse_namespace_pattern),
+        default=None,
+        metavar="NS",
+        help=f"a namespace (or '*' glob) it {verb} export from (repeatable; default: all)",
+    )
+    parser.add_argument(
+        "--import-namespace",
+        dest="import_namespaces",
+        action="append",
+        type=_argtype(parse_namespace_pattern),
+        default=None,
+        metavar="NS",
+        help=f"a namespace (or '*' glob) it {verb} import (repeatable; default: all)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = settingscli.OneLineParser(
         prog="mcsync",
@@ -404,6 +442,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     register.add_argument(
         "--overwrite", action="store_true", help="replace the token file if it exists"
+    )
+    _add_scope_flags(register, verb="may")
+    set_scope = command(
+        "clusters set-scope",
+        "change the namespaces a member cluster may export from and imports (SPEC §4.4; "
+        "admin token needed); what is not given is kept",
+    )
+    set_scope.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
+    _add_scope_flags(set_scope, verb="may from now on")
+    set_scope.add_argument(
+        "--all-export-namespaces",
+        action="store_true",
+        help="let it export from every namespace the hub does not deny",
+    )
+    set_scope.add_argument(
+        "--all-import-namespaces", action="store_true", help="let it import every namespace"
     )
     deregister = command(
         "clusters deregister",
@@ -559,6 +613,7 @@ def _rewrite(argv: list[str]) -> list[str]:
             ["register"],
             ["deregister"],
             ["allow-withdrawal"],
+            ["set-scope"],
         ):
             return [*argv[:index], f"clusters {argv[index + 1]}", *argv[index + 2 :]]
         if word == "get" and following and following[0] in PLURALS:
@@ -571,6 +626,29 @@ def _rewrite(argv: list[str]) -> list[str]:
 
 # --- from parsed values to Options ------------------------------------------------------
 
+
+def _scope_options(command: str, namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """The scope flags of `clusters register` / `set-scope`, checked against each other."""
+    if command not in ("clusters register", "clusters set-scope"):
+        return {}
+    found: dict[str, Any] = {}
+    for kind in ("export", "import"):
+        given = namespace.get(f"{kind}_namespaces")
+        every = bool(namespace.get(f"all_{kind}_namespaces"))
+        if given is not None and every:
+            raise _usage(
+                f"argument --all-{kind}-namespaces: not allowed with --{kind}-namespace"
+            )
+        found[f"{kind}_namespaces"] = None if given is None else tuple(dict.fromkeys(given))
+        found[f"all_{kind}_namespaces"] = every
+    if command == "clusters set-scope" and not any(found.values()):
+        raise _usage(
+            "clusters set-scope: nothing to change: give --export-namespace, "
+            "--import-namespace, --all-export-namespaces or --all-import-namespaces"
+        )
+    return found
+
+
 # The settings of each command beside the global ones: its flags, and the only variables
 # and context keys it reads (a list's --watch aside, which `_layered` adds).
 COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
@@ -578,6 +656,7 @@ COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "clusters register": (),
     "clusters deregister": (),
     "clusters allow-withdrawal": (),
+    "clusters set-scope": (),
     "exports": ("namespace", "cluster", "conflict", "name"),
     "imports": ("namespace", "conflict"),
     "endpoints": ("namespace", "cluster"),
@@ -763,8 +842,14 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
             namespace_name = ref.split("/")[0]
     elif command == "clusters" and namespace.get("name") is not None:
         name = str(namespace["name"])
-    elif command in ("clusters register", "clusters deregister", "clusters allow-withdrawal"):
+    elif command in (
+        "clusters register",
+        "clusters deregister",
+        "clusters allow-withdrawal",
+        "clusters set-scope",
+    ):
         name = str(namespace["name"])
+    scope = _scope_options(command, namespace)
     output, _, template = settings.output.partition("=")
     if output == "name" and kind == "conflict":
         raise _usage("argument -o/--output: a conflict has no name of its own; use "
@@ -791,6 +876,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         member_token_file=cast(str | None, namespace.get("member_token_file")),
         overwrite=bool(namespace.get("overwrite")),
         yes=bool(namespace.get("yes")),
+        **scope,
         client_only=bool(namespace.get("client_only")),
         config_path=str(config.path),
         context=cast(str | None, namespace.get("context_name")) or context_name,

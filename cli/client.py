@@ -227,13 +227,22 @@ class HubClient:
     def get_cluster(self, name: str) -> MemberCluster:
         return self._get(f"/clusters/{_quote(name)}", MemberCluster)
 
-    def register_cluster(self, name: str, labels: Mapping[str, str]) -> RegisteredMemberCluster:
-        """POST /clusters (admin): the new cluster with its member token, shown only now."""
+    def register_cluster(
+        self, name: str, labels: Mapping[str, str], spec: Mapping[str, Any] | None = None
+    ) -> RegisteredMemberCluster:
+        """POST /clusters (admin): the new cluster with its member token, shown only now.
+        `spec`: its scope (SPEC §4.4), as the wire has it (`exportNamespaces`, …)."""
         meta = MemberClusterMeta(name=name, labels=dict(labels) or None)
-        body = {"metadata": to_wire(meta)}
+        body: dict[str, Any] = {"metadata": to_wire(meta)}
+        if spec:
+            body["spec"] = dict(spec)
         return self._request(
             "POST", "/clusters", RegisteredMemberCluster, body=body, expect=(200, 201)
         )
+
+    def patch_cluster(self, name: str, patch: Mapping[str, Any]) -> MemberCluster:
+        """PATCH /clusters/{name} (admin): a JSON merge patch of its labels and spec."""
+        return self._request("PATCH", f"/clusters/{_quote(name)}", MemberCluster, body=patch)
 
     def deregister_cluster(self, name: str) -> MemberCluster:
         """DELETE /clusters/{name} (admin): the cluster as it was; its exports are withdrawn."""

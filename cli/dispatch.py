@@ -43,6 +43,7 @@ COMMANDS: dict[str, Callable[[Context], int]] = {
     "clusters register": admin.register,
     "clusters deregister": admin.deregister,
     "clusters allow-withdrawal": admin.allow_withdrawal,
+    "clusters set-scope": admin.set_scope,
     "exports": commands.exports,
     "imports": commands.imports,
     "endpoints": commands.endpoints,
