@@ -200,6 +200,8 @@ class Agent:
             cannot_see=self._cannot_see,
             on_release=self._repair_if_leading,
             metrics=self.metrics,
+            synced=lambda: all(i.has_synced() for i in self._guarded_informers()),
+            leading=self._leading.is_set,
         )
         self.events = EventRecorder(api=self.api, host=settings.identity)
         # Import (SPEC §2.8): its own informers, queues and reconcilers (`member.importer`).

@@ -19,6 +19,12 @@ cluster deletes the ServiceImports, derived Services and slices within a second.
   that reported the hold with the admin's one-shot allowance (`mcsync clusters
   allow-withdrawal NAME`), `allow` lets exactly the orphans of that repair go; a later
   repair is judged afresh.
+* Every replica judges at each of its heartbeats, leader or standby: they all heartbeat
+  for the same cluster and the hub keeps what the last beat said, so a standby that did not
+  judge would clear the leader's `WithdrawalHeld` every other beat. Their caches are the
+  same (informers run on every replica), so their judgments agree. Only the leader
+  withdraws, so an allowance that reaches a standby cannot be used: it says so in a log
+  line and keeps reporting the hold (the admin allows again; see docs/reliability.md).
 * An ordinary unexport — a ServiceExport deleted while its informer watches, a live
   DELETED event — is never held (`note_unexport`), and is not counted in a repair's share.
 * A ServiceExport API that errors (the CRD missing, the version no longer served, 5xx)
@@ -84,17 +90,23 @@ class WithdrawalGuard:
         cannot_see: Callable[[], str | None],
         on_release: Callable[[], None],
         metrics: AgentMetrics,
+        synced: Callable[[], bool] = lambda: True,
+        leading: Callable[[], bool] = lambda: True,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         """`orphans()` answers (the in-scope hub keys with no ServiceExport, the number of
         in-scope hub records); `generation()` changes whenever a list behind those caches
         was delivered; `cannot_see()` names the ServiceExport informer that is failing, or
-        None; `on_release()` queues a repair (the refused orphans go through then)."""
+        None; `on_release()` queues a repair (the refused orphans go through then);
+        `synced()` says the caches are filled (nothing is judged before), `leading()` that
+        this replica is the one that withdraws."""
         self._cluster_id = cluster_id
         self._orphans = orphans
         self._generation = generation
         self._cannot_see = cannot_see
         self._on_release = on_release
+        self._synced = synced
+        self._leading = leading
         self._metrics = metrics
         self._clock = clock
         self._lock = threading.Lock()
@@ -157,12 +169,11 @@ class WithdrawalGuard:
             self._release()
 
     def recheck(self) -> WithdrawalHold | None:
-        """Retry a held repair (each heartbeat): answers the hold to report, None when none
-        is held. Keys refused while the ServiceExports could not be seen are queued again
-        once they can."""
-        with self._lock:
-            if self._hold is None and not self._refused:
-                return None
+        """Judge again (each heartbeat, on every replica): answers the hold to report, None
+        when none is held. Keys refused while the ServiceExports could not be seen are
+        queued again once they can."""
+        if not self._synced():
+            return self.held()
         blind = self._cannot_see()
         if blind is None:
             with self._lock:
@@ -186,6 +197,15 @@ class WithdrawalGuard:
     def allow(self) -> None:
         """The hub handed over an admin's one-shot allowance: the held repair goes through
         (its orphans, once); a later repair is judged afresh."""
+        if not self._leading():
+            logger.warning(
+                "the hub handed this replica, which does not lead, the admin's allowance to "
+                "withdraw: it is used up and the leader still holds the repair; run `mcsync "
+                "clusters allow-withdrawal %s` again",
+                self._cluster_id,
+                extra={"cluster": self._cluster_id},
+            )
+            return
         with self._lock:
             hold = self._hold
             if hold is None:

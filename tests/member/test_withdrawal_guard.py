@@ -59,7 +59,9 @@ class Caches:
         self.exports = {f"shop/svc-{i}" for i in range(exported)}
         self.lists += 1
 
-    def guard(self, metrics: AgentMetrics) -> WithdrawalGuard:
+    def guard(
+        self, metrics: AgentMetrics, *, leading: bool = True, synced: bool = True
+    ) -> WithdrawalGuard:
         def release() -> None:
             self.releases += 1
 
@@ -70,6 +72,8 @@ class Caches:
             cannot_see=lambda: self.blind,
             on_release=release,
             metrics=metrics,
+            synced=lambda: synced,
+            leading=lambda: leading,
             clock=lambda: NOW,
         )
 
@@ -222,3 +226,31 @@ def test_a_service_export_that_comes_back_drops_its_note(metrics: AgentMetrics) 
     guard.note_export("shop/svc-0")  # re-created; a later loss of it is a repair's
     caches.relist(exported=0)
     assert not guard.permit("shop/svc-0")
+
+
+def test_every_replica_judges_at_its_heartbeat(metrics: AgentMetrics) -> None:
+    """A standby never repairs, but it heartbeats for the same cluster: it must report the
+    same hold as the leader, or its beats would clear the hub's condition."""
+    caches = Caches(hub=20, exported=4)
+    standby = caches.guard(metrics, leading=False)
+    hold = standby.recheck()
+    assert hold is not None and (hold.would_withdraw, hold.exports) == (16, 20)
+
+
+def test_nothing_is_judged_before_the_caches_are_filled(metrics: AgentMetrics) -> None:
+    caches = Caches(hub=20, exported=0)  # the ServiceExport informer has not listed yet
+    assert caches.guard(metrics, synced=False).recheck() is None
+    assert held_total(metrics) == 0
+
+
+def test_an_allowance_that_reaches_a_standby_is_said_and_the_hold_stays(
+    metrics: AgentMetrics, caplog: pytest.LogCaptureFixture
+) -> None:
+    caches = Caches(hub=20, exported=4)
+    standby = caches.guard(metrics, leading=False)
+    assert standby.recheck() is not None
+    with caplog.at_level(logging.WARNING, logger="member.withdrawalguard"):
+        standby.allow()
+    assert standby.recheck() is not None  # still reported: the leader still holds it
+    assert caches.releases == 0
+    assert "run `mcsync clusters allow-withdrawal east` again" in caplog.text
