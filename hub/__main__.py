@@ -14,10 +14,13 @@ Anything wrong at start ends the program with ONE line on stderr naming the flag
 variable or file it came from) and the problem, never a traceback, and an exit code that
 tells a mistake from an outage: 2 for a bad value, an unusable token file or an
 unsupported database URL (fix the configuration), 3 for a database that does not answer
-(a restart may succeed: an orchestrator should retry, a script should not report a typo).
+(a restart may succeed: an orchestrator should retry, a script should not report a typo)
+or whose server refuses the hub's database or role (the line says what to create), 4 for
+a port another process holds.
 
-Serving: uvicorn, driven programmatically on our own event loop so that the store is
-opened (and an unreachable database reported) before the server binds. On SIGTERM,
+Serving: uvicorn, driven programmatically on our own event loop. The port is bound first
+(`hub.listen`: a port in use must not touch the database), then the store is opened (and
+an unreachable database reported), then uvicorn serves the bound socket. On SIGTERM,
 uvicorn stops accepting connections and gives in-flight requests `--shutdown-grace-seconds`;
 `HubServer` first tells open watch streams to end, since they would otherwise hold the
 drain open until the grace period ran out. A graceful stop exits 0.
@@ -38,7 +41,7 @@ from typing import Any
 
 import uvicorn
 
-from hub import ratelimitlog
+from hub import listen, ratelimitlog
 from hub.api.credentials import (
     Credentials,
     CredentialsError,
@@ -50,6 +53,7 @@ from hub.connections import guard_for
 from hub.logs import configure_logging, fields
 from hub.settings import HubSettings
 from hub.store import DatabaseUnavailable, migrate
+from hub.store.refusals import refusal
 from hub.tracing import tracer_provider_from_env
 from shared import settingscli
 from shared.version import __version__
@@ -59,6 +63,7 @@ log = logging.getLogger("mcsync.hub")
 PROG = "mcsync-hub"
 EXIT_CONFIG = 2
 EXIT_UNAVAILABLE = 3
+EXIT_PORT_IN_USE = 4
 # `migrate` takes these of the serve flags; everything else is serve's alone.
 MIGRATE_SETTINGS = settingscli.pick(
     HubSettings, "config", "database_url", "log_format", "log_level"
@@ -66,7 +71,9 @@ MIGRATE_SETTINGS = settingscli.pick(
 EXIT_CODES = """exit codes:
   0  stopped gracefully (SIGTERM, SIGINT) or migrations applied
   2  bad configuration: a flag, variable, config file, token file or database URL (named)
-  3  the database did not answer at start (retry; nothing is wrong with the flags)"""
+  3  the database did not answer at start (retry; nothing is wrong with the flags), or its
+     server refused the database or role of --database-url (the line says what to create)
+  4  --port cannot be listened on (another process holds it); no database was touched"""
 
 
 class StartupError(Exception):
@@ -230,11 +237,27 @@ def _unreachable(settings: HubSettings, exc: Exception) -> StartupError:
     )
 
 
+def _refused(settings: HubSettings, exc: Exception) -> StartupError | None:
+    """The server refused the database or role of the URL: one line saying what to do."""
+    why = refusal(exc)
+    if why is None:
+        return None
+    return StartupError(
+        f"--database-url: the server of {settings.redacted_database_url} refused: {why}",
+        code=EXIT_UNAVAILABLE,
+    )
+
+
 async def _migrate(settings: HubSettings) -> None:
     try:
         await migrate.upgrade_async(settings.database_url)
     except (DatabaseUnavailable, ValueError) as exc:
-        raise _unreachable(settings, exc) from None
+        raise _refused(settings, exc) or _unreachable(settings, exc) from None
+    except Exception as exc:
+        refused = _refused(settings, exc)
+        if refused is None:
+            raise
+        raise refused from None
     log.info(
         "database schema at head",
         extra=fields(database=settings.redacted_database_url, revision=migrate.head()),
@@ -268,6 +291,17 @@ def server_config(settings: HubSettings, app: Any) -> uvicorn.Config:
 
 
 async def _serve(settings: HubSettings, tracer_provider: Any) -> None:
+    try:
+        listening = listen.bind(settings.host, settings.port, backlog=settings.backlog)
+    except listen.ListenError as exc:
+        raise StartupError(f"--port: {exc}", code=EXIT_PORT_IN_USE) from None
+    try:
+        await _serve_on(settings, tracer_provider, listening)
+    finally:
+        listening.close()
+
+
+async def _serve_on(settings: HubSettings, tracer_provider: Any, listening: socket.socket) -> None:
     if settings.migrate:
         await _migrate(settings)
     # Alembic logs two lines per schema check; /readyz checks on every probe.
@@ -275,7 +309,12 @@ async def _serve(settings: HubSettings, tracer_provider: Any) -> None:
     try:
         store = await open_store(settings)
     except (DatabaseUnavailable, ValueError) as exc:
-        raise _unreachable(settings, exc) from None
+        raise _refused(settings, exc) or _unreachable(settings, exc) from None
+    except Exception as exc:
+        refused = _refused(settings, exc)
+        if refused is None:
+            raise
+        raise refused from None
     try:
         # After the database answered: a hub that cannot start must not leave a freshly
         # generated admin token file behind.
@@ -296,7 +335,7 @@ async def _serve(settings: HubSettings, tracer_provider: Any) -> None:
             sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGTERM, signal.SIGINT)
         }
         try:
-            await server.serve()
+            await server.serve(sockets=[listening])
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

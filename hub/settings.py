@@ -43,6 +43,16 @@ from shared.version import DEFAULT_MIN_AGENT_VERSION, parse_version
 DEFAULT_ADMIN_TOKEN_FILE = Path("mcsync-admin-token")
 
 
+def sqlite_file(database_url: str) -> Path | None:
+    """The file of a `sqlite:///path` URL (relative or absolute), None for anything else
+    (PostgreSQL, an in-memory SQLite database)."""
+    head, sep, rest = database_url.partition(":///")
+    if not sep or head.split("+")[0] != "sqlite":
+        return None
+    path = rest.split("?", 1)[0]
+    return None if not path or path == ":memory:" else Path(path)
+
+
 def redact_url(url: str) -> str:
     """`url` with its password (if any) replaced, for log lines and error messages."""
     try:
@@ -87,8 +97,8 @@ class HubSettings(ProgramSettings):
     )
     admin_token_file: Path | None = Field(
         default=None,
-        description=f"admin token file; only the default ./{DEFAULT_ADMIN_TOKEN_FILE} is "
-        "generated (mode 0600) when absent",
+        description=f"admin token file; only the default, {DEFAULT_ADMIN_TOKEN_FILE} beside a "
+        "SQLite database (else in the working directory), is generated (mode 0600) when absent",
     )
     reader_token_file: Path | None = Field(default=None, description="reader token file")
     cluster_ttl: float = Field(
@@ -276,7 +286,15 @@ class HubSettings(ProgramSettings):
 
     @property
     def effective_admin_token_file(self) -> Path:
-        return self.admin_token_file or DEFAULT_ADMIN_TOKEN_FILE
+        """The admin token file: the one given, else where the generated token goes —
+        beside a SQLite database file (the hub's state stays in one place, whatever the
+        working directory), else (PostgreSQL) the working directory."""
+        if self.admin_token_file is not None:
+            return self.admin_token_file
+        database = sqlite_file(self.database_url)
+        if database is not None:
+            return database.parent / DEFAULT_ADMIN_TOKEN_FILE
+        return DEFAULT_ADMIN_TOKEN_FILE
 
     @property
     def redacted_database_url(self) -> str:

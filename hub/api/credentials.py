@@ -2,7 +2,8 @@
 
 Sources, in order: `MCSYNC_ADMIN_TOKEN` / `MCSYNC_READER_TOKEN`, else the token files.
 When no admin token is configured anywhere, the hub makes one at first start and writes
-it to the *default* admin token file (`./mcsync-admin-token`), created with `O_EXCL` and
+it to the *default* admin token file (`mcsync-admin-token` beside a SQLite database, else
+in the working directory: `HubSettings.effective_admin_token_file`), created with `O_EXCL` and
 mode 0600 so that it is never readable by anyone else, not even for an instant; later
 starts read the same file back. Two replicas racing to create it both end with the token
 of whichever created the file (the loser's `O_EXCL` fails and it reads the winner's).
