@@ -111,7 +111,7 @@ async def write_exports(
             _usage(p.written, feed.deleted_slices),
         ],
     )
-    stamps.answer(live, p, rows.history, states)
+    stamps.answer(mutations, p, rows.history, states)  # p.results: one per mutation
     return WriteOutcome(p.results, newest)
 
 
