@@ -1,17 +1,20 @@
 """`mcsync completion bash|zsh|fish`: shell completion made from the parser itself.
 
 The scripts are generated from `cli.args.build_parser()` — the commands, each command's
-flags, the `-o` formats — so a new flag completes without anyone editing a script. They
-complete words only (commands and flags, `-o` values, shells); they never call the hub,
-so completing never needs a token or waits on the network. zsh loads the bash script
-through `bashcompinit`, as kubectl's users know it.
+flags, the `-o` formats — so a new flag completes without anyone editing a script. Where a
+name goes (`describe cluster <TAB>`, `--cluster <TAB>`, `describe import <TAB>`, `get
+export <TAB>`), they ask the hub as kubectl does: `mcsync <list> -o name` with the hub
+URL, token file, context and config the command line already holds (else the usual
+variables and config file), a short timeout, and errors silenced, so completing never
+blocks on a hub that is down: it then offers nothing. zsh loads the bash script through
+`bashcompinit`, as kubectl's users know it.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from cli.args import OUTPUTS, PLURALS, SHELLS, Shell, build_parser
+from cli.args import _VALUE_FLAGS, OUTPUTS, PLURALS, SHELLS, Shell, build_parser
 
 
 def _commands() -> dict[str, list[str]]:
@@ -29,9 +32,30 @@ def _commands() -> dict[str, list[str]]:
                             found[f"{name} {word}"] = _flags(leaf)
     found["get"] = sorted({*found.get("get", []), *PLURALS})
     found["describe"] = []
-    for kind in ("export", "import", "cluster"):
-        found[f"describe {kind}"] = found[f"get {kind}"]
+    for kind in ("export", "import", "cluster", "conflict"):
+        if f"get {kind}" in found:
+            found[f"describe {kind}"] = found[f"get {kind}"]
     return found
+
+
+# Where a name goes: command words -> the list whose `-o name` refs complete it (the ref
+# is what follows the kind's `KIND/` prefix).
+NAME_LISTS: dict[str, str] = {
+    "get cluster": "clusters",
+    "describe cluster": "clusters",
+    "clusters deregister": "clusters",
+    "clusters allow-withdrawal": "clusters",
+    "clusters set-scope": "clusters",
+    "get import": "imports",
+    "describe import": "imports",
+    "get conflict": "conflicts",
+    "describe conflict": "conflicts",
+    "endpoints": "imports",
+    "get export": "exports",
+    "describe export": "exports",
+}
+# The flags that say which hub to ask; the completion passes them on.
+HUB_FLAGS = ("--hub-url", "--token-file", "--context", "--config", "--certificate-authority")
 
 
 def _flags(parser: argparse.ArgumentParser) -> list[str]:
@@ -57,25 +81,56 @@ def bash() -> str:
         choices = " ".join(flags + subcommands + (list(SHELLS) if name == "completion" else []))
         cases.append(f'        "{name}") words_="{choices}" ;;')
     case_lines = "\n".join(cases)
+    name_cases = "\n".join(
+        f'        "{name}") list_="{kind}" ;;' for name, kind in sorted(NAME_LISTS.items()))
+    hub_flags = "|".join(HUB_FLAGS)
+    value_flags = "|".join(sorted(_VALUE_FLAGS))
     return f"""# bash completion for mcsync; source <(mcsync completion bash)
+_mcsync_names() {{
+    # The refs of `mcsync $1 -o name` (KIND/ stripped), asking the hub the command line names.
+    local -a hub=()
+    local i
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        case "${{COMP_WORDS[i]}}" in
+            {hub_flags}) hub+=("${{COMP_WORDS[i]}}" "${{COMP_WORDS[i+1]}}") ;;
+        esac
+    done
+    "${{COMP_WORDS[0]}}" "${{hub[@]}}" --request-timeout 3 "$1" -o name 2>/dev/null \
+        | sed 's|^[a-z]*/||'
+}}
 _mcsync() {{
-    local cur prev cmd i word
+    local cur prev cmd i word list_
     cur="${{COMP_WORDS[COMP_CWORD]}}"
     prev="${{COMP_WORDS[COMP_CWORD-1]}}"
     if [[ "$prev" == "-o" || "$prev" == "--output" ]]; then
         COMPREPLY=($(compgen -W "{" ".join(_outputs())}" -- "$cur"))
         return
     fi
+    if [[ "$prev" == "--cluster" ]]; then
+        COMPREPLY=($(compgen -W "$(_mcsync_names clusters)" -- "$cur"))
+        return
+    fi
     cmd=""
     for ((i = 1; i < COMP_CWORD; i++)); do
         word="${{COMP_WORDS[i]}}"
-        [[ "$word" == -* ]] && continue
+        case "$word" in
+            {value_flags}) ((i++)); continue ;;  # and its value
+            -*) continue ;;
+        esac
         if [[ -z "$cmd" ]]; then cmd="$word"
         elif [[ "$cmd" == "clusters" || "$cmd" == "get" || "$cmd" == "config" \\
                 || "$cmd" == "describe" ]] \\
              && [[ "$cmd" != *" "* ]]; then cmd="$cmd $word"; break
         fi
     done
+    list_=""
+    case "$cmd" in
+{name_cases}
+    esac
+    if [[ -n "$list_" && "$cur" != -* ]]; then
+        COMPREPLY=($(compgen -W "$(_mcsync_names "$list_")" -- "$cur"))
+        return
+    fi
     local words_=""
     case "$cmd" in
         "") words_="{" ".join(top)} {" ".join(commands[""])}" ;;
@@ -106,6 +161,12 @@ def fish() -> str:
         for flag in flags:
             lines.append(f"complete -c mcsync -n '{condition}' -l {flag[2:]}")
     lines.append(f"complete -c mcsync -s o -l output -x -a '{' '.join(_outputs())}'")
+    lines.append("function __mcsync_names; mcsync --request-timeout 3 $argv[1] -o name "
+                 "2>/dev/null | string replace -r '^[a-z]*/' ''; end")
+    lines.append("complete -c mcsync -l cluster -x -a '(__mcsync_names clusters)'")
+    for name, kind in sorted(NAME_LISTS.items()):
+        lines.append(f"complete -c mcsync -f -n '__fish_seen_subcommand_from "
+                     f"{name.split(' ')[-1]}' -a '(__mcsync_names {kind})'")
     lines.append(f"complete -c mcsync -f -n '__fish_seen_subcommand_from completion' "
                  f"-a '{' '.join(SHELLS)}'")
     return "\n".join(lines) + "\n"
