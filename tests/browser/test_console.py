@@ -73,6 +73,7 @@ def test_sign_in_lands_on_clusters_and_services_together(console_hub: ConsoleHub
         page.locator("table.clusters tbody td:nth-child(2)").all_inner_texts(), strict=True,
     ))
     assert states == {"east": "Ready", "west": "Ready", "north": "Pending"}
+    assert list(states) == ["north", "east", "west"]  # needing attention first
     assert page.locator("table.clusters tbody tr", has_text="north").locator("time").count() == 0
     rows = service_rows(page)
     assert rows[0] == "demo/api"  # the conflicting service comes first

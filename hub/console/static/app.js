@@ -17,6 +17,7 @@ let feed = null;
 let view = null; // { el, refresh, key? }
 let routed = false;
 
+const OVERVIEW_CLUSTERS = 20;
 const FEED_TEXT = { live: "Live", reconnecting: "Reconnecting…", relisting: "Reloading…" };
 
 function parseRoute() {
@@ -60,7 +61,7 @@ function render() {
     document.title = "Services · mcsync console";
     main.replaceChildren(view.el);
   } else {
-    const clusters = fleetSection(fleet);
+    const clusters = fleetSection(fleet, { limit: OVERVIEW_CLUSTERS });
     const services = servicesSection(fleet, route, {
       onState: (state) => rememberList("/", state),
     });

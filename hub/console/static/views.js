@@ -45,7 +45,17 @@ function counter(label, value, kind) {
 
 // --- the fleet ---------------------------------------------------------------------------
 
-export function fleetSection(fleet, { headingLevel = "h2" } = {}) {
+// Clusters that need attention first (Stale, Pending, a held withdrawal), then by name.
+function attentionFirst(clusters) {
+  const rank = (c) => (c.status.state === "Stale" ? 0
+    : (condition(c, "WithdrawalHeld") || {}).status === "True" ? 1
+      : c.status.state === "Pending" ? 2 : 3);
+  return [...clusters].sort((a, b) => rank(a) - rank(b) ||
+    (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0));
+}
+
+// `limit`: at most this many clusters (the overview), with a link to the whole fleet.
+export function fleetSection(fleet, { headingLevel = "h2", limit = Infinity } = {}) {
   const body = h("div");
   const el = h("section", { "aria-labelledby": "fleet-heading" },
     h(headingLevel, { id: "fleet-heading", tabindex: "-1" }, "Fleet"), body);
@@ -65,12 +75,12 @@ export function fleetSection(fleet, { headingLevel = "h2" } = {}) {
         counter("services", fleet.rows.size + (fleet.complete ? "" : "…")),
         counter("conflicting", fleet.conflicting(), fleet.conflicting() ? "bad" : "")),
       table({
-        caption: "Member clusters",
+        caption: "Member clusters, those needing attention first",
         className: "clusters",
         columns: ["Cluster", "State", "Last heartbeat", "Agent", "Exports", "Conflicts",
           "Endpoints", "Withdrawal"],
         empty: "No cluster is registered yet (mcsync clusters register NAME).",
-        rows: clusters.map((c) => [
+        rows: attentionFirst(clusters).slice(0, limit).map((c) => [
           c.metadata.name,
           stateBadge(c.status.state),
           ageOf(c.status.lastHeartbeatTime),
@@ -80,7 +90,11 @@ export function fleetSection(fleet, { headingLevel = "h2" } = {}) {
           c.status.endpointsWithdrawn ? badge("withdrawn", "bad") : "served",
           heldWithdrawal(c),
         ]),
-      }));
+      }),
+      clusters.length > limit
+        ? h("p", {}, h("a", { href: "#/fleet" }, `All ${clusters.length} clusters`),
+          ` (${limit} shown, those needing attention first)`)
+        : null);
   };
   refresh();
   return { el, refresh };
