@@ -91,10 +91,12 @@ class FleetSeeder:
     def close(self) -> None:
         self.client.close()
 
-    def register(self, cluster: str, *, heartbeat: bool = True) -> None:
-        answer = self.client.post(
-            "/api/v1/clusters", json={"metadata": {"name": cluster}}, headers=self.admin
-        )
+    def register(self, cluster: str, *, heartbeat: bool = True,
+                 spec: dict[str, Any] | None = None) -> None:
+        body: dict[str, Any] = {"metadata": {"name": cluster}}
+        if spec is not None:
+            body["spec"] = spec
+        answer = self.client.post("/api/v1/clusters", json=body, headers=self.admin)
         assert answer.status_code == 201, answer.text
         self.tokens[cluster] = {"Authorization": f"Bearer {answer.json()['token']}"}
         if heartbeat:
@@ -209,11 +211,13 @@ def export_body(cluster: str, name: str, *, namespace: str = NAMESPACE,
 
 
 def seed_demo(seeder: FleetSeeder) -> None:
-    """The small fleet the tests and screenshots show: two Ready clusters and a Pending
-    one; demo/web exported by both with endpoints, demo/api in a type conflict (east's
-    ClusterSetIP export is older, so it wins), shop/cart from west alone."""
+    """The small fleet the tests and screenshots show: two Ready clusters, a Pending one and
+    `edge`, which imports only namespace shop; demo/web exported by east and west with
+    endpoints, demo/api in a type conflict (east's ClusterSetIP export is older, so it
+    wins), shop/cart from west alone."""
     for cluster in CLUSTERS:
         seeder.register(cluster, heartbeat=cluster != "north")
+    seeder.register("edge", spec={"importNamespaces": ["shop"]})
     seeder.export("east", "web", created="2026-01-01T10:00:00.000Z")
     seeder.export("west", "web", created="2026-01-01T11:00:00.000Z")
     seeder.export("east", "api", created="2026-01-01T10:00:00.000Z")

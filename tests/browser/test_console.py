@@ -67,13 +67,13 @@ def test_sign_in_lands_on_clusters_and_services_together(console_hub: ConsoleHub
     page = sign_in(tab, console_hub)
     assert page.locator("h1").inner_text() == "Fleet overview"
     clusters = page.locator("table.clusters tbody tr")
-    assert clusters.count() == 3
+    assert clusters.count() == 4
     states = dict(zip(
         page.locator("table.clusters tbody th").all_inner_texts(),
         page.locator("table.clusters tbody td:nth-child(2)").all_inner_texts(), strict=True,
     ))
-    assert states == {"east": "Ready", "west": "Ready", "north": "Pending"}
-    assert list(states) == ["north", "east", "west"]  # needing attention first
+    assert states == {"east": "Ready", "edge": "Ready", "west": "Ready", "north": "Pending"}
+    assert list(states) == ["north", "east", "edge", "west"]  # needing attention first
     assert page.locator("table.clusters tbody tr", has_text="north").locator("time").count() == 0
     rows = service_rows(page)
     assert rows[0] == "demo/api"  # the conflicting service comes first
@@ -163,8 +163,11 @@ def test_a_service_page_gives_verdicts_endpoints_and_imports(
     assert "its type differs from the winner's" in west
     assert 'type: "Headless" here, "ClusterSetIP" on the winner (east)' in west
     assert "winner" in row(page, exports, "east").inner_text()
-    imports = page.get_by_role("region", name="Where it is imported").inner_text()
-    assert "has never sent a heartbeat" in imports  # north, Pending
+    imports = page.get_by_role("region", name="Where it is imported")
+    assert "has never sent a heartbeat" in row(page, imports, "north").inner_text()
+    assert "importNamespaces (shop) leave out namespace demo" in row(
+        page, imports, "edge").inner_text()
+    assert "imported" in row(page, imports, "west").inner_text()
 
     page.goto(console_hub.console + "#/services/demo/web")
     endpoints = page.get_by_role("region", name="Endpoints per cluster")

@@ -212,15 +212,30 @@ function endpointCounts(slices) {
   return byCluster;
 }
 
-function importWhy(cluster, serviceImport) {
+// SPEC §4.4 scope lists, as shared/scope.py reads them: names and `*` globs, `*` standing
+// for any run of characters; an absent list allows every namespace, an empty one none.
+export function scopeAllows(patterns, namespace) {
+  if (!patterns) return true;
+  const escape = (part) => part.replace(/[.+?^$()|[\]{}\\]/g, "\\$&");
+  const glob = (pattern) => new RegExp("^" + pattern.split("*").map(escape).join(".*") + "$");
+  return patterns.some((pattern) =>
+    pattern === namespace || (pattern.includes("*") && glob(pattern).test(namespace)));
+}
+
+function importWhy(cluster, serviceImport, namespace) {
   const state = cluster.status.state;
+  const scope = cluster.spec && cluster.spec.importNamespaces;
   if (!serviceImport) return "nowhere: no cluster exports this service now";
+  if (!scopeAllows(scope, namespace)) {
+    return `not imported: its importNamespaces (${scope.join(", ") || "none"}) leave out ` +
+      `namespace ${namespace}`;
+  }
   if (state === "Pending") return "not yet: its agent has never sent a heartbeat";
   if (state === "Stale") {
     return `not kept current: its agent's heartbeats stopped (last ${cluster.status.lastHeartbeatTime || "never"}); it keeps what it imported`;
   }
-  return "imported: it is in the cluster's import feed (unless the cluster's " +
-    "importNamespaces leave this namespace out)";
+  return `imported: it is in the cluster's import feed; its agent writes it where ` +
+    `namespace ${namespace} exists in the cluster`;
 }
 
 export async function loadService(namespace, name) {
@@ -318,7 +333,7 @@ export function servicePage(namespace, name) {
         caption: "Each registered cluster, and why it does or does not import this service",
         columns: ["Cluster", "State", "Import"],
         rows: data.clusters.map((c) => [c.metadata.name, stateBadge(c.status.state),
-          importWhy(c, si)]),
+          importWhy(c, si, namespace)]),
         empty: "No cluster is registered.",
       })));
     body.removeAttribute("aria-busy");
