@@ -113,8 +113,9 @@ async def heartbeats(
     last_sent: dict[str, float],
     durations: list[float],
 ) -> None:
-    """Every cluster not in `paused` heartbeats every `interval` seconds (each beat's
-    answer time goes to `durations`)."""
+    """Every cluster not in `paused` heartbeats every `interval` seconds, each on its own
+    schedule spread over the interval as agents' beats are (their jitter), not all at
+    once (each beat's answer time goes to `durations`)."""
     names = fleet.names
 
     async def beat(index: int) -> None:
@@ -128,10 +129,15 @@ async def heartbeats(
             await answer.read()
         durations.append(time.perf_counter() - sent)
 
-    while True:
-        started = time.perf_counter()
-        await asyncio.gather(*(beat(i) for i, n in enumerate(names) if n not in paused))
-        await asyncio.sleep(max(0.0, interval - (time.perf_counter() - started)))
+    async def agent(index: int) -> None:
+        await asyncio.sleep(interval * index / len(names))
+        while True:
+            started = time.perf_counter()
+            if names[index] not in paused:
+                await beat(index)
+            await asyncio.sleep(max(0.0, interval - (time.perf_counter() - started)))
+
+    await asyncio.gather(*(agent(i) for i in range(len(names))))
 
 
 async def loss_and_return(args: Any, database_url: str, directory: Path) -> dict[str, Any]:
@@ -204,7 +210,7 @@ async def loss_and_return(args: Any, database_url: str, directory: Path) -> dict
 
                     marks = [len(w.victim_events) for w in watchers]
                     totals = [w.events for w in watchers]
-                    sent = time.perf_counter()
+                    sent = last_sent[victim] = time.perf_counter()
                     paused.discard(victim)
                     async with session.post(
                         f"{hub.url}/api/v1/clusters/{victim}/heartbeat",
