@@ -62,6 +62,7 @@ from member.hubclient import HubClient, HubClientConfig
 from member.hubfeed import HubExportListWatch, HubView, record_key
 from member.importer import Importer
 from member.informer import Informer, namespaced_key
+from member.invalidexports import InvalidExportsReporter
 from member.kube.client import discover_serviceexport_version, load_api_client
 from member.kube.events import EventRecorder
 from member.kube.leader import LeaderElector
@@ -119,6 +120,29 @@ class Agent:
         builds one from `OTEL_*`); None: OpenTelemetry's global one (a no-op unless set).
         """
         self.metrics = AgentMetrics(registry=registry)
+        # The metrics port first: a port another process holds is reported before anything
+        # talks to the cluster (one line, `__main__`), and a cluster that cannot be used
+        # then gives the port back.
+        self.health = HealthServer(
+            host=settings.metrics_host,
+            port=settings.metrics_port,
+            registry=self.metrics.registry,
+            ready=self.readiness,
+        )
+        try:
+            self._build(settings, token=token, api=api, tracer_provider=tracer_provider)
+        except BaseException:
+            self.health.close()
+            raise
+
+    def _build(
+        self,
+        settings: AgentSettings,
+        *,
+        token: str,
+        api: k8s.ApiClient | None,
+        tracer_provider: trace.TracerProvider | None,
+    ) -> None:
         self.api = api if api is not None else load_api_client(kubeconfig=settings.kubeconfig)
         self.mcs_version = discover_serviceexport_version(self.api)
         # SPEC §2.1 (KEP-2149): --cluster-id and/or the About API's ClusterProperty.
@@ -231,6 +255,10 @@ class Agent:
             withdrawal_hold=self.guard.recheck,
             on_allowed=self.guard.allow,
             on_clusterset=self.clusterset.observe,
+            invalid_exports=InvalidExportsReporter(
+                cached_exports=self.service_exports.cached,
+                synced=lambda: all(i.has_synced() for i in self.export_informers.values()),
+            ),
         )
         self.reconciler = ExportReconciler(
             cluster_id=self.cluster_id,
@@ -282,12 +310,6 @@ class Agent:
                 on_started_leading=self._start_leading,
                 on_stopped_leading=self._stop_leading,
             )
-        self.health = HealthServer(
-            host=settings.metrics_host,
-            port=settings.metrics_port,
-            registry=self.metrics.registry,
-            ready=self.readiness,
-        )
         self._workers: list[threading.Thread] = []
         self._worker_stop = threading.Event()
         self._lock = threading.Lock()
@@ -595,7 +617,9 @@ class HealthServer:
         try:
             self._server = ThreadingHTTPServer((host, port), handler)
         except OSError as exc:
-            raise MetricsPortError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+            raise MetricsPortError(
+                f"cannot listen on {host}:{port}: {exc.strerror}: stop what holds it, or choose "
+                "another --metrics-port (MCSYNC_METRICS_PORT; 0 picks a free one)") from exc
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -608,6 +632,10 @@ class HealthServer:
             target=self._server.serve_forever, name="health-server", daemon=True
         )
         self._thread.start()
+
+    def close(self) -> None:
+        """Give the port back without ever having served (the agent did not start)."""
+        self._server.server_close()
 
     def stop(self) -> None:
         self._server.shutdown()

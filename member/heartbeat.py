@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable
 
 from member.hubclient import HubClient, HubError, HubRejected
+from member.invalidexports import InvalidExportsReporter
 from member.metrics import AgentMetrics
 from shared.models import WithdrawalHold
 from shared.version import __version__, is_older
@@ -58,6 +59,24 @@ _MIN_WAIT_SECONDS = 0.1
 """No wait is shorter, whatever TTL a hub answers: a bad answer must not make a busy loop."""
 
 logger = logging.getLogger(__name__)
+
+
+def refusal_advice(exc: HubRejected, cluster: str) -> str:
+    """What the operator does about a refused heartbeat: a token the hub does not know (401)
+    or a cluster it does not have (404) means the cluster was deregistered, or registered
+    again (which replaces its token); a 403 means a token of another cluster."""
+    register = (f"register it again (`mcsync clusters register {cluster} --token-file FILE`, "
+                "admin token) and give this agent the new token (--token-file or "
+                "MCSYNC_HUB_TOKEN)")
+    if exc.code == 401:
+        return (f"; the hub does not know this agent's token: if cluster {cluster} was "
+                f"deregistered or registered anew, {register}")
+    if exc.code == 404:
+        return f"; the hub has no cluster {cluster}: {register}"
+    if exc.code == 403:
+        return (f"; the token is not cluster {cluster}'s: check --cluster-id and --token-file "
+                "(MCSYNC_CLUSTER_ID, MCSYNC_TOKEN_FILE)")
+    return ""
 
 
 class VersionGate:
@@ -134,6 +153,7 @@ class HeartbeatLoop:
         on_allowed: Callable[[], None] | None = None,
         rng: random.Random | None = None,
         on_clusterset: Callable[[str | None], None] | None = None,
+        invalid_exports: InvalidExportsReporter | None = None,
     ) -> None:
         """`on_recovered` is called (on the heartbeat thread) when the hub answers again
         after failed heartbeats: the agent repairs then, since keys that failed too often
@@ -150,6 +170,8 @@ class HeartbeatLoop:
         # (imported ServiceImports, imported endpoints) for the heartbeat; None: no import.
         self._import_counts = import_counts
         self._withdrawal_hold = withdrawal_hold
+        # SPEC §7: the cluster's Valid=False ServiceExports, sent when they changed.
+        self._invalid_exports = invalid_exports
         self._on_allowed = on_allowed
         self._configured = interval
         self._interval = interval
@@ -180,13 +202,22 @@ class HeartbeatLoop:
         try:
             counts = self._import_counts() if self._import_counts is not None else None
             hold = self._withdrawal_hold() if self._withdrawal_hold is not None else None
+            reporter = self._invalid_exports
+            invalid = reporter.pending() if reporter is not None else None
             answer = self._hub.heartbeat(
-                agent_version=self._gate.agent_version, imports=counts, withdrawal_held=hold
+                agent_version=self._gate.agent_version,
+                imports=counts,
+                withdrawal_held=hold,
+                invalid_exports=invalid,
             )
         except HubRejected as exc:
             # 401/403/404: a wrong token or an unregistered cluster — the operator's to fix,
             # and not something retrying sooner would help.
-            self._failed(f"the hub refused the heartbeat: {exc.message}", level=logging.ERROR)
+            self._failed(
+                f"the hub refused the heartbeat: {exc.message}"
+                f"{refusal_advice(exc, self._hub.config.cluster_id)}",
+                level=logging.ERROR,
+            )
             return False
         except HubError as exc:
             self._failed(f"the hub is unreachable: {exc}", level=logging.WARNING)
@@ -198,6 +229,8 @@ class HeartbeatLoop:
         if self._metrics is not None:
             self._metrics.heartbeats.labels("ok").inc()
             self._metrics.hub_reachable.set(1)
+        if self._invalid_exports is not None:
+            self._invalid_exports.answered(invalid)
         self._gate.update(answer.min_agent_version)
         self._learn_ttl(answer.cluster_ttl_seconds)
         if self._on_clusterset is not None:

@@ -56,6 +56,7 @@ from shared.models import (
     HeartbeatResponse,
     InternalServiceExport,
     InternalServiceExportList,
+    InvalidExports,
     ServiceImport,
     VersionInfo,
     WatchEvent,
@@ -433,11 +434,17 @@ class HubClient:
         agent_version: str = __version__,
         imports: tuple[int, int] | None = None,
         withdrawal_held: WithdrawalHold | None = None,
+        invalid_exports: InvalidExports | None = None,
     ) -> HeartbeatResponse:
-        """Say this cluster's agent is alive, what it imports (ServiceImports, endpoints)
-        and the repair it holds (SPEC §5.1); answers the hub's version, minAgentVersion,
-        TTL and whether an admin allowed the held withdrawal."""
-        beat = Heartbeat(agent_version=agent_version, withdrawal_held=withdrawal_held)
+        """Say this cluster's agent is alive, what it imports (ServiceImports, endpoints),
+        the repair it holds (SPEC §5.1) and, when they changed, its invalid ServiceExports
+        (SPEC §7); answers the hub's version, minAgentVersion, TTL and whether an admin
+        allowed the held withdrawal."""
+        beat = Heartbeat(
+            agent_version=agent_version,
+            withdrawal_held=withdrawal_held,
+            invalid_exports=invalid_exports,
+        )
         if imports is not None:
             beat.imported_services, beat.imported_endpoints = imports
         answer = self._call("POST", ROUTE_HEARTBEAT, json_body=to_wire(beat))

@@ -45,6 +45,9 @@ CLUSTER_PENDING: Final = "Pending"
 # MemberCluster condition (SPEC §5.1 mass-withdrawal guard)
 CONDITION_WITHDRAWAL_HELD: Final = "WithdrawalHeld"
 REASON_MASS_WITHDRAWAL: Final = "MassWithdrawal"
+# The most `Valid=False` ServiceExports one heartbeat lists (SPEC §7 `exports --invalid`);
+# the rest are only counted. 1,000 reports are ~200 KB, well under the hub's 1 MiB bodies.
+INVALID_EXPORTS_MAX: Final = 1000
 # SPEC §5.1: an agent beats at least this many times per TTL, and never more often than
 # once a this many seconds; so the hub's --cluster-ttl may not be shorter than their product.
 HEARTBEATS_PER_TTL: Final = 3

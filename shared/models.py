@@ -648,6 +648,56 @@ class Heartbeat(WireModel):
     # SPEC §5.1 mass-withdrawal guard: the repair the agent is holding, or None when it holds
     # none (which clears the cluster's `WithdrawalHeld` condition on the hub).
     withdrawal_held: WithdrawalHold | None = None
+    # SPEC §7 (`mcsync exports --invalid`): the cluster's `Valid=False` ServiceExports, sent
+    # when they changed since the last beat the hub answered; None: unchanged.
+    invalid_exports: InvalidExports | None = None
+
+
+class InvalidExportReport(WireModel):
+    """A ServiceExport that is `Valid=False` in its cluster (SPEC §2.2): never exported, so
+    the hub knows of it only through its agent's heartbeat (`mcsync exports --invalid`)."""
+
+    namespace: Namespace
+    name: ServiceName
+    # A condition reason, as Kubernetes writes them (`NoService`, `InvalidServiceType`, …).
+    reason: str = Field(
+        min_length=1, max_length=128, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+    )
+    message: str = Field(default="", max_length=1024)
+
+
+class InvalidExports(WireModel):
+    """A cluster's invalid ServiceExports: at most `INVALID_EXPORTS_MAX` of them listed (in
+    namespace/name order), `total` counting them all."""
+
+    items: list[InvalidExportReport] = Field(
+        default_factory=list, max_length=constants.INVALID_EXPORTS_MAX
+    )
+    total: StrictInt = Field(ge=0, le=2**31)
+
+    @model_validator(mode="after")
+    def _total_counts_items(self) -> InvalidExports:
+        if self.total < len(self.items):
+            raise ValueError(f"total {self.total} is less than the {len(self.items)} items")
+        return self
+
+
+class InvalidServiceExport(WireModel):
+    """`GET /api/v1/invalidexports`: one cluster's invalid ServiceExport, as its agent said."""
+
+    cluster: ClusterId
+    namespace: str
+    name: str
+    reason: str
+    message: str = ""
+
+
+class InvalidServiceExportList(WireModel):
+    api_version: str = constants.API_VERSION
+    kind: Literal["InvalidServiceExportList"] = "InvalidServiceExportList"
+    items: list[InvalidServiceExport] = Field(default_factory=list)
+    # Clusters that have more invalid ServiceExports than their agent lists (`total` each).
+    truncated: dict[str, int] = Field(default_factory=dict)
 
 
 class WithdrawalHold(WireModel):

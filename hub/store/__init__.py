@@ -56,6 +56,7 @@ from hub.store.exports import ExportStore
 from hub.store.feed import Feed, read_current_revision
 from hub.store.importfeed import ImportFeed
 from hub.store.imports import ImportStore
+from hub.store.invalidexports import InvalidExportStore
 from hub.store.notify import ChangeNotifier
 from hub.store.primary import DEFAULT_TIMEOUT_SECONDS, PrimaryWatch
 from hub.store.results import Page, PutResult
@@ -102,6 +103,7 @@ class Store:
     import_feed: ImportFeed
     feed: Feed
     withdrawals: Withdrawals
+    invalid_exports: InvalidExportStore
 
     def __init__(self, *, url: str, ctx: StoreContext) -> None:
         self.url = url
@@ -114,6 +116,7 @@ class Store:
         self.import_feed = ImportFeed(ctx)
         self.feed = Feed(ctx)
         self.withdrawals = Withdrawals(ctx)
+        self.invalid_exports = InvalidExportStore(ctx)
 
     @property
     def engine(self) -> AsyncEngine:

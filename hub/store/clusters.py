@@ -33,6 +33,7 @@ from hub.store import codec
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import AlreadyExists, NotFound
+from hub.store.invalidexports import stored_report
 from hub.store.tables import cluster_usage, clusters, endpoint_withdrawals, exports
 from hub.store.tokens import TokenLookup
 from hub.store.usage import scope_patterns
@@ -41,6 +42,7 @@ from hub.store.writer import Mutation, write_exports
 from shared import constants
 from shared.models import (
     Condition,
+    InvalidExports,
     MemberCluster,
     MemberClusterMeta,
     MemberClusterSpec,
@@ -287,6 +289,7 @@ class ClusterStore:
         imported_services: int | None = None,
         imported_endpoints: int | None = None,
         withdrawal_held: WithdrawalHold | None = None,
+        invalid_exports: InvalidExports | None = None,
     ) -> HeartbeatOutcome:
         """Record a heartbeat in one transaction: the agent is alive (its version, what it
         imports, the mass withdrawal it holds, None clearing it); a cluster recorded Stale
@@ -311,6 +314,12 @@ class ClusterStore:
                         None
                         if withdrawal_held is None
                         else codec.canonical_json(to_wire(withdrawal_held))
+                    ),
+                    # SPEC §7: replaced when the beat carries a list, kept when it does not.
+                    **(
+                        {}
+                        if invalid_exports is None
+                        else {"invalid_exports": stored_report(invalid_exports)}
                     ),
                 )
             )

@@ -108,6 +108,9 @@ clusters = Table(
     # spec.importNamespaces, JSON lists of names and `*` globs; NULL: absent (all).
     Column("export_namespaces", Text, nullable=True),
     Column("import_namespaces", Text, nullable=True),
+    # SPEC §7 (migration 0006): the cluster's Valid=False ServiceExports as its agent last
+    # reported them (JSON of an InvalidExports); NULL until it reports.
+    Column("invalid_exports", Text, nullable=True),
 )
 
 exports = Table(

@@ -198,6 +198,13 @@ def test_validation_reasons(
     )
     message = condition(se, c.VALID)["message"]  # type: ignore[index]
     assert message.endswith(".") and namespace in message
+    # The hub hears of it through the agent's heartbeat (`mcsync exports --invalid`).
+    reported = wait_for(
+        lambda: hub_process.request("GET", "/api/v1/invalidexports").json()["items"] or None,
+        what="the invalid ServiceExport reported to the hub",
+    )
+    assert reported == [{"cluster": CLUSTER, "namespace": namespace, "name": "web",
+                         "reason": reason, "message": message}]
     assert hub_process.export(CLUSTER, namespace, "web") is None
 
 

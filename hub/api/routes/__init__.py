@@ -17,10 +17,21 @@ from hub.api.routes import (
     exports,
     health,
     imports,
+    invalidexports,
     whoami,
 )
 
 ROUTERS: tuple[APIRouter, ...] = tuple(
     module.router
-    for module in (clusters, exports, conflicts, endpointslices, imports, health, whoami, docs)
+    for module in (
+        clusters,
+        exports,
+        conflicts,
+        invalidexports,
+        endpointslices,
+        imports,
+        health,
+        whoami,
+        docs,
+    )
 )

@@ -157,6 +157,7 @@ async def heartbeat(
         imported_services=beat.imported_services,
         imported_endpoints=beat.imported_endpoints,
         withdrawal_held=beat.withdrawal_held,
+        invalid_exports=beat.invalid_exports,
     )
     if outcome.given_back:
         log.info(
