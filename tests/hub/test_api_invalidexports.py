@@ -49,7 +49,9 @@ async def test_reports_are_kept_replaced_and_filtered(database_url: str) -> None
             return body
 
         assert rows(await listed()) == []
-        await beat("east", report(("shop", "cart", "NoService"), ("web", "www", "InvalidServiceType")))
+        await beat(
+            "east", report(("shop", "cart", "NoService"), ("web", "www", "InvalidServiceType"))
+        )
         await beat("west", report(("shop", "pay", "NamespaceNotAllowed")))
         assert rows(await listed()) == [
             ("east", "shop", "cart", "NoService"),
@@ -61,7 +63,9 @@ async def test_reports_are_kept_replaced_and_filtered(database_url: str) -> None
             ("east", "shop", "cart", "NoService"),
             ("west", "shop", "pay", "NamespaceNotAllowed"),
         ]
-        assert rows(await listed("?cluster=west")) == [("west", "shop", "pay", "NamespaceNotAllowed")]
+        assert rows(await listed("?cluster=west")) == [
+            ("west", "shop", "pay", "NamespaceNotAllowed")
+        ]
 
         # A beat without a list changes nothing; one with a list replaces the cluster's.
         await beat("east", None)
