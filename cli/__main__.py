@@ -23,6 +23,7 @@ from cli.args import Options, UsageError, parse_args
 from cli.client import HubClient, HubError
 from cli.commands import CommandError, Context
 from cli.dispatch import run
+from cli.hints import next_step
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -89,7 +90,8 @@ def main(
         print(exc, file=err)
         return EXIT_USAGE
     except (HubError, CommandError) as exc:
-        message = exc.message if isinstance(exc, HubError) else str(exc)
+        message = (exc.message + next_step(exc, options) if isinstance(exc, HubError)
+                   else str(exc))
         out.flush()
         print(f"error: {message}", file=err)
         return EXIT_FAILED

@@ -26,7 +26,9 @@ namespaces, the environment or the config file's settings.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -686,6 +688,21 @@ def _layered(command: str) -> tuple[settingscli.Setting, ...]:
     return settingscli.pick(CliSettings, *fields)
 
 
+def _did_you_mean(exc: UsageError) -> UsageError:
+    """argparse's "invalid choice: 'clsters' (choose from …)" made into "did you mean
+    'clusters'?" when one choice is close, as git and kubectl answer a typo."""
+    found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", str(exc))
+    if found is None:
+        return exc
+    choices = re.findall(r"'([^']*)'", found.group(2))
+    close = difflib.get_close_matches(found.group(1), choices, n=1, cutoff=0.6)
+    if not close:
+        return exc
+    head = str(exc)[: found.start()]
+    return UsageError(f"{head}unknown word {found.group(1)!r}: did you mean {close[0]!r}? "
+                      f"(`{PROG} --help` lists the commands)")
+
+
 def _usage(message: str) -> UsageError:
     return UsageError(f"{PROG}: error: {message}")
 
@@ -790,7 +807,10 @@ def _load_config(
 def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> Options:
     """Parse `argv` (without the program name); UsageError on any mistake."""
     env = os.environ if environ is None else environ
-    namespace = vars(build_parser().parse_args(_rewrite(list(argv))))
+    try:
+        namespace = vars(build_parser().parse_args(_rewrite(list(argv))))
+    except UsageError as exc:
+        raise _did_you_mean(exc) from None
     command = cast(Command, namespace["command"])
     given = {s.field: namespace[s.field] for s in SETTINGS if s.field in namespace}
     if given.get("watch") and command not in LIST_COMMANDS:

@@ -35,7 +35,8 @@ _NOISY_LOGGERS = ("httpx", "httpcore", "urllib3", "kubernetes")
 
 
 def _fail(message: str) -> int:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+    # One line, whatever the message carries (a YAML parser's error spans several).
+    print(f"{PROG}: error: {' '.join(message.split())}", file=sys.stderr)
     return EXIT_USAGE
 
 
@@ -49,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(
         log_format=settings.log_format, level=settings.log_level, quiet=_NOISY_LOGGERS
     )
+    # urllib3 warns of each retry of a cluster it cannot reach; the agent says it once, in
+    # its own words (the start-up error, or its reconcile and discovery lines).
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
     from member.app import Agent, MetricsPortError
 

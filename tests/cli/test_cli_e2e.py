@@ -234,7 +234,9 @@ def test_wrong_token_exits_1_with_the_401_message(hub: RunningHub) -> None:
     message = Status.model_validate_json(direct.content).message
     result = mcsync(hub, "clusters", token="not-a-token")
     assert result.returncode == 1
-    assert result.stderr == f"error: {message}\n"
+    # The hub's message, then where the token comes from (cli.hints), on one line.
+    assert result.stderr.startswith(f"error: {message}; the token given is not this hub's")
+    assert result.stderr.count("\n") == 1
 
 
 def test_token_file_and_flags_instead_of_environment(hub: RunningHub, tmp_path: Path) -> None:
