@@ -1,13 +1,14 @@
 """`mcsync describe import NS/NAME`: the ServiceImport's page, and for every registered
 cluster whether it imports the Service and, if not, why (SPEC §7).
 
-Only what the hub knows is said, and how it knows: a cluster's state and heartbeat (a
-Pending cluster's agent never connected; a Stale one's stopped following the feed, so what
-it holds is what it last wrote), and whether its agent reports importing at all (its
-heartbeat's import counts; absent with `--no-import`). The hub cannot see a cluster's
-namespaces, nor a ServiceImport there that mcsync does not own, so "yes" is qualified by
-the one condition it cannot check (namespace sameness, SPEC §2.8), with the command that
-checks it. Two requests: the import and the clusters.
+Only what the hub knows is said, and how it knows: the cluster's scope (its
+`spec.importNamespaces`, SPEC §4.4: the hub leaves other namespaces out of its import
+feed), its state and heartbeat (a Pending cluster's agent never connected; a Stale one's
+stopped following the feed, so what it holds is what it last wrote), and whether its agent
+reports importing at all (its heartbeat's import counts; absent with `--no-import`). The
+hub cannot see a cluster's namespaces, nor a ServiceImport there that mcsync does not own,
+so "yes" is qualified by the one condition it cannot check (namespace sameness, SPEC
+§2.8), with the command that checks it. Two requests: the import and the clusters.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from datetime import datetime
 from cli import render
 from cli.commands import Context, print_object
 from shared.models import MemberCluster, ServiceImport
+from shared.scope import allows
 
 YES, NO, UNKNOWN = "yes*", "no", "unknown"
 
@@ -26,10 +28,17 @@ def where_imported(item: ServiceImport, clusters: Sequence[MemberCluster], *,
                    now: datetime) -> list[tuple[str, str, str]]:
     """(cluster, imports, why) for every registered cluster, by name."""
     exporters = {c.cluster for c in item.status.clusters}
+    namespace = item.metadata.namespace or ""
     rows = []
     for cluster in sorted(clusters, key=lambda c: c.metadata.name):
         name, status = cluster.metadata.name, cluster.status
-        if status.state == "Pending":
+        scope = cluster.spec.import_namespaces
+        if not allows(scope, namespace):
+            listed = ", ".join(scope or []) or "none"
+            rows.append((name, NO, f"its scope imports only namespaces {listed}, not "
+                                   f"{namespace} (`mcsync clusters set-scope {name}` changes "
+                                   "it)"))
+        elif status.state == "Pending":
             rows.append((name, NO, "Pending: its agent has never sent a heartbeat, so it "
                                    "follows no import feed"))
         elif status.state == "Stale":

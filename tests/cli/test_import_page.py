@@ -6,10 +6,16 @@ from __future__ import annotations
 import pytest
 
 from cli.importpage import NO, UNKNOWN, YES, page, where_imported
-from shared.models import MemberCluster
+from shared.models import MemberCluster, MemberClusterSpec
 from tests.cli.conftest import RunningHub, ok, run_cli
 from tests.cli.samples import NOW, ago, cluster, service_import
 from tests.cli.test_cli_e2e import BASE, put_export
+
+
+def scoped(name: str, namespaces: list[str]) -> MemberCluster:
+    member = cluster(name, heartbeat=ago(seconds=3), imports=(0, 0))
+    member.spec = MemberClusterSpec(import_namespaces=namespaces)
+    return member
 
 
 @pytest.mark.parametrize(("member", "expected"), [
@@ -26,7 +32,14 @@ from tests.cli.test_cli_e2e import BASE, put_export
     (cluster("quiet", heartbeat=ago(seconds=3)),
      ("quiet", NO, "its agent reports no imports (started with --no-import, or too old to "
                    "import)")),
-], ids=["exporter", "ready", "stale", "pending", "no-import"])
+    (scoped("shop", ["team-*", "billing"]),
+     ("shop", NO, "its scope imports only namespaces team-*, billing, not demo (`mcsync "
+                  "clusters set-scope shop` changes it)")),
+    (scoped("team", ["de*"]), ("team", YES, "Ready, following the import feed")),
+    (scoped("none", []), ("none", NO, "its scope imports only namespaces none, not demo "
+                                      "(`mcsync clusters set-scope none` changes it)")),
+], ids=["exporter", "ready", "stale", "pending", "no-import", "out-of-scope", "in-scope-glob",
+        "empty-scope"])
 def test_where_imported(member: MemberCluster, expected: tuple[str, str, str]) -> None:
     item = service_import(clusters=["east"])
     assert where_imported(item, [member], now=NOW) == [expected]
