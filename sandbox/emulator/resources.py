@@ -22,6 +22,7 @@ from shared.constants import MCS_GROUP, MCS_SERVICEEXPORT_KIND, MCS_SERVICEEXPOR
 
 COORDINATION_GROUP = "coordination.k8s.io"
 DISCOVERY_GROUP = "discovery.k8s.io"
+APPS_GROUP = "apps"
 APIEXTENSIONS_GROUP = "apiextensions.k8s.io"
 ABOUT_GROUP = "about.k8s.io"
 MCS_SERVICEIMPORT_PLURAL = "serviceimports"
@@ -113,6 +114,13 @@ CONFIG_MAPS = ResourceType(
     group="", versions=("v1",), plural="configmaps", singular="configmap", kind="ConfigMap",
     tracks_generation=False, short_names=("cm",),
 )
+# Stored only, as a cluster with no controller manager would: no ReplicaSets or Pods follow,
+# but `kubectl create deployment` / `expose deployment` work, and with the EndpointSlice
+# stand-in (`endpoints.py`) the exposed Service gets endpoints (`mcsync sandbox`).
+DEPLOYMENTS = ResourceType(
+    group=APPS_GROUP, versions=("v1",), plural="deployments", singular="deployment",
+    kind="Deployment", has_status=True, short_names=("deploy",), categories=("all",),
+)
 NAMESPACES = ResourceType(
     group="", versions=("v1",), plural="namespaces", singular="namespace", kind="Namespace",
     namespaced=False, has_status=True, tracks_generation=False, short_names=("ns",),
@@ -184,7 +192,7 @@ class ResourceCatalog:
             raise ValueError(f"unsupported MCS versions {versions!r}")
         self.mcs_versions = versions
         self.types: tuple[ResourceType, ...] = (
-            NAMESPACES, SERVICES, EVENTS, LEASES, ENDPOINT_SLICES, CONFIG_MAPS,
+            NAMESPACES, SERVICES, EVENTS, LEASES, ENDPOINT_SLICES, CONFIG_MAPS, DEPLOYMENTS,
             CUSTOM_RESOURCE_DEFINITIONS, service_exports(versions), service_imports(versions),
             *((CLUSTER_PROPERTIES,) if about_api else ()),
         )

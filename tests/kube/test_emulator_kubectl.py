@@ -284,9 +284,9 @@ def test_kubectl_describe_namespace_service_and_export(kube_cluster: KubeCluster
 
 @needs_kubectl
 def test_kubectl_is_told_what_the_emulator_does_not_serve(kube_cluster: KubeCluster) -> None:
-    refused = kubectl_fails(kube_cluster, "create", "deployment", "web", "--image=nginx",
-                            "-n", NS)
-    assert "the mcsync emulator does not serve deployments (apps/v1)" in refused
+    refused = kubectl_fails(kube_cluster, "create", "secret", "generic", "s",
+                            "--from-literal=a=b", "-n", NS)
+    assert "the mcsync emulator does not serve secrets (v1)" in refused
     assert "services" in refused  # and says what it serves
     crd = ("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n"
            "metadata: {name: foos.example.com}\nspec: {group: example.com, names: {kind: Foo, "
@@ -312,3 +312,25 @@ def test_json_is_answered_when_the_accept_header_allows_it(kube_cluster: KubeClu
     # A path that does not exist is 404 whatever it accepts (kubectl tolerates OpenAPI v2's).
     v2 = httpx.get(f"{kube_cluster.url}/openapi/v2", headers={"Accept": accept or "*/*"})
     assert v2.status_code == 404
+
+
+@needs_kubectl
+def test_kubectl_create_and_expose_a_deployment(kube_cluster_factory: Any) -> None:
+    """Stored only (no Pods follow), but enough for the usual two commands; with the
+    EndpointSlice stand-in on, the exposed Service has endpoints."""
+    demo = kube_cluster_factory("demo", endpoint_cidr="192.0.2.0/24", namespaces=(NS,))
+    assert "deployment.apps/web created" in kubectl(demo, "create", "deployment", "web",
+                                                    "--image=nginx", "-n", NS)
+    stored = demo.state.get("deployments", NS, "web")
+    assert stored is not None
+    assert stored["spec"]["selector"] == {"matchLabels": {"app": "web"}}
+    assert stored["spec"]["template"]["spec"]["containers"] == [
+        {"name": "nginx", "image": "nginx"}]
+    assert "service/web exposed" in kubectl(demo, "expose", "deployment", "web", "--port",
+                                            "80", "--target-port", "8080", "-n", NS)
+    table = rows(kubectl(demo, "get", "endpointslices", "-n", NS))
+    deadline = 50
+    while len(table) < 2 and deadline:
+        deadline -= 1
+        table = rows(kubectl(demo, "get", "endpointslices", "-n", NS))
+    assert table[1][1:4] == ["IPv4", "8080", "192.0.2.1,192.0.2.2"]

@@ -84,7 +84,7 @@ def test_discovery_lists_exactly_the_served_versions(
     apis: Any = client.ApisApi(api)
     groups = {g.name: g for g in apis.get_api_versions().groups}
     assert set(groups) == {"coordination.k8s.io", "discovery.k8s.io", "apiextensions.k8s.io",
-                           MCS_GROUP}
+                           "apps", MCS_GROUP}
     mcs = groups[MCS_GROUP]
     assert [v.version for v in mcs.versions] == list(versions)
     assert mcs.preferred_version.version == preferred
