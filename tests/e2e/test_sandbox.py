@@ -165,3 +165,21 @@ def test_sandbox_exports_from_one_cluster_imports_in_another_and_stops_on_ctrl_c
     assert [p for p in parts if alive(p)] == []
     assert not directory.exists()
 
+
+
+def test_a_part_that_dies_stops_the_sandbox_and_keeps_its_logs(sandbox: Launched) -> None:
+    directory = Path(sandbox.lines["logs"])
+    parts = children_of(sandbox.process.pid)
+    agent = next(p for p in parts
+                 if b"member" in Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0"))
+    os.kill(agent, signal.SIGKILL)
+    assert sandbox.process.wait(60) == 1
+    assert sandbox.process.stderr is not None
+    err = sandbox.process.stderr.read()
+    assert "exited with code -9; its log: " in err and "stopping the sandbox" in err
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in parts) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [p for p in parts if alive(p)] == []
+    assert directory.is_dir()  # kept, so its logs can be read
+    shutil.rmtree(directory)
