@@ -64,6 +64,7 @@ def _address(
 
 
 async def _form(pair: PostgresPair, form: str, *, failovers: int, writers: int) -> dict[str, Any]:
+    await asyncio.to_thread(pair.ready_for_failover)
     database = f"bench_{form.replace('-', '_')}"
     await pair.create_database(database)
     outcomes: list[Outcome] = []
@@ -97,7 +98,7 @@ async def _form(pair: PostgresPair, form: str, *, failovers: int, writers: int) 
             )
             print(f"[{form} #{round_ + 1}] {outcome.line()}", flush=True)
             outcomes.append(outcome)
-            await asyncio.to_thread(pair.rebuild_standby)
+            await asyncio.to_thread(pair.ready_for_failover)
         restarted = a.process.poll() is not None or b.process.poll() is not None
     firsts = [s for o in outcomes for s in o.first_2xx_seconds.values()]
     ceilings = [o.ceiling_seconds for o in outcomes if o.ceiling_seconds is not None]

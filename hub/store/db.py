@@ -165,6 +165,8 @@ def _ping_on_checkout(_dbapi_connection: Any, record: Any, _proxy: Any, *, timeo
     failover, SPEC §5.2; no round trip, see `primary.is_read_only`) is discarded too.
     """
     driver = record.driver_connection
+    if driver.is_closed():  # cut when the primary was lost (`primary.PrimaryConnector`)
+        raise DisconnectionError("pooled connection was closed")
     if is_read_only(driver.get_settings()):
         raise DisconnectionError("pooled connection is to a read-only server")
     try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 # What asyncpg (like libpq) accepts for target_session_attrs.
+DEFAULT_PORT = 5432
 SESSION_ATTRS = ("any", "primary", "standby", "prefer-standby", "read-write", "read-only")
 
 
@@ -38,7 +39,8 @@ def _hosts(netloc_hosts: str) -> list[str]:
                 f"not a database URL: the port {port!r} of host {index} ({host!r}) "
                 "is not a number from 1 to 65535"
             )
-        hosts.append(f"{host}:{port}" if port else host)
+        # SQLAlchemy's asyncpg dialect wants every port of a list: libpq's default.
+        hosts.append(f"{host}:{port or DEFAULT_PORT}")
     return hosts
 
 

@@ -94,21 +94,68 @@ def keep_alive(conn: Any, *, timeout: float) -> None:
                 sock.setsockopt(level, option, value)
 
 
+def host_candidates(connect_kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+    """One set of connect arguments per host of a libpq host list (`host` and `port` are
+    lists then), in the list's order; the arguments as given for one host."""
+    hosts, ports = connect_kwargs.get("host"), connect_kwargs.get("port")
+    if not isinstance(hosts, list | tuple):
+        return [dict(connect_kwargs)]
+    if not isinstance(ports, list | tuple):
+        ports = [ports] * len(hosts)
+    return [
+        {**connect_kwargs, "host": host, "port": port}
+        for host, port in zip(hosts, ports, strict=True)
+    ]
+
+
 class PrimaryConnector:
     """Opens the hub's PostgreSQL connections (see the module doc) and remembers the
-    pool's, so that `terminate_all` can cut them when the primary is lost."""
+    pool's, so that `terminate_all` can cut them when the primary is lost.
+
+    A libpq host list is tried here, one host at a time, each with the whole connect
+    timeout (as libpq's `connect_timeout` is per host): asyncpg's own `timeout` bounds its
+    walk over ALL the hosts, so a first host that drops packets (a dead node's address)
+    would use it up and the promoted second host would never be tried. The host that
+    answered last is tried first, so after a failover connects do not wait on the dead one
+    each time. A host is skipped when it cannot be reached, is not accepting connections
+    yet, or does not match `target_session_attrs` (a standby); any other refusal (a wrong
+    password) is the answer.
+    """
 
     def __init__(self, connect_kwargs: dict[str, Any], *, timeout: float) -> None:
-        self._kwargs = dict(connect_kwargs)
+        self._candidates = host_candidates(connect_kwargs)
+        self._first = 0  # index of the candidate that answered last
         self.timeout = timeout
         self._pooled: weakref.WeakSet[Any] = weakref.WeakSet()
 
     async def connect(self, *, pooled: bool = True) -> Any:
         import asyncpg
 
-        conn = await asyncpg.connect(
-            **self._kwargs, timeout=self.timeout, command_timeout=COMMAND_TIMEOUT_SECONDS
+        skip = (
+            OSError,
+            TimeoutError,
+            asyncpg.TargetServerAttributeNotMatched,
+            asyncpg.CannotConnectNowError,
+            asyncpg.PostgresConnectionError,
         )
+        count = len(self._candidates)
+        order = [(self._first + i) % count for i in range(count)]
+        problem: BaseException | None = None
+        for index in order:
+            try:
+                conn = await asyncpg.connect(
+                    **self._candidates[index],
+                    timeout=self.timeout,
+                    command_timeout=COMMAND_TIMEOUT_SECONDS,
+                )
+            except skip as exc:
+                problem = exc
+                continue
+            self._first = index
+            break
+        else:
+            assert problem is not None
+            raise problem
         keep_alive(conn, timeout=self.timeout)
         if pooled:
             self._pooled.add(conn)
@@ -206,9 +253,8 @@ class PrimaryWatch:
         timeout = self._connector.timeout
         try:
             if self._conn is None or self._conn.is_closed():
-                self._conn = await asyncio.wait_for(
-                    self._connector.connect(pooled=False), timeout * 1.5
-                )
+                # Bounded per host by the connector (`timeout` each).
+                self._conn = await self._connector.connect(pooled=False)
             read_only = await self._conn.fetchval(PROBE_SQL, timeout=timeout)
         except asyncio.CancelledError:
             raise
@@ -227,7 +273,10 @@ class PrimaryWatch:
     async def _run(self) -> None:
         while not self._closed:
             problem = await self.probe()
-            self._set(problem)
+            try:
+                self._set(problem)
+            except Exception:  # never let the watch die: the gate would stay as it is
+                log.exception("primary watch: acting on a probe failed")
             wait = self.interval if problem is None else self.interval / 2
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._probe_now.wait(), wait)

@@ -29,7 +29,7 @@ from hub.store.db import async_url, make_engine
             "postgresql+asyncpg://u:p@/hub?host=h1%3A5433&host=h2%3A5434"
             "&target_session_attrs=read-write",
         ),
-        ("postgresql://h1,h2/hub", "postgresql+asyncpg:///hub?host=h1&host=h2"),
+        ("postgresql://h1,h2:5433/hub", "postgresql+asyncpg:///hub?host=h1%3A5432&host=h2%3A5433"),
     ],
 )
 def test_async_url(given: str, expected: str) -> None:

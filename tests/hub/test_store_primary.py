@@ -19,10 +19,12 @@ import asyncpg
 import pytest
 
 from hub.store import DatabaseUnavailable, Store
+from hub.store.db import connect_kwargs
+from hub.store.primary import host_candidates
 from tests.conftest import postgres_admin_url
 from tests.hub.test_store_support import make_export, open_store
 
-pytestmark = pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
+POSTGRES_ONLY = pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
 
 DEADLINE = 30.0
 
@@ -34,6 +36,7 @@ async def _until(store: Store, *, writable: bool) -> None:
         await asyncio.sleep(0.05)
 
 
+@POSTGRES_ONLY
 async def test_a_read_only_server_is_no_primary_until_a_writable_one_answers(
     database_url: str,
 ) -> None:
@@ -68,18 +71,22 @@ async def test_a_read_only_server_is_no_primary_until_a_writable_one_answers(
         await store.close()
 
 
+@POSTGRES_ONLY
 async def test_a_pooled_connection_on_a_read_only_server_is_not_reused(database_url: str) -> None:
     """A connection whose server said it takes no writes is discarded at checkout; a
     write that meets read-only anyway (SQLSTATE 25006) is an outage (503), and the
     connection it ran on is discarded, not handed out again."""
-    store = await open_store(database_url, database_timeout=2.0)
+    store = await open_store(database_url, database_timeout=2.0, pool_size=1)
     try:
         await store.clusters.register("alpha", {})
         async with store.engine.connect() as conn:
             said_read_only = (await conn.get_raw_connection()).driver_connection
             await said_read_only.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
-        result = await store.exports.put("alpha", make_export("alpha"))
-        assert result.created
+        # A pool of one holds at most two idle connections, checked out in turn (FIFO):
+        # three transactions have checked out the read-only one.
+        for name in ("web", "api", "db"):
+            result = await store.exports.put("alpha", make_export("alpha", name=name))
+            assert result.created
         assert said_read_only.is_closed()
 
         with pytest.raises(DatabaseUnavailable, match="read-only transaction"):
@@ -88,6 +95,24 @@ async def test_a_pooled_connection_on_a_read_only_server_is_not_reused(database_
                 await conn.exec_driver_sql("SET TRANSACTION READ ONLY")
                 await conn.exec_driver_sql("UPDATE revision SET value = value")
         assert refused.is_closed()
-        assert (await store.exports.put("alpha", make_export("alpha", name="api"))).created
+        assert (await store.exports.put("alpha", make_export("alpha", name="cache"))).created
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "hosts"),
+    [
+        ("postgresql://u@db/hub", [("db", None)]),
+        ("postgresql://u@db:6432/hub", [("db", 6432)]),
+        # A host list is tried one host at a time, each with the whole connect timeout.
+        ("postgresql://u@h1:5433,h2:5434/hub", [("h1", 5433), ("h2", 5434)]),
+        ("postgresql://u@h1,h2:5434/hub", [("h1", 5432), ("h2", 5434)]),
+    ],
+)
+def test_a_host_list_is_one_candidate_per_host(
+    url: str, hosts: list[tuple[str, int | None]]
+) -> None:
+    candidates = host_candidates(connect_kwargs(url + "?target_session_attrs=read-write"))
+    assert [(c["host"], c.get("port")) for c in candidates] == hosts
+    assert all(c["target_session_attrs"] == "read-write" for c in candidates)

@@ -5,7 +5,8 @@ binaries, and the moving address in front of it (SPEC §5.2; no tests here).
   `pg_basebackup -R -c fast`, `synchronous_standby_names` set once the standby streams;
   `kill_primary()` is `kill -9` of the primary's postmaster and every backend (a node that
   died), `promote()` is `pg_ctl promote`, and `rebuild_standby()` makes a new standby of
-  the new primary on the dead one's port, so that one pair serves several failovers.
+  the new primary on the dead one's port (`ready_for_failover()` does what is needed), so
+  that one pair serves several failovers.
   The servers run as the `postgres` user (CI runs as root, and PostgreSQL refuses to);
   everything lives in one temporary directory, and `close()` stops both and removes it
   — the fixtures call it in a `finally`, whatever happened.
@@ -59,6 +60,8 @@ class PostgresPair:
         self.base = Path(tempfile.mkdtemp(prefix="mcsync-pgpair-"))
         self.ports = [free_port(), free_port()]
         self.primary = 0  # index into `ports` (and the data directories) of the primary
+        self.primary_alive = False
+        self.has_standby = False
         self._generation = 0
         self.dirs = [self.base / "a0", self.base / "b0"]
         self._as_postgres = os.geteuid() == 0
@@ -118,6 +121,7 @@ class PostgresPair:
             "wal_keep_size = 256MB\n",
         )
         self._start(self.primary)
+        self.primary_alive = True
         asyncio.run(self._sql(self.primary, f"CREATE DATABASE {DATABASE}", database="postgres"))
         self.rebuild_standby()
 
@@ -136,6 +140,15 @@ class PostgresPair:
         self._write(self.dirs[index] / "postgresql.conf", f"\nport = {self.ports[index]}\n")
         self._start(index)
         asyncio.run(self._make_synchronous())
+        self.has_standby = True
+
+    def ready_for_failover(self) -> None:
+        """A live primary and a synchronous standby again, whatever the last failover left
+        (a primary killed and never promoted: the standby is promoted first)."""
+        if not self.primary_alive:
+            self.promote()
+        if not self.has_standby:
+            self.rebuild_standby()
 
     async def _make_synchronous(self) -> None:
         deadline = time.monotonic() + 60
@@ -189,6 +202,7 @@ class PostgresPair:
 
     def kill_primary(self) -> None:
         """kill -9 the primary's postmaster and every backend of it: the node died."""
+        self.primary_alive = False
         for pid in self._pids(self.primary):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -197,6 +211,7 @@ class PostgresPair:
         """`pg_ctl promote` the standby (waiting for it); it is the primary from now on."""
         self._run("pg_ctl", "-D", str(self.dirs[self.standby]), "-w", "-t", "60", "promote")
         self.primary = self.standby
+        self.primary_alive, self.has_standby = True, False
 
     async def accepts_writes(self, *, database: str = DATABASE) -> bool:
         try:
