@@ -98,6 +98,7 @@ def findings(fleet: Fleet, *, now: datetime) -> list[str]:
             found.append(f"cluster {name} runs agent {status.agent_version}, older than the "
                          f"hub's minimum {fleet.version.min_agent_version}: it does not "
                          "export until it is upgraded")
+    found += _panic(fleet.clusters)
     conflicting = [i for i in fleet.imports if i.status.conflicts]
     for item in conflicting[:MAX_NAMED_CONFLICTS]:
         key = f"{item.metadata.namespace}/{item.metadata.name}"
@@ -113,6 +114,22 @@ def findings(fleet: Fleet, *, now: datetime) -> list[str]:
 def _fields(pairs: list[tuple[str, str]]) -> list[str]:
     width = max(len(label) for label, _ in pairs) + 1
     return [f"{(label + ':').ljust(width)}  {value}" for label, value in pairs]
+
+
+def _panic(clusters: list[MemberCluster]) -> list[str]:
+    """SPEC §5.1's panic threshold as far as the CLI can see it: most clusters that ever
+    heartbeated are Stale and none has its endpoints withdrawn. The hub's threshold is its
+    own setting, so this says what is seen and what it most likely means."""
+    heard = [c for c in clusters if c.status.last_heartbeat_time is not None]
+    stale = [c for c in heard if c.status.state == "Stale"]
+    if not heard or len(stale) * 2 <= len(heard):
+        return []
+    if any(c.status.endpoints_withdrawn for c in stale):
+        return []
+    return [f"{len(stale)} of the {len(heard)} clusters that have heartbeated are Stale and "
+            "none has its endpoints withdrawn: the hub is most likely past its panic "
+            "threshold (--stale-panic-fraction, default 0.5) and withholds withdrawals, "
+            "suspecting its own network (SPEC §5.1): check the hub's connectivity first"]
 
 
 def _role(identity: Identity | None) -> str:

@@ -69,7 +69,15 @@ def well(name: str) -> MemberCluster:
     (fleet([well("east")], readiness=Status(code=503, reason="ServiceUnavailable",
                                             message="no writable primary")),
      ["the hub's database is not ready: no writable primary"]),
-], ids=["all-well", "stale", "pending", "held", "old-agent", "conflict", "database"])
+    (fleet([well("east"), *(cluster(n, state="Stale", heartbeat=ago(minutes=3),
+                                    agent_version="0.3.0") for n in ("north", "west"))]),
+     [f"cluster {n} is Stale (no heartbeat for 3m): is its agent running and can it reach "
+      "the hub? (its log says why)" for n in ("north", "west")]
+     + ["2 of the 3 clusters that have heartbeated are Stale and none has its endpoints "
+        "withdrawn: the hub is most likely past its panic threshold (--stale-panic-fraction, "
+        "default 0.5) and withholds withdrawals, suspecting its own network (SPEC §5.1): "
+        "check the hub's connectivity first"]),
+], ids=["all-well", "stale", "pending", "held", "old-agent", "conflict", "database", "panic"])
 def test_findings(case: Fleet, expected: list[str]) -> None:
     assert findings(case, now=NOW) == expected
 
