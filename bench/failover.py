@@ -367,6 +367,32 @@ async def main_async(args: Any) -> dict[str, Any]:
     return result
 
 
+def target(result: dict[str, Any]) -> dict[str, Any]:
+    """Issue 22's targets, and whether this run met every one it measured."""
+    met: list[bool] = []
+    run = result.get("loss_and_return")
+    if run:
+        met += [
+            run["loss_seconds_after_ttl"]["p99_ms"] < 2000,
+            run["return_seconds_after_heartbeat"]["p99_ms"] < 1000,
+            run["events_per_importer_loss"] == [run["victim_slices"]],
+            run["events_per_importer_return"] == [run["victim_slices"]],
+        ]
+    sweep = result.get("sweep")
+    if sweep:
+        met += [
+            sweep["sweep_nothing_stale"]["cpu_ms_median"] < 10,
+            sweep["sweep_one_stale_steady"]["cpu_ms_median"] < 10,
+        ]
+    return {
+        "loss_p99_ms_below": 2000,
+        "return_p99_ms_below": 1000,
+        "events_per_importing_cluster": "one per affected slice, each way",
+        "sweep_cpu_ms_below": 10,
+        "met": all(met),
+    }
+
+
 def main() -> None:
     parser = base_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--clusters", type=int, default=50)
@@ -381,6 +407,7 @@ def main() -> None:
         args.clusters, args.services, args.endpoints = 6, 3, 2
         args.rounds, args.sweep_clusters, args.sweeps = 1, 20, 10
     result = asyncio.run(main_async(args))
+    result["target"] = target(result)
     write_result(
         NAME,
         args,

@@ -79,6 +79,10 @@ BENCHMARKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("sqlite",),
         ("without_watches", "with_stalled_watches", "rss_kib_per_stalled_watch"),
     ),
+    "failover": (
+        ("sqlite",),
+        ("loss_and_return", "sweep", "ttl_seconds"),
+    ),
     "console": (
         ("sqlite",),
         ("overview_on_screen_ms", "search_ms", "live_change", "watches"),
