@@ -320,6 +320,8 @@ def serving_sources(member: Member, service: str) -> set[str]:
 
 
 def test_a_lost_clusters_endpoints_leave_every_cluster_and_return_with_it(fleet: Fleet) -> None:
+    """North lost: its endpoints leave; west lost too (a panic): they come back; west
+    back: north's leave again; north back: they return."""
     west, north, east = fleet["west"], fleet["north"], fleet["east"]
     fleet.export(("checkout", {"ports": HTTP_80}), order=("west", "north"), stagger=False)
     fleet.export(("receipts", {"ports": HTTP_80}), order=("north",), stagger=False)
@@ -354,6 +356,20 @@ def test_a_lost_clusters_endpoints_leave_every_cluster_and_return_with_it(fleet:
         "Stale", True)
     rows = {r["NAME"]: r for r in table(ok(fleet.cli("clusters")))}
     assert rows["north"]["STATE"] == "Stale,EndpointsWithdrawn"
+
+    # West lost too: two of three clusters Stale is more than --stale-panic-fraction (0.5).
+    # The hub suspects itself, withdraws nothing and gives north's endpoints back.
+    west.agent.kill()
+    wait_for(lambda: serving_sources(east, "checkout") == {"west", "north"},
+             what="the panic gives north's checkout endpoints back to east")
+    wait_for(lambda: fleet.read("/api/v1/clusters/west")["status"]["state"] == "Stale",
+             what="west Stale")
+    assert serving_sources(east, "checkout") == {"west", "north"}
+    assert fleet.read("/api/v1/clusters/north")["status"]["endpointsWithdrawn"] is False
+    west.agent.start()
+    # West back: one of three Stale, no panic; north is withdrawn again.
+    wait_for(lambda: serving_sources(east, "checkout") == {"west"},
+             what="north's checkout endpoints withdrawn again once the panic ends")
 
     north.agent.start()  # its first heartbeat gives them back
     for member in importers:
