@@ -76,6 +76,15 @@ def missing_extras() -> list[str]:
     return missing
 
 
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -162,9 +171,10 @@ class Sandbox:
         while not ready():
             for child in children:
                 if child.process.poll() is not None:
+                    said = _last_line(child.log)
                     raise SandboxError(f"{child.name} exited with code "
-                                       f"{child.process.returncode} while starting; see "
-                                       f"{child.log}")
+                                       f"{child.process.returncode} while starting"
+                                       + (f" ({said})" if said else "") + f"; see {child.log}")
             if time.monotonic() > deadline:
                 raise SandboxError(f"{what} did not happen within {START_TIMEOUT:.0f} s; "
                                    f"see the logs in {self.directory}")
@@ -251,6 +261,15 @@ class Sandbox:
                     child.process.wait()
 
 
+def _last_line(log: Path) -> str:
+    """The last line a part wrote (its one-line start-up error, as every program prints)."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines()]
+    except OSError:
+        return ""
+    return next((line for line in reversed(lines) if line), "")
+
+
 def _answers(url: str) -> bool:
     try:
         return httpx.get(url, timeout=2).status_code == 200
@@ -270,6 +289,11 @@ def run(*, hub_port: int = 0, out: TextIO, err: TextIO) -> int:
     if missing:
         print(f"error: mcsync sandbox runs the hub and the agent, which need their extras: "
               f"{EXTRAS_HINT} (missing: {', '.join(missing)})", file=err)
+        return 1
+    if hub_port and not _free(hub_port):
+        print(f"error: --hub-port: 127.0.0.1:{hub_port} is in use by another process: stop "
+              "it, or choose another --hub-port (MCSYNC_HUB_PORT; 0 picks a free one)",
+              file=err)
         return 1
     directory = Path(tempfile.mkdtemp(prefix="mcsync-sandbox-"))
     sandbox = Sandbox(directory=directory, hub_port=hub_port)
