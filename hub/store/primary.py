@@ -41,7 +41,6 @@ import contextlib
 import logging
 import math
 import socket
-import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -180,8 +179,7 @@ class PrimaryConnector:
 @dataclass
 class PrimaryState:
     writable: bool
-    reason: str
-    since: float  # time.monotonic() of the last change
+    reason: str  # why not, while not writable (the 503's and /readyz's message)
 
 
 class PrimaryWatch:
@@ -195,10 +193,9 @@ class PrimaryWatch:
     ) -> None:
         self._connector = connector
         self.interval = interval
-        self.state = PrimaryState(writable=True, reason="", since=time.monotonic())
+        self.state = PrimaryState(writable=True, reason="")
         self.losses = 0  # times the primary was lost (tests, diagnostics)
         self._on_lost: list[Callable[[], object]] = []
-        self._on_change: list[Callable[[bool], object]] = []
         self._probe_now = asyncio.Event()
         self._writable = asyncio.Event()  # set while writable: what `check` waits for
         self._writable.set()
@@ -213,10 +210,6 @@ class PrimaryWatch:
     def on_lost(self, callback: Callable[[], object]) -> None:
         """Call `callback()` each time the primary is lost (after the pool is cut)."""
         self._on_lost.append(callback)
-
-    def on_change(self, callback: Callable[[bool], object]) -> None:
-        """Call `callback(writable)` at every change (the metric)."""
-        self._on_change.append(callback)
 
     async def check(self) -> None:
         """Return when there is a writable primary; DatabaseUnavailable when, after a probe
@@ -288,7 +281,7 @@ class PrimaryWatch:
             if problem is not None:
                 self.state.reason = problem
             return
-        self.state = PrimaryState(writable=writable, reason=problem or "", since=time.monotonic())
+        self.state = PrimaryState(writable=writable, reason=problem or "")
         if writable:
             self._writable.set()
             log.warning("a writable database primary answers again; taking writes")
@@ -303,8 +296,6 @@ class PrimaryWatch:
             )
             for callback in self._on_lost:
                 callback()
-        for change in self._on_change:
-            change(writable)
 
     async def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
