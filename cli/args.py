@@ -114,6 +114,8 @@ class Options:
     import_namespaces: tuple[str, ...] | None = None
     all_export_namespaces: bool = False
     all_import_namespaces: bool = False
+    # exports --invalid (SPEC §7)
+    invalid: bool = False
     # version, config, completion
     client_only: bool = False
     config_path: str | None = None
@@ -473,7 +475,17 @@ def build_parser() -> argparse.ArgumentParser:
         "admin token needed)",
     )
     allow.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
-    command("exports", "list exported services (every cluster's export)")
+    exports = command(
+        "exports",
+        "list exported services (every cluster's export; --invalid: the ServiceExports "
+        "that members could not export, and why)",
+    )
+    exports.add_argument(
+        "--invalid",
+        action="store_true",
+        help="list the ServiceExports that are Valid=False in their cluster, with the "
+        "reason, as each agent last reported them (never exported, so never in conflicts)",
+    )
     command("imports", "list derived ServiceImports (one per exported service)")
     endpoints = command(
         "endpoints", "list exported EndpointSlices: ready/total endpoints per slice"
@@ -877,6 +889,11 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
     if output not in ("table", "wide") and command == "status":
         raise _usage("argument -o/--output: `status` prints its page only; for objects use "
                      "`clusters`, `imports` or `conflicts` with -o")
+    if namespace.get("invalid") and (settings.watch or settings.conflict is not None):
+        raise _usage(
+            "argument --invalid: not allowed with --watch or --conflict (invalid "
+            "ServiceExports come with heartbeats, not the feed, and take no part in conflicts)"
+        )
     if output == "name" and command in ("version", *OFFLINE_COMMANDS):
         raise _usage(f"argument -o/--output: `{command}` has no object to name")
     # The settings an Options field takes as they are; the rest are worked out above.
@@ -897,6 +914,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         overwrite=bool(namespace.get("overwrite")),
         yes=bool(namespace.get("yes")),
         **scope,
+        invalid=bool(namespace.get("invalid")),
         client_only=bool(namespace.get("client_only")),
         config_path=str(config.path),
         context=cast(str | None, namespace.get("context_name")) or context_name,

@@ -34,6 +34,7 @@ from shared.models import (
     Identity,
     InternalServiceExport,
     InternalServiceExportList,
+    InvalidServiceExportList,
     ListMeta,
     MemberCluster,
     MemberClusterList,
@@ -408,6 +409,15 @@ class HubClient:
         """`GET /conflicts`: the exports that differ from their key's winner, and how."""
         params: dict[str, str | int | None] = {"namespace": namespace, "name": name}
         return self._list_all("/conflicts", ExportConflictList, params, page_size=page_size)
+
+    def list_invalid_exports(
+        self, *, namespace: str | None = None, cluster: str | None = None
+    ) -> InvalidServiceExportList:
+        """`GET /invalidexports`: the ServiceExports members could not export, and why."""
+        return self._get(
+            "/invalidexports", InvalidServiceExportList,
+            {"namespace": namespace, "cluster": cluster},
+        )  # fmt: skip
 
     def get_endpoint_slice(self, cluster: str, namespace: str, name: str) -> EndpointSliceExport:
         """One EndpointSliceExport as its source cluster sent it."""

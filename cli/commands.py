@@ -328,6 +328,8 @@ def _list_exports(ctx: Context) -> InternalServiceExportList:
 
 
 def exports(ctx: Context) -> int:
+    if ctx.options.invalid:
+        return invalid_exports(ctx)
     listing = _list_exports(ctx)
     shape = _shape_of(ctx, "exports")
     if ctx.options.watch:
@@ -353,6 +355,30 @@ def exports(ctx: Context) -> int:
         ctx, listing, listing.items,
         lambda: render.Table(shape.headers, tuple(shape.row(e) for e in listing.items)),
     )
+
+
+def invalid_exports(ctx: Context) -> int:
+    """`exports --invalid`: ServiceExports that members could not export, and why (SPEC §7).
+    What each agent last reported in its heartbeat, so up to one interval old."""
+    opts = ctx.options
+    listing = ctx.client.list_invalid_exports(namespace=opts.namespace, cluster=opts.cluster)
+    items = [i for i in listing.items if opts.name is None or i.name == opts.name]
+    listing = listing.model_copy(update={"items": items})
+    for cluster, total in sorted(listing.truncated.items()):
+        ctx.err.write(
+            f"cluster {cluster} has {total} invalid ServiceExports; its agent lists the "
+            "first 1000 (by namespace and name)\n"
+        )
+    if opts.output == "name":
+        ctx.out.write("".join(f"{i.cluster}/{i.namespace}/{i.name}\n" for i in items))
+        return 0
+    return _print_list(
+        ctx, listing, items,
+        lambda: render.Table(
+            ("CLUSTER", "NAMESPACE", "NAME", "REASON", "MESSAGE"),
+            tuple((i.cluster, i.namespace, i.name, i.reason, i.message) for i in items),
+        ),
+    )  # fmt: skip
 
 
 # --- imports and conflicts --------------------------------------------------------------

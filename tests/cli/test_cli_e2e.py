@@ -608,3 +608,32 @@ def test_endpoints_watch_reports_a_slice_change(hub: RunningHub, fleet: dict[str
         assert event["object"]["spec"]["endpoints"][0]["conditions"]["ready"] is False
     finally:
         stop(process)
+
+
+def test_exports_invalid_lists_what_members_could_not_export(
+    hub: RunningHub, fleet: dict[str, str]
+) -> None:
+    """`exports --invalid` (SPEC §7): the Valid=False ServiceExports each agent reported in
+    its heartbeat, with the reason; not exports, so not in the export list or conflicts."""
+    beat = hub.call(
+        "POST", "/api/v1/clusters/east/heartbeat", token=fleet["east"],
+        body={"agentVersion": "0.1.0", "invalidExports": {"total": 2, "items": [
+            {"namespace": "demo", "name": "cart", "reason": "NoService",
+             "message": "no-Service-demo/cart"},
+            {"namespace": "shop", "name": "dns", "reason": "InvalidServiceType",
+             "message": "ExternalName"},
+        ]}},
+    )  # fmt: skip
+    assert beat.status_code == 200, beat.text
+    rows = table(ok(mcsync(hub, "exports", "--invalid")))
+    assert [(r["CLUSTER"], r["NAMESPACE"], r["NAME"], r["REASON"]) for r in rows] == [
+        ("east", "demo", "cart", "NoService"), ("east", "shop", "dns", "InvalidServiceType"),
+    ]
+    assert rows[0]["MESSAGE"] == "no-Service-demo/cart"
+    only = table(ok(mcsync(hub, "exports", "--invalid", "-n", "shop")))
+    assert [r["NAME"] for r in only] == ["dns"]
+    listed = json.loads(ok(mcsync(hub, "exports", "--invalid", "--cluster", "west", "-o", "json")))
+    assert listed["kind"] == "InvalidServiceExportList" and listed["items"] == []
+    assert "cart" not in {r["NAME"] for r in table(ok(mcsync(hub, "exports")))}
+    refused = mcsync(hub, "exports", "--invalid", "--watch")
+    assert refused.returncode == 2 and "--invalid" in refused.stderr
