@@ -187,7 +187,7 @@ class Store:
         except Exception:  # schema not migrated yet: the first commit sets it
             pass
         if connector is not None and ctx.primary is not None:
-            ctx.notifier.start_listening(lambda: connector.connect(pooled=False))
+            ctx.notifier.start_listening(lambda: connector.connect(pooled=False, purpose="listen"))
             ctx.primary.on_lost(ctx.notifier.drop)
             ctx.primary.start()
         return store

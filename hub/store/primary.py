@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 # sessions are read-only (fenced, `default_transaction_read_only`).
 PROBE_SQL = "SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool"
 DEFAULT_TIMEOUT_SECONDS = 5.0
+APPLICATION_NAME = "mcsync-hub"
 DEFAULT_INTERVAL_SECONDS = 1.0
 # asyncpg's default for a statement without a timeout of its own: long enough for any
 # legitimate statement; a silent peer is found by the probe and keepalives long before.
@@ -127,7 +128,11 @@ class PrimaryConnector:
         self.timeout = timeout
         self._pooled: weakref.WeakSet[Any] = weakref.WeakSet()
 
-    async def connect(self, *, pooled: bool = True) -> Any:
+    async def connect(self, *, pooled: bool = True, purpose: str = "") -> Any:
+        """A connection to the first host that takes it; `pooled` ones are remembered for
+        `terminate_all`. Its `application_name` says which of the hub's connections it is
+        (`mcsync-hub`, `mcsync-hub listen`, `mcsync-hub probe`) in `pg_stat_activity`,
+        unless the URL names one."""
         import asyncpg
 
         skip = (
@@ -142,8 +147,13 @@ class PrimaryConnector:
         problem: BaseException | None = None
         for index in order:
             try:
+                candidate = self._candidates[index]
+                settings = {
+                    "application_name": f"{APPLICATION_NAME} {purpose}".strip(),
+                    **candidate.get("server_settings", {}),
+                }
                 conn = await asyncpg.connect(
-                    **self._candidates[index],
+                    **{**candidate, "server_settings": settings},
                     timeout=self.timeout,
                     command_timeout=COMMAND_TIMEOUT_SECONDS,
                 )
@@ -247,7 +257,7 @@ class PrimaryWatch:
         try:
             if self._conn is None or self._conn.is_closed():
                 # Bounded per host by the connector (`timeout` each).
-                self._conn = await self._connector.connect(pooled=False)
+                self._conn = await self._connector.connect(pooled=False, purpose="probe")
             read_only = await self._conn.fetchval(PROBE_SQL, timeout=timeout)
         except asyncio.CancelledError:
             raise

@@ -15,7 +15,8 @@ and without any restart:
   is bench/pg_failover.py's);
 * no acknowledged write is missing from the new primary;
 * every watch delivered every acknowledged write of its cluster, and none got a 410;
-* both replicas are ready again, metric 1.
+* both replicas are ready again, metric 1, and each one's LISTEN connection is on the new
+  primary.
 
 Three ways the hubs reach the pair, one failover each on one module-scoped pair (the
 standby is rebuilt between them):
@@ -37,6 +38,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 
@@ -103,6 +105,24 @@ def wait_for_readiness(replicas: list[str], *, ready: bool) -> None:
     raise AssertionError(f"replicas not {'ready' if ready else 'unready'}: {last}")
 
 
+async def listeners_on(url: str, *, count: int) -> None:
+    """Until `count` hub LISTEN connections are on the server at `url` (AssertionError at the
+    deadline)."""
+    conn = await asyncpg.connect(url, timeout=10)
+    try:
+        for _ in range(int(DEADLINE * 10)):
+            found = await conn.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND application_name = 'mcsync-hub listen'"
+            )
+            if found == count:
+                return
+            await asyncio.sleep(0.1)
+    finally:
+        await conn.close()
+    raise AssertionError(f"{found} hub LISTEN connections on the new primary, not {count}")
+
+
 def check(outcome: Outcome, replicas: list[str]) -> None:
     print(f"\n[pg-failover] {outcome.line()} watch_ends={dict(outcome.watch_errors)}")
     bad = {code: n for code, n in outcome.codes.items() if code not in ("200", "201", "503")}
@@ -158,6 +178,9 @@ async def test_failover_under_load(pair: PostgresPair, form: str, tmp_path: Path
             )
             check(outcome, replicas)
             wait_for_readiness(replicas, ready=True)
+            # The LISTEN connection followed the primary: each replica's is on the new one
+            # (the feed would also go on by polling the counter, which hides a lost one).
+            await listeners_on(pair.url(pair.primary, database), count=len(replicas))
             assert a.process.poll() is None and b.process.poll() is None  # never restarted
     finally:
         forwarder.close()
