@@ -64,21 +64,25 @@ def memory_kib(pid: int, field: str) -> int:
 
 
 @contextlib.contextmanager
-def stalled_watches(hub: HubProcess, token: str, count: int) -> Iterator[None]:
-    """`count` watches whose client never reads; every socket closed on the way out."""
+def stalled_watches(
+    port: int, token: str, count: int, *, rcvbuf: int = CLIENT_RCVBUF
+) -> Iterator[list[socket.socket]]:
+    """`count` watches of cluster `alpha` whose client never reads (each with a small
+    receive buffer, so the hub feels the backpressure at once); every socket closed on the
+    way out. Also the hostile-watch test's (tests/reliability/test_watch_hostile.py)."""
     request = (
         "GET /api/v1/clusters/alpha/serviceexports?watch=true&timeoutSeconds=600 HTTP/1.1\r\n"
-        f"Host: 127.0.0.1:{hub.port}\r\nAuthorization: Bearer {token}\r\n\r\n"
+        f"Host: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n\r\n"
     ).encode()
     sockets: list[socket.socket] = []
     try:
         for _ in range(count):
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, CLIENT_RCVBUF)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
             sockets.append(sock)
-            sock.connect(("127.0.0.1", hub.port))
+            sock.connect(("127.0.0.1", port))
             sock.sendall(request)
-        yield
+        yield sockets
     finally:
         for sock in sockets:
             with contextlib.suppress(OSError):
@@ -112,7 +116,7 @@ async def one_run(hub: HubProcess, *, watches: int, puts: int) -> dict[str, floa
 
         for n in range(5):  # warm the PUT path before the baseline is taken
             await put(f"warm{n}", n)
-        with stalled_watches(hub, token, watches):
+        with stalled_watches(hub.port, token, watches):
             for _ in range(600):
                 if await active_watches(client, hub) >= watches:
                     break

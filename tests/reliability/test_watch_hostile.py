@@ -48,18 +48,18 @@ Runs on SQLite and PostgreSQL. Deadlines are generous; the figures are printed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
 import signal
-import socket
 import time
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from bench.stalled_watches import stalled_watches as bench_stalled_watches
 from tests.e2e.test_hub_process import HubProcess
 from tests.hub.test_api_support import export_body
 from tests.reliability.support import Figures, RecordProperty, hub_running
@@ -121,27 +121,9 @@ def metric(text: str, name: str) -> float | None:
     return sum(values) if values else None
 
 
-@contextlib.contextmanager
-def stalled_watches(hub: HubProcess, token: str, count: int) -> Iterator[list[socket.socket]]:
-    """`count` watches whose client never reads; every socket closed on the way out."""
-    request = (
-        "GET /api/v1/clusters/alpha/serviceexports?watch=true&timeoutSeconds=600 HTTP/1.1\r\n"
-        f"Host: 127.0.0.1:{hub.port}\r\nAuthorization: Bearer {token}\r\n\r\n"
-    ).encode()
-    sockets: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, CLIENT_RCVBUF)
-            sockets.append(sock)
-            sock.connect(("127.0.0.1", hub.port))
-            sock.sendall(request)
-        yield sockets
-    finally:
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00" * 2)
-            sock.close()
+def stalled_watches(hub: HubProcess, token: str, count: int) -> AbstractContextManager[Any]:
+    """`count` watches whose client never reads (`bench.stalled_watches`, one recipe)."""
+    return bench_stalled_watches(hub.port, token, count, rcvbuf=CLIENT_RCVBUF)
 
 
 async def timed_puts(
