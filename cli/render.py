@@ -537,6 +537,8 @@ def describe_cluster(cluster: MemberCluster, *, now: datetime) -> str:
             ("Endpoints", "withdrawn: the fleet sends it no traffic until its next heartbeat"
              if status.endpoints_withdrawn else "served"),
             ("Labels", labels(cluster.metadata.labels)),
+            ("Export scope", _scope(cluster.spec.export_namespaces)),
+            ("Import scope", _scope(cluster.spec.import_namespaces)),
             ("Registered", timestamp(cluster.metadata.creation_timestamp)),
             ("Age", age(cluster.metadata.creation_timestamp, now=now)),
             *([] if status.conditions else [("Conditions", NONE)]),
@@ -546,6 +548,13 @@ def describe_cluster(cluster: MemberCluster, *, now: datetime) -> str:
         lines.append("Conditions:")
         lines.extend(_indented(_conditions_table(status.conditions, now=now)))
     return "\n".join(lines) + "\n"
+
+
+def _scope(patterns: list[str] | None) -> str:
+    """A cluster's scope list (SPEC §4.4) as `describe` shows it."""
+    if patterns is None:
+        return "every namespace"
+    return ", ".join(patterns) if patterns else "no namespace"
 
 
 def describe_import(item: ServiceImport, *, now: datetime) -> str:

@@ -71,6 +71,10 @@ def test_register_and_set_scope_against_a_real_hub(hub: RunningHub, tmp_path: Pa
 
     assert put("team-a") == 201
     assert put("demo") == 403
+    page = ok(run_cli("describe", "cluster", "east", env=env))
+    fields = dict(line.split(":", 1) for line in page.splitlines() if ":" in line)
+    assert fields["Export scope"].strip() == "team-*"
+    assert fields["Import scope"].strip() == "demo"
 
     changed = run_cli("clusters", "set-scope", "east", "--export-namespace", "demo", env=env)
     assert ok(changed) == "cluster/east scoped: exports from demo; imports demo\n"
