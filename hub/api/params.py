@@ -104,6 +104,16 @@ ContinueQuery = Annotated[
     str | None,
     Query(alias="continue", max_length=4096, description="token from the previous page"),
 ]
+# The console's search (SPEC §8): words of the characters keys and cluster ids are made of.
+SearchQuery = Annotated[
+    str | None,
+    Query(
+        max_length=128,
+        pattern=r"^[A-Za-z0-9 ./-]*$",
+        description="words, each a case-insensitive substring of namespace/name or of an "
+        "exporting cluster's id",
+    ),
+]
 
 
 async def list_options(

@@ -23,6 +23,7 @@ from hub.api.params import (
     NamePath,
     NamespacePath,
     NamespaceQuery,
+    SearchQuery,
     WatchOptionsDep,
     list_meta,
     read_page,
@@ -54,10 +55,16 @@ async def list_imports(
     conflict: ConflictQuery = None,
     limit: LimitQuery = None,
     continue_: ContinueQuery = None,
+    q: SearchQuery = None,
 ) -> Response:
+    """`q` searches in the database, a page at a time (`ImportStore.list`'s `search`)."""
     page = await read_page(
         store.imports.list(
-            namespace=namespace, conflict=conflict, limit=limit, continue_token=continue_
+            namespace=namespace,
+            conflict=conflict,
+            limit=limit,
+            continue_token=continue_,
+            search=q,
         )
     )
     answer = ServiceImportList(
