@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 import time
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
 
 from tests.browser.conftest import ConsoleHub, Tab
-from tests.browser.support import axe_source
+from tests.browser.support import axe_source, export_body
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -124,8 +125,10 @@ def test_an_export_change_shows_without_reload_over_one_watch(
     page.locator("table.services a", has_text="demo/live").wait_for(timeout=LIVE_SECONDS * 1000)
     # A conflict moves it up among the conflicting services, with the reason in words.
     console_hub.seeder.export("west", "live", type="Headless", created="2026-01-02T10:00:00.000Z")
-    wait_until(lambda: service_rows(page)[:2] == ["demo/api", "demo/live"],
-               what="demo/live among the conflicting services")
+    wait_until(lambda: "its type differs from the winner's" in row(
+        page, page.locator("table.services"), "demo/live").inner_text(),
+        what="demo/live's row read again, in conflict")
+    assert service_rows(page)[:2] == ["demo/api", "demo/live"]  # among the conflicting
     console_hub.seeder.withdraw("west", "live")
     console_hub.seeder.withdraw("east", "live")
     wait_until(lambda: "demo/live" not in service_rows(page), what="demo/live gone")
@@ -135,21 +138,32 @@ def test_an_export_change_shows_without_reload_over_one_watch(
     tab.assert_clean(console_hub.url)
 
 
-def test_search_filters_and_its_url_can_be_shared(console_hub: ConsoleHub, tab: Tab) -> None:
+def searched(tab: Tab, words: str) -> bool:
+    """Whether the tab asked the hub for the ServiceImports matching `words`."""
+    return any("/api/v1/serviceimports?" in url and f"q={quote(words)}" in url
+               for url in tab.requests)
+
+
+def test_search_is_answered_by_the_hub_and_its_url_can_be_shared(
+    console_hub: ConsoleHub, tab: Tab
+) -> None:
     page = sign_in(tab, console_hub)
     search = page.get_by_label("Search services")
     search.fill("cart")
-    assert service_rows(page) == ["shop/cart"]
+    wait_until(lambda: service_rows(page) == ["shop/cart"], what="the search for cart")
+    assert searched(tab, "cart"), "the hub answered the search"
     search.fill("west demo")  # every word must match: cluster west, namespace demo
-    assert service_rows(page) == ["demo/api", "demo/web"]
+    wait_until(lambda: service_rows(page) == ["demo/api", "demo/web"], what="west demo")
+    assert searched(tab, "west demo")
     search.fill("nothing-like-this")
-    assert "No service matches" in page.locator("table.services").inner_text()
+    page.locator("table.services", has_text="No service matches").wait_for()
     search.fill("cart")
+    wait_until(lambda: service_rows(page) == ["shop/cart"], what="cart again")
     assert page.evaluate("location.hash") == "#/?q=cart"
     page.reload()  # the token is still in the tab; the search is in the URL
     page.locator("#feed-state.live").wait_for()
     assert page.get_by_label("Search services").input_value() == "cart"
-    assert service_rows(page) == ["shop/cart"]
+    wait_until(lambda: service_rows(page) == ["shop/cart"], what="the shared search")
     tab.assert_clean(console_hub.url)
 
 
@@ -240,4 +254,32 @@ def test_a_hub_that_cannot_answer_keeps_the_operator_signed_in(
     page.locator("#feed-state.live").wait_for()
     assert page.locator("h1").inner_text() == "Fleet overview"
     tab.errors = [e for e in tab.errors if "status of 503" not in e]
+    tab.assert_clean(console_hub.url)
+
+
+# Last in this module: it adds a cluster and sixty services to the shared fleet.
+def test_the_list_pages_through_the_hub_fifty_rows_at_a_time(
+    console_hub: ConsoleHub, tab: Tab
+) -> None:
+    seeder = console_hub.seeder
+    seeder.register("bulk")
+    names = [f"s{index:02d}" for index in range(60)]
+    seeder.sync("bulk", [export_body("bulk", name, namespace="bulk") for name in names])
+    page = sign_in(tab, console_hub, route="#/services?q=bulk")
+    wait_until(lambda: len(service_rows(page)) == 50, what="the first page")
+    assert service_rows(page) == [f"bulk/{name}" for name in names[:50]]
+    assert page.get_by_role("button", name="Previous page").is_disabled()
+    page.get_by_role("button", name="Next page").click()
+    wait_until(lambda: service_rows(page) == [f"bulk/{name}" for name in names[50:]],
+               what="the second page")
+    assert any("q=bulk" in url and "continue=" in url for url in tab.requests), tab.requests
+    assert page.get_by_role("button", name="Next page").is_disabled()
+    # A live change of a row on screen: it is read again, with the rest of its page.
+    seeder.export("west", "s55", namespace="bulk", created="2026-01-03T12:00:00.000Z")
+    wait_until(lambda: "bulk, west" in row(
+        page, page.locator("table.services"), "bulk/s55").inner_text(), what="s55 from west")
+    page.get_by_role("button", name="Previous page").click()
+    wait_until(lambda: service_rows(page) == [f"bulk/{name}" for name in names[:50]],
+               what="the first page again")
+    assert len(service_rows(page)) == 50
     tab.assert_clean(console_hub.url)

@@ -55,10 +55,6 @@ def watch_revisions(tab: Tab) -> list[str]:
             if (match := re.search(r"serviceexports\?watch=true&resourceVersion=(\d+)", url))]
 
 
-def relists(tab: Tab) -> int:
-    return sum("serviceimports?conflict=false" in url for url in tab.requests)
-
-
 def restart(hub: HubProcess) -> None:
     hub.stop()
     hub.start()
@@ -98,18 +94,18 @@ def test_a_lost_feed_resumes_from_its_revision_or_relists_on_410(
     # Nothing changed between the console's list and the restart, so each reconnection asks
     # from the list's revision.
     assert len(revisions) >= 2 and set(revisions) == {revisions[0]}, revisions
-    assert relists(tab) == 1, "it resumed from its revision instead of reloading"
 
     # Twice the history the hub keeps goes by: the revision is gone (410), so it relists.
     hold_the_feed(page)
     restart(restartable)
     page.locator("#feed-state.reconnecting").wait_for(timeout=WAIT_MS)
     for index in range(6):
-        seeder.export("east", f"feed-more-{index}")
+        latest = seeder.export("east", f"feed-more-{index}")["metadata"]["resourceVersion"]
     release(page)
     page.locator("table.services a", has_text="demo/feed-more-5").wait_for(timeout=WAIT_MS)
     page.locator("#feed-state.live").wait_for(timeout=WAIT_MS)
-    assert relists(tab) == 2, "a 410 made it reload the services once"
+    # It read the page again and watches from that read: its position is past every write.
+    assert int(watch_revisions(tab)[-1]) >= int(latest), watch_revisions(tab)
     assert page.locator("table.services tbody th").count() == 8
     seeder.close()
     tab.errors = [e for e in tab.errors

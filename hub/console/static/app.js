@@ -25,7 +25,7 @@ function parseRoute() {
   const [path, query = ""] = raw.split("?");
   const params = new URLSearchParams(query);
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
-  const list = { q: params.get("q") || "", page: Number(params.get("page")) || 1 };
+  const list = { q: params.get("q") || "" };
   if (parts[0] === "services" && parts.length === 3) {
     return { view: "service", namespace: parts[1], name: parts[2] };
   }
@@ -34,18 +34,26 @@ function parseRoute() {
   return { view: "overview", ...list };
 }
 
-// Keep the search and page in the URL without a history entry per keystroke.
+// Keep the search in the URL without a history entry per keystroke. (A page is a position
+// in the hub's keyset order, not a number: a shared link opens the search's first page.)
 function rememberList(base, state) {
   const params = new URLSearchParams();
   if (state.q) params.set("q", state.q);
-  if (state.page > 1) params.set("page", String(state.page));
   const query = params.toString();
   history.replaceState(null, "", `#${base}${query ? `?${query}` : ""}`);
+}
+
+// The page a list view shows: the route's search, read again if a change came meanwhile.
+function showList(route) {
+  const reading = fleet.query !== route.q ? fleet.search(route.q)
+    : fleet.stale ? fleet.load() : null;
+  if (reading) reading.catch(() => {}); // the list's status line says what failed
 }
 
 function render() {
   const route = parseRoute();
   let heading;
+  if (route.view === "services" || route.view === "overview") showList(route);
   if (route.view === "service") {
     view = servicePage(route.namespace, route.name);
     document.title = `${route.namespace}/${route.name} · mcsync console`;
@@ -86,7 +94,8 @@ function onFeedEvent(event) {
   const ref = object.spec && object.spec.serviceReference;
   const namespace = object.metadata.namespace || (ref && ref.namespace);
   const key = keyOf(namespace, object.metadata.name);
-  fleet.noteChange(key, { gone: event.type === "DELETED" });
+  const cluster = (ref && ref.clusterId) || (object.spec && object.spec.clusterId);
+  fleet.noteChange(key, cluster, { showing: Boolean(view && !view.key) });
   if (view && view.key === key) view.refresh();
 }
 
@@ -97,8 +106,16 @@ function onBookmark() {
   if (view && view.key) view.refresh();
 }
 
+// The shown page read again; answers its revision (a read that a newer one cancelled, as a
+// search typed meanwhile does, is tried again with what is shown now).
+async function readShownPage() {
+  let revision = null;
+  while (revision === null) revision = await fleet.load();
+  return revision;
+}
+
 async function relist() {
-  const revision = await fleet.loadServices();
+  const revision = await readShownPage();
   await fleet.loadClusters();
   if (view && view.key) view.refresh();
   return revision;
@@ -111,6 +128,8 @@ function showFeedState(state) {
 
 async function startSession() {
   fleet = new Fleet();
+  const route = parseRoute();
+  fleet.query = route.q || ""; // the first render leaves the page's first read to below
   await fleet.loadClusters(); // proves the token before anything is shown
   nav.hidden = false;
   signOutButton.hidden = false;
@@ -120,7 +139,7 @@ async function startSession() {
   fleet.addEventListener("change", () => { if (view && !view.key) view.refresh(); });
   routed = false;
   render();
-  const revision = await fleet.loadServices();
+  const revision = await readShownPage();
   feed = new Feed({
     path: "/serviceexports",
     onEvent: onFeedEvent,

@@ -1,23 +1,27 @@
-// What the console knows of the fleet: the clusters, and one compact row per service key.
+// What the console knows of the fleet: the clusters (a few dozen objects), and the one page
+// of services on screen. Nothing else: at 10,000 services the browser holds the 50 rows it
+// shows, the clusters and the feed (SPEC §8: "the browser never holds more than it shows").
 //
-// The rows come from the ServiceImport list, conflicting keys first (`conflict=true`, then
-// `conflict=false`, a page at a time: the first page is on screen while the rest loads).
-// A row keeps only what the services table shows and searches, a few hundred bytes per
-// key; the table renders one page of rows at a time, so 10,000 services are 10,000 small
-// objects and 50 table rows. Search is a substring match of every typed word against a
-// precomputed lowercase "namespace/name clusters" string: about a millisecond for 10,000.
+// The page comes from the hub's ServiceImport list, conflicting keys first: `conflict=true`
+// from the page's start, then, when those run out before the page is full, `conflict=false`
+// from its start. A page's start is such a cursor ({conflict, continue token}); the next
+// page starts where this one stopped, and the pages already passed are a stack of starts,
+// so Previous goes back exactly. The search field's words go to the hub (`q`), which
+// answers them in SQL a page at a time (hub/store/imports.py); a newer search cancels the
+// read of an older one.
 //
-// Live: the feed reports which keys changed; each changed key's ServiceImport is read
-// again (one small GET per key, coalesced over 100 ms, a few at a time), and a burst of
-// more keys than that is cheaper as one relist. The clusters list (a few dozen objects) is
-// read again after changes, and on the feed's BOOKMARK, since heartbeats and Stale
-// transitions are in no reader's feed.
+// Live: the feed names each changed key (and the cluster exporting it). A change that can
+// touch the page on screen — a key shown, or a key the search words match — reads the page
+// again from its start, coalesced over 100 ms: one or two bounded list reads, whatever the
+// burst. Keys that are not shown are never kept. The clusters list is read again after
+// changes, and on the feed's BOOKMARK, since heartbeats and Stale transitions are in no
+// reader's feed.
 
-import { get, listAll, q } from "./api.js";
+import { get, q } from "./api.js";
 
+export const PAGE_SIZE = 50;
 const FLUSH_MS = 100;
-const RELIST_OVER = 200;
-const PARALLEL = 6;
+const FIRST = Object.freeze({ conflict: true, cont: null });
 
 export function keyOf(namespace, name) {
   return `${namespace}/${name}`;
@@ -31,7 +35,6 @@ export function rowOf(serviceImport) {
   const meta = serviceImport.metadata;
   const status = serviceImport.status || {};
   const clusters = (status.clusters || []).map((c) => c.cluster);
-  const conflicts = status.conflicts || [];
   return {
     key: keyOf(meta.namespace, meta.name),
     namespace: meta.namespace,
@@ -39,30 +42,70 @@ export function rowOf(serviceImport) {
     type: (serviceImport.spec && serviceImport.spec.type) || "ClusterSetIP",
     clusters,
     ports: (status.ports || []).map(portText),
-    conflicts,
-    hay: `${meta.namespace}/${meta.name} ${clusters.join(" ")}`.toLowerCase(),
+    conflicts: status.conflicts || [],
   };
 }
 
-function byConflictThenKey(a, b) {
-  const ca = a.conflicts.length ? 0 : 1;
-  const cb = b.conflicts.length ? 0 : 1;
-  if (ca !== cb) return ca - cb;
-  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+// The search's words, as the hub splits them.
+export function wordsOf(query) {
+  return query.toLowerCase().split(/\s+/).filter(Boolean);
+}
+
+// Could a change of `key` exported by `cluster` land on the page of `query`? The same test
+// the hub applies (every word in "namespace/name" or the cluster id), so that a change the
+// search leaves out costs no read.
+export function mayMatch(query, key, cluster) {
+  const hay = `${key} ${cluster || ""}`.toLowerCase();
+  return wordsOf(query).every((word) => hay.includes(word));
+}
+
+// The list path of one read: the search's `q` (trimmed words) and the cursor.
+export function listPath(query, cursor, limit) {
+  const words = wordsOf(query).join(" ");
+  return `/serviceimports?conflict=${cursor.conflict}&limit=${limit}` +
+    (words ? `&q=${q(words)}` : "") + (cursor.cont ? `&continue=${q(cursor.cont)}` : "");
+}
+
+// One page from `start`: { rows, next (cursor or null), revision }.
+export async function readPage(query, start, { signal, pageSize = PAGE_SIZE } = {}) {
+  const items = [];
+  let cursor = start;
+  let revision = null;
+  while (cursor && items.length < pageSize) {
+    const page = await get(listPath(query, cursor, pageSize - items.length), { signal });
+    if (revision === null) revision = page.metadata.resourceVersion;
+    items.push(...page.items);
+    const cont = page.metadata.continue;
+    if (cont) cursor = { conflict: cursor.conflict, cont };
+    else cursor = cursor.conflict ? { conflict: false, cont: null } : null;
+  }
+  // The conflicting keys ended exactly with the page: is there any other key to go on to?
+  if (cursor && !cursor.conflict && cursor.cont === null && items.length) {
+    const probe = await get(listPath(query, cursor, 1), { signal });
+    if (!probe.items.length) cursor = null;
+  }
+  return { rows: items.map(rowOf), next: cursor, revision };
+}
+
+function aborted(error) {
+  return error && error.name === "AbortError";
 }
 
 export class Fleet extends EventTarget {
   constructor() {
     super();
     this.clusters = [];
-    this.rows = new Map();
-    this.order = null; // rows sorted, conflicting first; null when a change invalidated it
-    this.complete = false; // every page of the list has been read
-    this.pending = new Set();
-    this.gone = new Set();
+    this.query = "";
+    this.start = FIRST; // where the shown page starts
+    this.back = []; // the starts of the pages before it
+    this.next = null; // where the next page starts; null: this is the last
+    this.rows = []; // the page on screen
+    this.loaded = false;
+    this.error = null;
+    this.stale = false; // a change came while no list was shown
+    this.controller = null;
     this.flushTimer = null;
     this.clusterTimer = null;
-    this.generation = 0; // bumped by each relist, so an older load stops adding rows
   }
 
   changed(what) {
@@ -87,101 +130,76 @@ export class Fleet extends EventTarget {
     }, delay);
   }
 
-  // Read every ServiceImport again; answers the revision of the first page (to watch from).
-  async loadServices() {
-    const generation = ++this.generation;
-    const rows = new Map();
-    let first = true;
-    const take = (items) => {
-      if (generation !== this.generation) return;
-      for (const item of items) {
-        const row = rowOf(item);
-        rows.set(row.key, row);
-      }
-      if (first) {
-        first = false;
-        this.rows = rows;
-        this.complete = false;
-      }
-      this.order = null;
+  get page() {
+    return this.back.length + 1;
+  }
+
+  // Read the page from `this.start` again, cancelling a read still under way; answers the
+  // revision of its first read (to watch from), or null when a newer read replaced it.
+  async load() {
+    if (this.controller) this.controller.abort();
+    const controller = new AbortController();
+    this.controller = controller;
+    this.stale = false;
+    try {
+      const page = await readPage(this.query, this.start, { signal: controller.signal });
+      if (controller !== this.controller) return null;
+      this.rows = page.rows;
+      this.next = page.next;
+      this.loaded = true;
+      this.error = null;
       this.changed("services");
-    };
-    const revision = await listAll("/serviceimports?conflict=true", { onPage: take });
-    await listAll("/serviceimports?conflict=false", { onPage: take });
-    if (generation === this.generation) {
-      this.rows = rows; // an empty fleet has no first page to swap in
-      this.complete = true;
-      this.order = null;
+      return page.revision;
+    } catch (error) {
+      if (aborted(error) || controller !== this.controller) return null;
+      this.error = error;
       this.changed("services");
+      throw error;
+    } finally {
+      if (controller === this.controller) this.controller = null;
     }
-    return revision;
   }
 
-  sorted() {
-    if (this.order === null) this.order = [...this.rows.values()].sort(byConflictThenKey);
-    return this.order;
-  }
-
-  // The rows matching `query` (every word a substring of namespace/name or a cluster).
+  // The first page of `query`'s matches.
   search(query) {
-    const words = query.toLowerCase().split(/\s+/).filter(Boolean);
-    const all = this.sorted();
-    if (!words.length) return all;
-    return all.filter((row) => words.every((word) => row.hay.includes(word)));
+    this.query = query;
+    this.start = FIRST;
+    this.back = [];
+    return this.load();
   }
 
-  conflicting() {
-    let count = 0;
-    for (const row of this.rows.values()) if (row.conflicts.length) count++;
-    return count;
+  nextPage() {
+    if (!this.next) return null;
+    this.back.push(this.start);
+    this.start = this.next;
+    return this.load();
   }
 
-  // A feed event named `key`: read its ServiceImport again soon. After a withdrawal the
-  // key may have no export left: `gone` keys are first asked for their exports, so that an
-  // ordinary "nobody exports it now" is an empty list, not a 404 in the browser's console.
-  noteChange(key, { gone = false } = {}) {
-    if (gone) this.gone.add(key);
-    this.pending.add(key);
+  previousPage() {
+    if (!this.back.length) return null;
+    this.start = this.back.pop();
+    return this.load();
+  }
+
+  // A feed event: `key` changed, exported (or withdrawn) by `cluster`. `showing`: whether a
+  // list is on screen; if not, the page is read again when one is (`stale`).
+  noteChange(key, cluster, { showing = true } = {}) {
+    this.scheduleClusters();
+    const shown = this.rows.some((row) => row.key === key);
+    if (!shown && !mayMatch(this.query, key, cluster)) return;
+    if (!showing) {
+      this.stale = true;
+      return;
+    }
     if (!this.flushTimer) this.flushTimer = setTimeout(() => this.flush(), FLUSH_MS);
   }
 
   async flush() {
     this.flushTimer = null;
-    const keys = [...this.pending];
-    const gone = this.gone;
-    this.pending.clear();
-    this.gone = new Set();
-    this.scheduleClusters();
-    if (keys.length > RELIST_OVER) {
-      await this.loadServices();
-      return;
+    try {
+      await this.load();
+    } catch {
+      // shown in the list's status line; the next change or a relist reads it again
     }
-    const queue = keys.slice();
-    const worker = async () => {
-      while (queue.length) {
-        const key = queue.shift();
-        const [namespace, name] = key.split("/");
-        try {
-          if (gone.has(key)) {
-            const left = await get(`/serviceexports?namespace=${q(namespace)}&name=${q(name)}&limit=1`);
-            if (!left.items.length) {
-              this.apply(key, null);
-              continue;
-            }
-          }
-          this.apply(key, await get(`/serviceimports/${q(namespace)}/${q(name)}`));
-        } catch (error) {
-          if (error.status === 404) this.apply(key, null);
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(PARALLEL, queue.length) }, worker));
-    this.changed("services");
-  }
-
-  apply(key, serviceImport) {
-    if (serviceImport === null) this.rows.delete(key);
-    else this.rows.set(key, rowOf(serviceImport));
-    this.order = null;
   }
 }

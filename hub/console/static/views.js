@@ -4,8 +4,7 @@
 
 import { get, q } from "./api.js";
 import { ageOf, badge, h, table } from "./dom.js";
-
-export const PAGE_SIZE = 50;
+import { PAGE_SIZE } from "./fleet.js";
 
 const REASONS = {
   TypeConflict: "its type differs from the winner's",
@@ -64,6 +63,7 @@ export function fleetSection(fleet, { headingLevel = "h2", limit = Infinity } = 
     const count = (state) => clusters.filter((c) => c.status.state === state).length;
     const held = clusters.filter((c) => (condition(c, "WithdrawalHeld") || {}).status === "True");
     const withdrawn = clusters.filter((c) => c.status.endpointsWithdrawn);
+    const conflicts = clusters.reduce((sum, c) => sum + (c.status.conflictCount || 0), 0);
     body.replaceChildren(
       h("div", { class: "counters" },
         counter("clusters", clusters.length),
@@ -72,8 +72,7 @@ export function fleetSection(fleet, { headingLevel = "h2", limit = Infinity } = 
         counter("Pending", count("Pending"), count("Pending") ? "warn" : ""),
         counter("held withdrawals", held.length, held.length ? "warn" : ""),
         counter("endpoints withdrawn", withdrawn.length, withdrawn.length ? "bad" : ""),
-        counter("services", fleet.rows.size + (fleet.complete ? "" : "…")),
-        counter("conflicting", fleet.conflicting(), fleet.conflicting() ? "bad" : "")),
+        counter("exports in conflict", conflicts, conflicts ? "bad" : "")),
       table({
         caption: "Member clusters, those needing attention first",
         className: "clusters",
@@ -102,6 +101,9 @@ export function fleetSection(fleet, { headingLevel = "h2", limit = Infinity } = 
 
 // --- the services list -------------------------------------------------------------------
 
+const SEARCH_DEBOUNCE_MS = 150;
+
+// One page of services at a time (`fleet.rows`); the search and the pager ask the hub.
 export function servicesSection(fleet, state, { onState, headingLevel = "h2" }) {
   const status = h("p", { class: "hint", id: "services-status", role: "status" });
   const input = h("input", {
@@ -122,19 +124,16 @@ export function servicesSection(fleet, state, { onState, headingLevel = "h2" }) 
 
   const refresh = () => {
     // A live change rewrites the table: a keyboard user's focus on one of its links goes
-    // to the same link in the new table (or to the table's status line if it left).
+    // to the same link in the new table (or to the search field if it left).
     const focused = tableHolder.contains(document.activeElement)
       ? document.activeElement.getAttribute("href") : null;
-    const matches = fleet.search(state.q || "");
-    const pages = Math.max(1, Math.ceil(matches.length / PAGE_SIZE));
-    state.page = Math.min(Math.max(1, state.page || 1), pages);
-    const start = (state.page - 1) * PAGE_SIZE;
-    const shown = matches.slice(start, start + PAGE_SIZE);
+    const shown = fleet.rows;
     tableHolder.replaceChildren(table({
       caption: "Services, conflicting first",
       className: "services",
       columns: ["Service", "Type", "Exporting clusters", "Ports", "Conflicts"],
-      empty: state.q ? `No service matches “${state.q}”.` : "No service is exported yet.",
+      empty: fleet.query ? `No service matches “${fleet.query}”.`
+        : fleet.loaded ? "No service is exported yet." : "Loading…",
       rows: shown.map((row) => [
         h("a", { href: `#/services/${q(row.namespace)}/${q(row.name)}` }, row.key),
         row.type,
@@ -145,11 +144,15 @@ export function servicesSection(fleet, state, { onState, headingLevel = "h2" }) 
           : "none",
       ]),
     }));
-    const loading = fleet.complete ? "" : " (still loading)";
-    status.textContent = `${matches.length} of ${fleet.rows.size} services${loading}`;
-    pageText.textContent = `Page ${state.page} of ${pages}`;
-    prev.disabled = state.page <= 1;
-    next.disabled = state.page >= pages;
+    const first = (fleet.page - 1) * PAGE_SIZE;
+    status.textContent = fleet.error ? `Could not read the services: ${fleet.error.message}`
+      : !fleet.loaded ? "Loading services…"
+        : shown.length ? `Services ${first + 1}–${first + shown.length}` +
+          (fleet.next ? ", more on the next page" : "") + (fleet.query ? ` matching “${fleet.query}”` : "")
+          : "No service on this page";
+    pageText.textContent = `Page ${fleet.page}`;
+    prev.disabled = fleet.page <= 1;
+    next.disabled = !fleet.next;
     if (focused !== null) {
       const again = [...tableHolder.querySelectorAll("a")]
         .find((link) => link.getAttribute("href") === focused);
@@ -157,14 +160,16 @@ export function servicesSection(fleet, state, { onState, headingLevel = "h2" }) 
       else input.focus();
     }
   };
+  const quietly = (promise) => Promise.resolve(promise).catch(() => {}); // shown in status
+  let timer = null;
   input.addEventListener("input", () => {
     state.q = input.value;
-    state.page = 1;
-    refresh();
     onState(state);
+    clearTimeout(timer);
+    timer = setTimeout(() => quietly(fleet.search(state.q)), SEARCH_DEBOUNCE_MS);
   });
-  prev.addEventListener("click", () => { state.page -= 1; refresh(); onState(state); });
-  next.addEventListener("click", () => { state.page += 1; refresh(); onState(state); });
+  prev.addEventListener("click", () => quietly(fleet.previousPage()));
+  next.addEventListener("click", () => quietly(fleet.nextPage()));
   refresh();
   return { el, refresh };
 }
