@@ -8,12 +8,14 @@ those with another type: a conflict). Debian's Chromium, driven by Playwright as
 browser tests drive it (`tests/browser/support.py`), then measures:
 
 * **overview**: from pressing Enter on the sign-in form to the clusters table and the first
-  services on screen (the conflicting ones come first), to a full first page of 50 rows,
-  and to every row loaded for search;
-* **search**: from a search field `input` event to the table rewritten and laid out, timed
-  inside the page (`performance.now()`), for queries matching one, a hundred and every row;
+  services on screen (the conflicting ones come first), and to the full first page of 50
+  rows (the browser holds only that page: there is nothing more to load);
+* **search**: from a search field `input` event to the table rewritten with the hub's
+  answer and laid out, timed inside the page (`performance.now()`), for queries matching
+  one, a hundred and every row: the console's 100 ms debounce, the hub's paged `q` query
+  (SQL) and the render; `search_after_debounce_ms` is the same less the debounce;
 * **live**: from the PUT of a new export (a key the table is filtered to) to its row on
-  screen, measured by this process: hub commit, feed push, the key's read and the render;
+  screen, measured by this process: hub commit, feed push, the page's read and the render;
 * **watches**: the hub's `mcsync_hub_active_watches` before and with the console open.
 
 Targets: overview < 2 s, search < 200 ms, live < 1 s, one more watch.
@@ -67,16 +69,28 @@ def active_watches(url: str) -> float:
     return float(match.group(1)) if match else float("nan")
 
 
-SEARCH_IN_PAGE = """(query) => {
+DEBOUNCE_MS = 100  # hub/console/static/views.js SEARCH_DEBOUNCE_MS
+
+# Resolves when the list's status names the query (“query”): the hub's answer is rendered.
+SEARCH_IN_PAGE = """(query) => new Promise((resolve) => {
   const input = document.getElementById("service-search");
+  const status = document.getElementById("services-status");
+  const holder = document.querySelector(".table-holder");
+  const answered = () => status.textContent.includes(`“${query}”`) ||
+    holder.textContent.includes(`No service matches “${query}”`);
   const start = performance.now();
+  const observer = new MutationObserver(() => {
+    if (!answered()) return;
+    observer.disconnect();
+    document.body.getBoundingClientRect();  // force the layout of the rewritten table
+    const rows = document.querySelectorAll("table.services tbody tr").length;
+    resolve({ ms: performance.now() - start, rows, status: status.textContent });
+  });
+  observer.observe(document.getElementById("main"),
+                   { childList: true, subtree: true, characterData: true });
   input.value = query;
   input.dispatchEvent(new Event("input"));
-  document.body.getBoundingClientRect();  // force the layout of the rewritten table
-  const rows = document.querySelectorAll("table.services tbody tr").length;
-  return { ms: performance.now() - start, rows,
-           status: document.getElementById("services-status").textContent };
-}"""
+})"""
 
 
 def run(args: Any) -> dict[str, Any]:
@@ -109,12 +123,9 @@ def run(args: Any) -> dict[str, Any]:
                     arg=min(50, services),
                 )
                 first_page = time.monotonic() - begin
-                page.wait_for_function(
-                    "() => !document.getElementById('services-status')"
-                    ".textContent.includes('loading')"
-                )
-                all_rows = time.monotonic() - begin
                 page.locator("#feed-state.live").wait_for()
+                held_rows = page.evaluate(
+                    "document.querySelectorAll('table.services tbody tr').length")
                 watches_open = active_watches(hub.url)
 
                 searches = []
@@ -142,7 +153,11 @@ def run(args: Any) -> dict[str, Any]:
         "fill_seconds": round(fill_seconds, 1),
         "overview_on_screen_ms": round(overview * 1000, 1),
         "first_page_full_ms": round(first_page * 1000, 1),
-        "every_row_loaded_ms": round(all_rows * 1000, 1),
+        "rows_in_page": held_rows,
+        "search_after_debounce_ms": {
+            "median": round(statistics.median(search_ms) - DEBOUNCE_MS, 2),
+            "max": round(max(search_ms) - DEBOUNCE_MS, 2),
+        },
         "search_ms": {
             "median": round(statistics.median(search_ms), 2),
             "max": round(max(search_ms), 2),

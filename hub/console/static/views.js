@@ -101,7 +101,7 @@ export function fleetSection(fleet, { headingLevel = "h2", limit = Infinity } = 
 
 // --- the services list -------------------------------------------------------------------
 
-const SEARCH_DEBOUNCE_MS = 150;
+const SEARCH_DEBOUNCE_MS = 100;
 
 // One page of services at a time (`fleet.rows`); the search and the pager ask the hub.
 export function servicesSection(fleet, state, { onState, headingLevel = "h2" }) {
@@ -148,7 +148,8 @@ export function servicesSection(fleet, state, { onState, headingLevel = "h2" }) 
     status.textContent = fleet.error ? `Could not read the services: ${fleet.error.message}`
       : !fleet.loaded ? "Loading services…"
         : shown.length ? `Services ${first + 1}–${first + shown.length}` +
-          (fleet.next ? ", more on the next page" : "") + (fleet.query ? ` matching “${fleet.query}”` : "")
+          (fleet.query ? ` matching “${fleet.query}”` : "") +
+          (fleet.next ? ", more on the next page" : "")
           : "No service on this page";
     pageText.textContent = `Page ${fleet.page}`;
     prev.disabled = fleet.page <= 1;
