@@ -90,10 +90,11 @@ export function fleetSection(fleet, { headingLevel = "h2", limit = Infinity } = 
           heldWithdrawal(c),
         ]),
       }),
-      clusters.length > limit
-        ? h("p", {}, h("a", { href: "#/fleet" }, `All ${clusters.length} clusters`),
-          ` (${limit} shown, those needing attention first)`)
-        : null);
+      // replaceChildren writes a null as the text "null": only nodes go in.
+      ...(clusters.length > limit
+        ? [h("p", {}, h("a", { href: "#/fleet" }, `All ${clusters.length} clusters`),
+          ` (${limit} shown, those needing attention first)`)]
+        : []));
   };
   refresh();
   return { el, refresh };
