@@ -29,6 +29,7 @@ COPY hub ./hub
 COPY member ./member
 COPY cli ./cli
 COPY migrations ./migrations
+COPY sandbox ./sandbox
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && /opt/mcsync/bin/pip install --constraint constraints.txt "$(ls /wheels/mcsync-*.whl)[hub,agent]" \
  && /opt/mcsync/bin/pip uninstall -y pip \
