@@ -39,6 +39,7 @@ from cli import render
 from cli.args import Options
 from cli.client import HubClient, HubError, NoWatch
 from cli.watch import ExportFilter, ExportView, View, ViewEventType, follow, same_version
+from shared.constants import INVALID_EXPORTS_MAX
 from shared.models import (
     EndpointSliceExport,
     EndpointSliceExportList,
@@ -367,7 +368,7 @@ def invalid_exports(ctx: Context) -> int:
     for cluster, total in sorted(listing.truncated.items()):
         ctx.err.write(
             f"cluster {cluster} has {total} invalid ServiceExports; its agent lists the "
-            "first 1000 (by namespace and name)\n"
+            f"first {INVALID_EXPORTS_MAX} (by namespace and name)\n"
         )
     if opts.output == "name":
         ctx.out.write("".join(f"{i.cluster}/{i.namespace}/{i.name}\n" for i in items))
