@@ -42,16 +42,24 @@ __all__ = [
     "ANNOTATION_CLUSTER_SELECTOR_RESULTS",
     "ANNOTATION_IMPORT_CLUSTERS",
     "MAX_CLUSTER_SELECTORS",
+    "NO_ENDPOINTS",
     "SAME_AS_IMPORTER",
     "ClusterSelectionPolicy",
     "ClusterSelector",
+    "ClusterSelectors",
+    "Direction",
+    "EndpointCounts",
     "ImportClustersSelector",
     "InvalidClusterSelector",
     "PropertySelector",
     "PropertySelectorRequirement",
+    "Selection",
     "SelectionAnnotations",
+    "SelectionState",
     "matches",
     "parse_selection_annotations",
+    "select",
+    "tiers_of",
 ]
 
 # --- annotation keys ------------------------------------------------------------------------
@@ -391,3 +399,163 @@ def tiers_of(
             )
         )
     return tuple(tiers)
+
+
+# --- the selection core ---------------------------------------------------------------------
+#
+# Pure: the caller (the importing agent) passes every input, `now` included, and keeps the
+# answered `SelectionState` for the next evaluation of the same import.
+
+Direction = Literal["failover", "failback"]
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointCounts:
+    """One exporting cluster's endpoints as this cluster's mirrored slices would hold them:
+    `ready` counts those ready (not terminating), `total` all of them. A Stale cluster's
+    endpoints are withdrawn, so it counts (0, 0)."""
+
+    ready: int = 0
+    total: int = 0
+
+
+NO_ENDPOINTS: Final = EndpointCounts()
+
+
+@dataclass(frozen=True, slots=True)
+class SelectionState:
+    """What one import's next evaluation needs of the last: the active tier (its index;
+    None when on fallback) and, for each more preferred tier that qualifies now, since when
+    it has without a break (the failback wait)."""
+
+    active: int | None
+    qualified_since: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The outcome of one evaluation.
+
+    `tiers`: per selector, the sorted ids of the exporting clusters it selects (Stale ones
+    included: tiers depend on properties only). `active`: the active tier's index, None on
+    fallback. `active_clusters`: whose endpoints may be ready here, sorted. `switch`: the
+    move this evaluation made, if any, and `message` naming both tiers. `state`: to pass
+    back next time (None while no choice has been made). `wake_at`: when a failback wait
+    ends (the caller re-evaluates then), or None."""
+
+    tiers: tuple[tuple[str, ...], ...]
+    active: int | None
+    fallback: Fallback
+    active_clusters: tuple[str, ...]
+    switch: Direction | None
+    message: str | None
+    state: SelectionState | None
+    wake_at: float | None
+
+    @property
+    def on_fallback(self) -> bool:
+        return self.active is None
+
+
+def _describe(
+    index: int | None, tiers: Sequence[tuple[str, ...]], fallback: Fallback,
+    everyone: tuple[str, ...],
+) -> str:
+    if index is None:
+        members = everyone if fallback == "AllClusters" else ()
+        return f"fallback {fallback} ({','.join(members)})"
+    return f"tier {index + 1} ({','.join(tiers[index])})"
+
+
+def select(
+    selectors: Sequence[ClusterSelector],
+    policy: ClusterSelectionPolicy,
+    importer: Mapping[str, str],
+    clusters: Mapping[str, Mapping[str, str] | None],
+    endpoints: Mapping[str, EndpointCounts],
+    previous: SelectionState | None,
+    now: float,
+) -> Selection:
+    """Which exporting clusters' endpoints this importer uses (docs/reference.md#cluster-selection).
+
+    `clusters`: every exporting cluster → its properties (None: not known here, so in no
+    tier); `endpoints`: per cluster, the counts its mirrored slices would hold (absent:
+    none); `previous`: the last evaluation's state (None for an import not decided yet);
+    `now`: seconds on a monotonic clock.
+
+    A tier qualifies when its ready endpoints reach `policy.required_ready(its total)`. The
+    first choice is the first qualifying tier, undamped; it is made once the import has a
+    ready endpoint somewhere (before that there is nothing to choose, and choosing fallback
+    would make the first real choice wait as a failback). Then: a move to a less preferred
+    tier (or into fallback) is immediate; a move back waits until the better tier has
+    qualified without a break for `failbackDelaySeconds`. When the active tier itself stops
+    qualifying, there is nothing to stay on: the first qualifying tier is taken at once,
+    whichever side it is on. Tiers are held by index, so a cluster entering or leaving the
+    active tier through a property change moves nothing.
+    """
+    tiers = tiers_of(selectors, clusters, importer)
+    everyone = tuple(sorted(clusters))
+    qualifying = []
+    for index, members in enumerate(tiers):
+        ready = total = 0
+        for cluster in members:
+            counts = endpoints.get(cluster, NO_ENDPOINTS)
+            ready += counts.ready
+            total += counts.total
+        if ready >= policy.required_ready(total):
+            qualifying.append(index)
+    any_ready = any(endpoints.get(c, NO_ENDPOINTS).ready > 0 for c in everyone)
+    first = qualifying[0] if qualifying else None
+    fallback_rank = len(tiers)
+
+    def rank(index: int | None) -> int:
+        return fallback_rank if index is None else index
+
+    state: SelectionState | None
+    switch: Direction | None = None
+    message = None
+    wake_at = None
+    if previous is None:
+        target = first
+        state = SelectionState(target) if any_ready else None
+    else:
+        current = previous.active
+        if current is not None and current >= len(tiers):
+            current = None  # fewer selectors than when chosen: the caller should have reset
+        held = dict(previous.qualified_since)
+        since = {i: held.get(i, now) for i in qualifying if i < rank(current)}
+        target = current
+        if current is not None and current not in qualifying:
+            target = first
+        delay = policy.failback_delay_seconds
+        for index in sorted(since):
+            if index < rank(target) and now - since[index] >= delay:
+                target = index
+                break
+        since = {i: t for i, t in since.items() if i < rank(target)}
+        if since:
+            wake_at = min(t + delay for t in since.values())
+        if rank(target) != rank(current):
+            switch = "failover" if rank(target) > rank(current) else "failback"
+            message = (
+                f"{_describe(current, tiers, policy.fallback, everyone)} → "
+                f"{_describe(target, tiers, policy.fallback, everyone)}"
+            )
+        state = SelectionState(target, tuple(sorted(since.items())))
+
+    if target is not None:
+        active_clusters = tiers[target]
+    elif policy.fallback == "AllClusters":
+        active_clusters = everyone
+    else:
+        active_clusters = ()
+    return Selection(
+        tiers=tiers,
+        active=target,
+        fallback=policy.fallback,
+        active_clusters=active_clusters,
+        switch=switch,
+        message=message,
+        state=state,
+        wake_at=wake_at,
+    )
