@@ -41,7 +41,7 @@ from prometheus_client import Counter, Gauge
 
 from member.clusterproperties import FleetProperties
 from member.importfeed import ImportView
-from member.importspec import HeldImport, MirroredSlice, mirrored_slice, pack_json, served_ports
+from member.importspec import HeldImport, MirroredSlice, pack_json, served_ports
 from member.importspec import unpack_json as _unpack
 from member.metrics import AgentMetrics
 from shared.clusterselection import (
@@ -73,7 +73,6 @@ logger = logging.getLogger(__name__)
 DIRECTIONS = ("failover", "failback")
 REASON_FAILOVER = "ClusterSelectionFailover"
 REASON_FAILBACK = "ClusterSelectionFailback"
-_EMPTY: Mapping[str, str] = {}
 
 Inputs = tuple[tuple[ClusterSelector, ...], ClusterSelectionPolicy]
 
@@ -92,6 +91,8 @@ def _parse_policy(text: str) -> ClusterSelectionPolicy:
 
 
 def _selectors(value: Any) -> tuple[ClusterSelector, ...]:
+    if isinstance(value, tuple) and (not value or isinstance(value[0], ClusterSelector)):
+        return value  # already models (the held import's own form)
     if isinstance(value, bytes | str):
         return _parse_selectors(value.decode() if isinstance(value, bytes) else value)
     return tuple(
@@ -249,6 +250,8 @@ class _Held:
     inputs: Inputs
     clusters: tuple[str, ...]
     selection: Selection
+    # What the tiers were computed from: equal next time, they are the same tiers.
+    tiered_from: tuple[Any, ...]
 
 
 Events = Callable[[str, str, str, str], None]  # key, type, reason, message
@@ -289,18 +292,23 @@ class ImportSelections:
 
     def counts(self, imported: HeldImport) -> dict[str, EndpointCounts]:
         """cluster → the endpoints its mirrored slices of `imported` would hold (a cluster
-        serving none of the import's ports holds none; a Stale cluster's are withdrawn)."""
+        serving none of the import's ports holds none; a Stale cluster's are withdrawn).
+        The same rule as `member.importspec.mirrored_slice`, without building the slice."""
         key = f"{imported.namespace}/{imported.name}"
-        served = served_ports(imported)
+        served = served_ports(imported) if imported.ports else None
         ready: dict[str, int] = {}
         total: dict[str, int] = {}
         for source in self._imports.slices(key):
-            want = mirrored_slice(imported, source, owner=_EMPTY, served=served)
-            if want is None:
+            cluster = source.cluster
+            if not cluster:
                 continue
-            counted = endpoint_counts(want.endpoints)
-            ready[want.cluster] = ready.get(want.cluster, 0) + counted.ready
-            total[want.cluster] = total.get(want.cluster, 0) + counted.total
+            if served is not None:
+                kept = served.get(cluster)
+                if not kept or not any(port.name in kept for port in source.ports):
+                    continue
+            counted = endpoint_counts(source.endpoints)
+            ready[cluster] = ready.get(cluster, 0) + counted.ready
+            total[cluster] = total.get(cluster, 0) + counted.total
         return {c: EndpointCounts(ready[c], total[c]) for c in total}
 
     def evaluate(self, key: str, imported: HeldImport) -> Selection | None:
@@ -310,9 +318,13 @@ class ImportSelections:
             self.forget(key)
             return None
         selectors, policy = inputs
-        clusters = {c: self._properties.of(c) for c in imported.clusters}
+        of = self._properties.of
+        clusters = {c: of(c) for c in imported.clusters}
         endpoints = self.counts(imported)
         own = self._properties.own()
+        # Properties are replaced whole when they change, so this compares by identity
+        # on the common path (an evaluation for endpoints or a timer).
+        tiered_from = (selectors, own, tuple(clusters.items()))
         with self._lock:
             now = self._clock()
             held = self._held.get(key)
@@ -322,16 +334,23 @@ class ImportSelections:
                 if held is not None and held.inputs[0] == selectors
                 else None
             )
-            selection = select(selectors, policy, own, clusters, endpoints, previous, now)
+            tiers = (
+                held.selection.tiers
+                if held is not None and held.tiered_from == tiered_from
+                else None
+            )
+            selection = select(
+                selectors, policy, own, clusters, endpoints, previous, now, tiers=tiers
+            )
             changed = held is None or (
                 held.selection.tiers, held.selection.active_clusters
             ) != (selection.tiers, selection.active_clusters)
-            self._held[key] = _Held(inputs, imported.clusters, selection)
+            self._held[key] = _Held(inputs, imported.clusters, selection, tiered_from)
             decided = selection.state is not None
-            self._mark(self._not_first, key, decided and selection.active != 0)
-            self._mark(self._fallback, key, decided and selection.on_fallback)
-            self._metrics.not_first_tier.set(len(self._not_first))
-            self._metrics.on_fallback.set(len(self._fallback))
+            if self._mark(self._not_first, key, decided and selection.active != 0):
+                self._metrics.not_first_tier.set(len(self._not_first))
+            if self._mark(self._fallback, key, decided and selection.on_fallback):
+                self._metrics.on_fallback.set(len(self._fallback))
         if selection.switch is not None:
             self._metrics.switches.labels(selection.switch).inc()
             failover = selection.switch == "failover"
@@ -380,9 +399,13 @@ class ImportSelections:
             self._on_change(key)
 
     @staticmethod
-    def _mark(members: set[str], key: str, present: bool) -> None:
+    def _mark(members: set[str], key: str, present: bool) -> bool:
+        """Add or remove `key`; answers whether that changed `members`."""
+        if present == (key in members):
+            return False
         if present:
             members.add(key)
         else:
             members.discard(key)
+        return True
 

@@ -475,13 +475,16 @@ def select(
     endpoints: Mapping[str, EndpointCounts],
     previous: SelectionState | None,
     now: float,
+    *,
+    tiers: tuple[tuple[str, ...], ...] | None = None,
 ) -> Selection:
     """Which exporting clusters' endpoints this importer uses (docs/reference.md#cluster-selection).
 
     `clusters`: every exporting cluster → its properties (None: not known here, so in no
     tier); `endpoints`: per cluster, the counts its mirrored slices would hold (absent:
     none); `previous`: the last evaluation's state (None for an import not decided yet);
-    `now`: seconds on a monotonic clock.
+    `now`: seconds on a monotonic clock; `tiers`: `tiers_of(selectors, clusters,
+    importer)` when the caller kept them from an evaluation with the same inputs.
 
     A tier qualifies when its ready endpoints reach `policy.required_ready(its total)`. The
     first choice is the first qualifying tier, undamped; it is made once the import has a
@@ -493,7 +496,8 @@ def select(
     whichever side it is on. Tiers are held by index, so a cluster entering or leaving the
     active tier through a property change moves nothing.
     """
-    tiers = tiers_of(selectors, clusters, importer)
+    if tiers is None:
+        tiers = tiers_of(selectors, clusters, importer)
     everyone = tuple(sorted(clusters))
     qualifying = []
     for index, members in enumerate(tiers):
