@@ -6,17 +6,19 @@ import { get, q } from "./api.js";
 import { ageOf, badge, h, table } from "./dom.js";
 import { PAGE_SIZE } from "./fleet.js";
 
-const REASONS = {
-  TypeConflict: "its type differs from the winner's",
-  PortConflict: "a port of the same name or number is declared differently",
-  SessionAffinityConflict: "its session affinity differs from the winner's",
-  SessionAffinityConfigConflict: "its session affinity timeout differs from the winner's",
-  InternalTrafficPolicyConflict: "its internal traffic policy differs from the winner's",
-  TrafficDistributionConflict: "its traffic distribution differs from the winner's",
-  IPFamilyConflict: "it serves other IP families than the winner",
-  LabelsConflict: "its exported labels differ from the winner's",
-  AnnotationsConflict: "its exported annotations differ from the winner's",
-};
+// What each conflict reason means, in words for people: the hub answers them (`words.json`,
+// read off the one table of properties in shared/properties.py), so they are never
+// restated here. Until they arrive, or if they cannot be read, a reason stands for itself.
+let REASONS = {};
+
+export async function loadWords(read = fetch) {
+  try {
+    const response = await read("words.json", { headers: { Accept: "application/json" } });
+    if (response.ok) REASONS = (await response.json()).reasons || {};
+  } catch {
+    // the reasons' own names stand in
+  }
+}
 
 export function reasonWords(reason) {
   return REASONS[reason] || reason;

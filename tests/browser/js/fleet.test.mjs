@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 const { listPath, mayMatch, readPage, rowOf } = await import("../../../hub/console/static/fleet.js");
-const { scopeAllows } = await import("../../../hub/console/static/views.js");
+const { loadWords, reasonWords, scopeAllows } = await import("../../../hub/console/static/views.js");
 
 function serviceImport(namespace, name, clusters, conflicts = []) {
   return {
@@ -108,3 +108,17 @@ for (const [patterns, namespace, allowed] of [
     assert.equal(scopeAllows(patterns, namespace), allowed);
   });
 }
+
+test("a conflict reason reads in the words the hub answers, itself until then", async () => {
+  assert.equal(reasonWords("TypeConflict"), "TypeConflict");
+  const asked = [];
+  await loadWords(async (url) => {
+    asked.push(url);
+    return { ok: true, json: async () => ({ reasons: { TypeConflict: "its type differs" } }) };
+  });
+  assert.deepEqual(asked, ["words.json"]);
+  assert.equal(reasonWords("TypeConflict"), "its type differs");
+  assert.equal(reasonWords("NewConflict"), "NewConflict");
+  await loadWords(async () => { throw new Error("offline"); });
+  assert.equal(reasonWords("TypeConflict"), "its type differs");
+});
