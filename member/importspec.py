@@ -341,11 +341,12 @@ class HeldImport:
     and read by every reconcile of its key: exactly the fields the three desired objects
     are built from, every string interned, labels and annotations as sorted pairs, the
     status as the sorted exporting clusters and, per import port name, the clusters that
-    serve it. Each property of the one table (`shared.properties`) is an attribute named
-    by its row's `held_as`, in the form its `held` says. It holds a tenth of what a
-    validated pydantic model of the same import does, which counts at tens of thousands
-    of imported keys (docs/benchmarks.md §11). `session_affinity_config` is the config's
-    JSON (rare; kept exact).
+    serve it. Each field of each property of the one table (`shared.properties`) is an
+    attribute named as the import spec's, in the form its row's `held` says. It holds a
+    tenth of what a validated pydantic model of the same import does, which counts at tens
+    of thousands of imported keys (docs/benchmarks.md §11). JSON-valued fields
+    (`session_affinity_config`, the cluster selection) are held as canonical JSON bytes
+    (rare; kept exact).
     """
 
     namespace: str
@@ -372,11 +373,10 @@ class HeldImport:
         if isinstance(imported, HeldImport):
             return imported
         spec, status = imported.spec, imported.status
-        held = {
-            prop.held_as: _held(prop, spec)
-            for prop in properties.PROPERTIES
-            if prop.held is not properties.Held.OWN
-        }
+        held: dict[str, Any] = {}
+        for prop in properties.PROPERTIES:
+            if prop.held is not properties.Held.OWN:
+                held.update(_held(prop, spec))
         return cls(
             namespace=sys.intern(imported.metadata.namespace or ""),
             name=sys.intern(imported.metadata.name),
@@ -399,12 +399,18 @@ class HeldImport:
         return config
 
 
-def _held(prop: properties.ImportProperty, spec: ServiceImportSpec) -> Any:
-    """`prop`'s value in `spec`, in the form its row says the agent holds it."""
-    value = prop.import_value(spec)
+def _held(prop: properties.ImportProperty, spec: ServiceImportSpec) -> dict[str, Any]:
+    """`prop`'s fields in `spec`, by attribute, in the form its row says the agent holds
+    them."""
+    return {
+        attribute: _hold(prop, value) for attribute, value in prop.import_fields(spec).items()
+    }
+
+
+def _hold(prop: properties.ImportProperty, value: Any) -> Any:
     kind = prop.held
     if kind is properties.Held.WORD:
-        return sys.intern(str(value))
+        return sys.intern(str(prop.absent if value is None else value))
     if kind is properties.Held.OPTIONAL_WORD:
         return None if value is None else str(value)
     if kind is properties.Held.WORDS:
@@ -421,7 +427,10 @@ def _held(prop: properties.ImportProperty, spec: ServiceImportSpec) -> Any:
 # Every held property of the table has its attribute here: a row added without one fails
 # at import, not in a reconcile.
 _MISSING = {
-    p.held_as for p in properties.PROPERTIES if p.held is not properties.Held.OWN
+    attribute
+    for p in properties.PROPERTIES
+    if p.held is not properties.Held.OWN
+    for attribute in p.import_attributes
 } - set(HeldImport.__dataclass_fields__)
 if _MISSING:
     raise TypeError(f"HeldImport lacks the held properties {sorted(_MISSING)}")

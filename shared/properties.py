@@ -113,8 +113,9 @@ class ImportProperty:
     fields: tuple[tuple[str, str], ...]
     column: str  # the `exports` column that keeps it
     storage: Storage
+    # How the agent holds each field (`HeldImport` has an attribute per field, named as
+    # the import spec's).
     held: Held
-    held_as: str  # the `HeldImport` attribute
     label: str  # what people call it, capitalised ("Session affinity")
     words: str  # why an export conflicts on it, completing "this export conflicts: …"
     setter: str  # what sets it in a member cluster
@@ -177,6 +178,12 @@ class ImportProperty:
         }
         return self.import_wire_value(values)
 
+    def import_fields(self, spec: ServiceImportSpec) -> dict[str, Any]:
+        """Each of its fields in an import spec, by attribute, in wire form (None: absent)."""
+        return {
+            attribute: plain(getattr(spec, attribute)) for attribute in self.import_attributes
+        }
+
     def compared(self, value: Any) -> Any:
         """The part of a wire value that is compared (`compare_path`; None when missing)."""
         for step in self.compare_path:
@@ -203,7 +210,6 @@ PROPERTIES: Final[tuple[ImportProperty, ...]] = (
         storage=Storage.JSON,
         absent=[],
         held=Held.OWN,
-        held_as="ports",
         label="Ports",
         words="a port of the same name or number is declared differently",
         setter="the Service's spec.ports",
@@ -217,7 +223,6 @@ PROPERTIES: Final[tuple[ImportProperty, ...]] = (
         storage=Storage.WORD,
         absent="ClusterSetIP",
         held=Held.WORD,
-        held_as="type",
         label="Type",
         words=_changed_by("type"),
         setter="the Service's spec.clusterIP (None makes it Headless, anything else "
@@ -233,7 +238,6 @@ PROPERTIES: Final[tuple[ImportProperty, ...]] = (
         storage=Storage.WORD,
         absent="None",
         held=Held.WORD,
-        held_as="session_affinity",
         label="Session affinity",
         words=_changed_by("session affinity"),
         setter="the Service's spec.sessionAffinity",
@@ -249,7 +253,6 @@ PROPERTIES: Final[tuple[ImportProperty, ...]] = (
         # `{}`, `{clientIP: {}}` and none all mean "no client-IP timeout configured".
         compare_path=("clientIP", "timeoutSeconds"),
         held=Held.JSON,
-        held_as="session_affinity_config",
         label="Session affinity timeout",
         words=_changed_by("session affinity timeout"),
         setter="the Service's spec.sessionAffinityConfig",
@@ -262,7 +265,6 @@ PROPERTIES: Final[tuple[ImportProperty, ...]] = (
         column="internal_traffic_policy",
         storage=Storage.WORD,
         held=Held.OPTIONAL_WORD,
-        held_as="internal_traffic_policy",
         label="Internal traffic policy",
         words=_changed_by("internal traffic policy"),
         setter="the Service's spec.internalTrafficPolicy",
@@ -276,7 +278,6 @@ PROPERTIES: Final[tuple[ImportProperty, ...]] = (
         column="traffic_distribution",
         storage=Storage.WORD,
         held=Held.OPTIONAL_WORD,
-        held_as="traffic_distribution",
         label="Traffic distribution",
         words=_changed_by("traffic distribution"),
         setter="the Service's spec.trafficDistribution",
@@ -291,7 +292,6 @@ PROPERTIES: Final[tuple[ImportProperty, ...]] = (
         storage=Storage.JSON,
         absent=[],
         held=Held.WORDS,
-        held_as="ip_families",
         label="IP families",
         words="it serves other IP families than the winner",
         setter="the Service's spec.ipFamilies and spec.ipFamilyPolicy",
@@ -305,7 +305,6 @@ PROPERTIES: Final[tuple[ImportProperty, ...]] = (
         storage=Storage.JSON,
         absent={},
         held=Held.PAIRS,
-        held_as="labels",
         label="Exported labels",
         words="its exported labels differ from the winner's",
         setter="the ServiceExport's spec.exportedLabels",
@@ -319,7 +318,6 @@ PROPERTIES: Final[tuple[ImportProperty, ...]] = (
         storage=Storage.JSON,
         absent={},
         held=Held.PAIRS,
-        held_as="annotations",
         label="Exported annotations",
         words="its exported annotations differ from the winner's",
         setter="the ServiceExport's spec.exportedAnnotations",
