@@ -362,6 +362,11 @@ class HeldImport:
     annotations: tuple[tuple[str, str], ...]
     clusters: tuple[str, ...]
     served: tuple[tuple[str, tuple[str, ...]], ...]
+    # The winner's cluster selection (docs/reference.md#cluster-selection), each field's
+    # canonical JSON; None where absent (`member.importselection` reads them).
+    cluster_selectors: bytes | None = None
+    cluster_selection: bytes | None = None
+    import_clusters: bytes | None = None
 
     @classmethod
     def of(cls, imported: ServiceImport | HeldImport) -> HeldImport:

@@ -39,6 +39,11 @@ from typing import Any, Final
 from pydantic import BaseModel
 
 from shared import conditions
+from shared.clusterselection import (
+    ANNOTATION_CLUSTER_SELECTION,
+    ANNOTATION_CLUSTER_SELECTORS,
+    ANNOTATION_IMPORT_CLUSTERS,
+)
 from shared.models import InternalServiceExportSpec, ServiceImportSpec, to_wire
 
 __all__ = [
@@ -321,6 +326,26 @@ PROPERTIES: Final[tuple[ImportProperty, ...]] = (
         label="Exported annotations",
         words="its exported annotations differ from the winner's",
         setter="the ServiceExport's spec.exportedAnnotations",
+    ),
+    # The three cluster-selection annotations are one property of the Service: decided and
+    # compared together, so a Service never mixes one cluster's selectors with another's
+    # policy (docs/reference.md#cluster-selection).
+    ImportProperty(
+        name="clusterSelectors",
+        reason=conditions.CLUSTER_SELECTORS_CONFLICT,
+        rule=Rule.DECIDED,
+        fields=(
+            ("clusterSelectors", "clusterSelectors"),
+            ("clusterSelection", "clusterSelection"),
+            ("importClusters", "importClusters"),
+        ),
+        column="cluster_selection",
+        storage=Storage.JSON_OR_NULL,
+        held=Held.JSON,
+        label="Cluster selection",
+        words="its cluster selection differs from the winner's",
+        setter=f"the ServiceExport's annotations {ANNOTATION_CLUSTER_SELECTORS}, "
+        f"{ANNOTATION_CLUSTER_SELECTION} and {ANNOTATION_IMPORT_CLUSTERS}",
     ),
 )
 

@@ -26,6 +26,8 @@ from shared.models import (
 )
 from tests.hub.test_conflicts import T0, at, spec
 
+EU = {"propertySelector": {"matchExpressions": [], "matchProperties": {"region": "eu"}}}
+
 # Two values of each decided property that differ (the winner's first), in wire form.
 SAMPLES: dict[str, tuple[Any, Any]] = {
     "type": ("ClusterSetIP", "Headless"),
@@ -38,6 +40,22 @@ SAMPLES: dict[str, tuple[Any, Any]] = {
     "trafficDistribution": (None, "PreferClose"),
     "exportedLabels": ({"tier": "web"}, {"tier": "api"}),
     "exportedAnnotations": ({}, {"owner": "team-b"}),
+    "clusterSelectors": (
+        {"clusterSelectors": [EU]},
+        {
+            "clusterSelectors": [EU],
+            "clusterSelection": {
+                "failbackDelaySeconds": 30,
+                "fallback": "None",
+                "minReadyEndpoints": 1,
+                "minReadyPercent": 0,
+            },
+            "importClusters": {
+                "matchExpressions": [{"key": "region", "operator": "Exists", "values": []}],
+                "matchProperties": {},
+            },
+        },
+    ),
 }
 
 
