@@ -413,6 +413,29 @@ class ServiceImport(WireModel):
     status: ServiceImportStatus = Field(default_factory=ServiceImportStatus)
 
 
+# Whether a cluster imports a Service: yes (qualified: where the namespace exists there),
+# no, or unknown (its agent stopped following the feed).
+ImportAnswer = Literal["yes*", "no", "unknown"]
+
+
+class Importer(WireModel):
+    """One registered cluster: whether it imports a Service, and why
+    (`shared.importreach.where_imported`)."""
+
+    cluster: str
+    imports: ImportAnswer
+    why: str
+
+
+class ImporterList(WireModel):
+    """`GET /api/v1/serviceimports/{namespace}/{name}/importers`: every registered cluster,
+    by name."""
+
+    api_version: str = constants.API_VERSION
+    kind: Literal["ImporterList"] = "ImporterList"
+    items: list[Importer] = Field(default_factory=list)
+
+
 class ServiceImportList(WireModel):
     api_version: str = constants.API_VERSION
     kind: Literal["ServiceImportList"] = constants.KIND_IMPORT_LIST  # type: ignore[assignment]
