@@ -79,7 +79,8 @@ def test_a_metrics_host_it_cannot_listen_on_names_metrics_host(tmp_path: Path, h
                         "--metrics-port", "0"], cwd=tmp_path)
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith(f"mcsync-agent: error: argument --metrics-host: cannot listen on {host}:0")
+    assert line.startswith(
+        f"mcsync-agent: error: argument --metrics-host: cannot listen on {host}:0")
     assert "choose another --metrics-host (MCSYNC_METRICS_HOST" in line
     assert "--metrics-port" not in line
 
