@@ -81,6 +81,7 @@ REASON_FAILOVER = "ClusterSelectionFailover"
 REASON_FAILBACK = "ClusterSelectionFailback"
 
 Inputs = tuple[tuple[ClusterSelector, ...], ClusterSelectionPolicy]
+_warned: set[tuple[str, str]] = set()
 
 
 # --- reading the import's selectors and policy -------------------------------------------------
@@ -134,8 +135,13 @@ def selection_inputs(imported: object) -> Inputs | None:
     try:
         return _selectors(raw), _policy(policy_raw)
     except ValueError as error:
-        logger.warning("cluster selection of %s not readable, every cluster used: %s",
-                       getattr(imported, "name", "?"), error)
+        name = getattr(imported, "name", "?")
+        if (name, str(error)) not in _warned:  # once per import and problem, not per reconcile
+            if len(_warned) > 1024:
+                _warned.clear()
+            _warned.add((name, str(error)))
+            logger.warning("cluster selection of %s not readable, every cluster used: %s",
+                           name, error)
         return None
 
 
