@@ -303,7 +303,7 @@ export function servicePage(namespace, name) {
           exp.spec.serviceReference.clusterId,
           stateBadge(states.get(exp.spec.serviceReference.clusterId) || exp.status.clusterState),
           exp.spec.type,
-          exp.spec.serviceReference.exportedSince,
+          ageOf(exp.spec.serviceReference.exportedSince),
           verdict(exp, winner, data.conflicts),
         ]),
         empty: "No cluster exports it.",
