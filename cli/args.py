@@ -58,6 +58,7 @@ Command = Literal[
     "clusters deregister",
     "clusters allow-withdrawal",
     "clusters set-scope",
+    "clusters rotate-token",
     "exports",
     "imports",
     "endpoints",
@@ -475,6 +476,26 @@ def build_parser() -> argparse.ArgumentParser:
         "admin token needed)",
     )
     allow.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
+    rotate = command(
+        "clusters rotate-token",
+        "issue a new member token and write it to a new file; the old one keeps working "
+        "until the agent uses the new one or the hub's --token-grace-seconds pass "
+        "(docs/reference.md#credentials; admin token needed)",
+        exclude=frozenset({"token_file"}),
+    )
+    rotate.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
+    rotate.add_argument(
+        "--token-file",
+        dest="member_token_file",
+        required=True,
+        type=_argtype(parse_text),
+        metavar="PATH",
+        help="where to write the new member token (mode 0600); the admin token comes from "
+        "--token, MCSYNC_TOKEN(_FILE), the context, or a --token-file given before `clusters`",
+    )
+    rotate.add_argument(
+        "--overwrite", action="store_true", help="replace the token file if it exists"
+    )
     exports = command(
         "exports",
         "list exported services (every cluster's export; --invalid: the ServiceExports "
@@ -628,6 +649,7 @@ def _rewrite(argv: list[str]) -> list[str]:
             ["deregister"],
             ["allow-withdrawal"],
             ["set-scope"],
+            ["rotate-token"],
         ):
             return [*argv[:index], f"clusters {argv[index + 1]}", *argv[index + 2 :]]
         if word == "get" and following and following[0] in PLURALS:
@@ -671,6 +693,7 @@ COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "clusters deregister": (),
     "clusters allow-withdrawal": (),
     "clusters set-scope": (),
+    "clusters rotate-token": (),
     "exports": ("namespace", "cluster", "conflict", "name"),
     "imports": ("namespace", "conflict"),
     "endpoints": ("namespace", "cluster"),
@@ -879,6 +902,7 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         "clusters deregister",
         "clusters allow-withdrawal",
         "clusters set-scope",
+        "clusters rotate-token",
     ):
         name = str(namespace["name"])
     scope = _scope_options(command, namespace)

@@ -44,6 +44,7 @@ COMMANDS: dict[str, Callable[[Context], int]] = {
     "clusters deregister": admin.deregister,
     "clusters allow-withdrawal": admin.allow_withdrawal,
     "clusters set-scope": admin.set_scope,
+    "clusters rotate-token": admin.rotate_token,
     "exports": commands.exports,
     "imports": commands.imports,
     "endpoints": commands.endpoints,
