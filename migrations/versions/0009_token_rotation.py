@@ -29,7 +29,9 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("clusters") as batch:
         batch.add_column(sa.Column("previous_token_hash", sa.String(64), nullable=True))
-        batch.add_column(sa.Column("previous_token_expires", sa.DateTime(timezone=True), nullable=True))
+        batch.add_column(
+            sa.Column("previous_token_expires", sa.DateTime(timezone=True), nullable=True)
+        )
         batch.create_index("ix_clusters_previous_token_hash", ["previous_token_hash"])
 
 
