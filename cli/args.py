@@ -68,6 +68,8 @@ Command = Literal[
     "config",
     "completion",
     "sandbox",
+    "sandbox stop-agent",
+    "sandbox start-agent",
     "status",
 ]
 Kind = Literal["export", "import", "cluster", "conflict"]
@@ -76,7 +78,9 @@ Shell = Literal["bash", "zsh", "fish"]
 SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish")
 LIST_COMMANDS: tuple[Command, ...] = ("clusters", "exports", "imports", "endpoints", "conflicts")
 # Commands that speak to no hub: neither a token nor the config file's context is read.
-OFFLINE_COMMANDS: tuple[Command, ...] = ("config", "completion", "sandbox")
+OFFLINE_COMMANDS: tuple[Command, ...] = (
+    "config", "completion", "sandbox", "sandbox stop-agent", "sandbox start-agent"
+)
 
 T = TypeVar("T")
 
@@ -579,6 +583,14 @@ def build_parser() -> argparse.ArgumentParser:
         "run a fleet on this machine to try mcsync without Kubernetes: a hub, three emulated "
         "clusters and their agents, until Ctrl-C (needs mcsync[hub,agent])",
     )
+    for verb, what in (("stop", "stop one agent of"), ("start", "start again one agent of")):
+        agent = command(
+            f"sandbox {verb}-agent",
+            f"{what} the sandbox running in another terminal, without ending it "
+            "(a stopped agent's cluster turns Stale and its importers fail over; "
+            "docs/reference.md#sandbox)",
+        )
+        agent.add_argument("name", metavar="NAME", help="the cluster: east, north or west")
     return parser
 
 
@@ -652,6 +664,8 @@ def _rewrite(argv: list[str]) -> list[str]:
             ["rotate-token"],
         ):
             return [*argv[:index], f"clusters {argv[index + 1]}", *argv[index + 2 :]]
+        if word == "sandbox" and following in (["stop-agent"], ["start-agent"]):
+            return [*argv[:index], f"sandbox {argv[index + 1]}", *argv[index + 2 :]]
         if word == "get" and following and following[0] in PLURALS:
             return [*argv[:index], PLURALS[following[0]], *argv[index + 2 :]]
         if word == "describe":
@@ -703,6 +717,8 @@ COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "config": (),
     "completion": (),
     "sandbox": ("hub_port",),
+    "sandbox stop-agent": (),
+    "sandbox start-agent": (),
     "status": (),
 }
 CONTEXT_DEST = "ctx:"
@@ -903,6 +919,8 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         "clusters allow-withdrawal",
         "clusters set-scope",
         "clusters rotate-token",
+        "sandbox stop-agent",
+        "sandbox start-agent",
     ):
         name = str(namespace["name"])
     scope = _scope_options(command, namespace)
