@@ -387,10 +387,10 @@ class HubClient:
                 raise HubUnavailable(
                     f"hub watch at {self.config.base_url}: {_short(exc)}"
                 ) from None
-            if response.status_code != 401 or renewed or not self._token.refresh():
+            if response.status_code != 401 or renewed or not self._renewed(request.headers):
                 break
             response.close()
-            self._observe("GET", route, "401", started, error=True)
+            self._observe("GET", route, "401", started, error=False)  # retried at once
         if response.status_code != 200:
             try:
                 response.read()
@@ -475,6 +475,13 @@ class HubClient:
         values = {"cluster": self.config.cluster_id, **params}
         return route.format(**{k: quote(v, safe="") for k, v in values.items()})
 
+    def _renewed(self, sent: Mapping[str, str]) -> bool:
+        """After a 401: whether the token file holds another token than the one `sent`
+        carried (read again now). A request sent with the old token while another one
+        already used the new token (and so retired the old one) is retried too."""
+        self._token.refresh()
+        return sent.get("Authorization") != f"Bearer {self._token.token}"
+
     def _headers(self) -> dict[str, str]:
         headers: dict[str, str] = {"Authorization": f"Bearer {self._token.current()}"}
         # Adds `traceparent` (and `tracestate`) when a span is active; nothing otherwise.
@@ -516,11 +523,12 @@ class HubClient:
                 if 200 <= code < 300:
                     self._observe(method, route, str(code), started, error=False)
                     return response
-                self._observe(method, route, str(code), started, error=True)
-                if code == 401 and not renewed and self._token.refresh():
+                if code == 401 and not renewed and self._renewed(headers):
+                    self._observe(method, route, str(code), started, error=False)
                     renewed = True
                     attempt -= 1  # not the hub's fault: this attempt does not count
                     continue
+                self._observe(method, route, str(code), started, error=True)
                 if code < 500 and code != 429:
                     raise self._rejection(response, route)
                 last_problem = f"{code} {_status_message(response)}"

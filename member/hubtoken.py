@@ -70,6 +70,11 @@ class TokenSource:
         self._next_check = clock() + check_seconds
         self.reloads = 0
 
+    @property
+    def token(self) -> str:
+        """The token in use, without looking at the file."""
+        return self._token
+
     def current(self) -> str:
         """The token, re-read first when the file changed since the last look."""
         if self._path is None or self._clock() < self._next_check:
