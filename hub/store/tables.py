@@ -119,6 +119,10 @@ clusters = Table(
     # SPEC §7 (migration 0006): the cluster's Valid=False ServiceExports as its agent last
     # reported them (JSON of an InvalidExports); NULL until it reports.
     Column("invalid_exports", Text, nullable=True),
+    # Migration 0009 (docs/reference.md#credentials): the member token a rotation replaced,
+    # as a hash, accepted until it expires or the agent first uses the new one.
+    Column("previous_token_hash", String(64), nullable=True, index=True),
+    Column("previous_token_expires", UTCDateTime, nullable=True),
 )
 
 exports = Table(
