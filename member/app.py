@@ -58,6 +58,7 @@ from opentelemetry import trace
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from member.clusteridentity import AboutApi, ClustersetProperty, resolve_cluster_id
+from member.clusterproperties import FleetPropertiesView
 from member.duration import DurationRecorder
 from member.heartbeat import HeartbeatLoop, VersionGate
 from member.hubclient import HubClient, HubClientConfig
@@ -232,6 +233,9 @@ class Agent:
             leading=self._leading.is_set,
         )
         self.events = EventRecorder(api=self.api, host=settings.identity)
+        # docs/reference.md#cluster-properties: this cluster's properties (its About API)
+        # and the fleet's (the hub's feed), which cluster selection reads.
+        self.fleet_properties = FleetPropertiesView(self.cluster_id)
         # Import (SPEC §2.8): its own informers, queues and reconcilers (`member.importer`).
         self.importer: Importer | None = None
         if not settings.no_import:
@@ -248,6 +252,7 @@ class Agent:
                 may_write=self._leading.is_set,
                 tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
                 other_services=self.services,
+                properties=self.fleet_properties,
             )
         self.heartbeat = HeartbeatLoop(
             hub=self.hub,
