@@ -498,7 +498,6 @@ def select(
     """
     if tiers is None:
         tiers = tiers_of(selectors, clusters, importer)
-    everyone = tuple(sorted(clusters))
     qualifying = []
     least, percent = policy.min_ready_endpoints, policy.min_ready_percent
     for index, members in enumerate(tiers):
@@ -510,12 +509,9 @@ def select(
         # `required_ready`, inline: this loop runs for every import at each re-evaluation.
         if ready >= least and (not percent or ready * 100 >= percent * total):
             qualifying.append(index)
-    any_ready = any(counts.ready > 0 for counts in endpoints.values())
     first = qualifying[0] if qualifying else None
-    fallback_rank = len(tiers)
-
-    def rank(index: int | None) -> int:
-        return fallback_rank if index is None else index
+    # A tier's rank is its index; fallback ranks after every tier.
+    last = len(tiers)
 
     state: SelectionState | None
     switch: Direction | None = None
@@ -523,36 +519,42 @@ def select(
     wake_at = None
     if previous is None:
         target = first
+        any_ready = any(counts.ready > 0 for counts in endpoints.values())
         state = SelectionState(target) if any_ready else None
     else:
         current = previous.active
-        if current is not None and current >= len(tiers):
+        if current is not None and current >= last:
             current = None  # fewer selectors than when chosen: the caller should have reset
+        current_rank = last if current is None else current
         held = dict(previous.qualified_since)
-        since = {i: held.get(i, now) for i in qualifying if i < rank(current)}
+        since = {i: held.get(i, now) for i in qualifying if i < current_rank}
         target = current
         if current is not None and current not in qualifying:
             target = first
+        target_rank = last if target is None else target
         delay = policy.failback_delay_seconds
         for index in sorted(since):
-            if index < rank(target) and now - since[index] >= delay:
-                target = index
+            if index < target_rank and now - since[index] >= delay:
+                target = target_rank = index
                 break
-        since = {i: t for i, t in since.items() if i < rank(target)}
+        since = {i: t for i, t in since.items() if i < target_rank}
         if since:
             wake_at = min(t + delay for t in since.values())
-        if rank(target) != rank(current):
-            switch = "failover" if rank(target) > rank(current) else "failback"
+        if target_rank != current_rank:
+            switch = "failover" if target_rank > current_rank else "failback"
+            everyone = tuple(sorted(clusters))
             message = (
                 f"{_describe(current, tiers, policy.fallback, everyone)} → "
                 f"{_describe(target, tiers, policy.fallback, everyone)}"
             )
-        state = SelectionState(target, tuple(sorted(since.items())))
+        waits = tuple(sorted(since.items()))
+        unchanged = target == previous.active and waits == previous.qualified_since
+        state = previous if unchanged else SelectionState(target, waits)
 
     if target is not None:
         active_clusters = tiers[target]
     elif policy.fallback == "AllClusters":
-        active_clusters = everyone
+        active_clusters = tuple(sorted(clusters))
     else:
         active_clusters = ()
     return Selection(
