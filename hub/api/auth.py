@@ -50,13 +50,22 @@ def _matches(candidate: str, configured: str) -> bool:
     return hmac.compare_digest(candidate.encode("utf-8"), configured.encode("utf-8"))
 
 
-async def principal_of(ctx: HubContext, store: Store, token: str) -> Principal | None:
-    """The role `token` (already stripped, non-empty) gives, or None when it is unknown."""
+def configured_role(ctx: HubContext, token: str) -> Role | None:
+    """ "admin" or "reader" when `token` is that configured token; None otherwise (a member
+    token, or none known)."""
     if _matches(token, ctx.credentials.admin.get_secret_value()):
-        return Principal("admin")
+        return "admin"
     reader = ctx.credentials.reader
     if reader is not None and _matches(token, reader.get_secret_value()):
-        return Principal("reader")
+        return "reader"
+    return None
+
+
+async def principal_of(ctx: HubContext, store: Store, token: str) -> Principal | None:
+    """The role `token` (already stripped, non-empty) gives, or None when it is unknown."""
+    role = configured_role(ctx, token)
+    if role is not None:
+        return Principal(role)
     cluster = await store.clusters.authenticate(token)
     if cluster is not None:
         return Principal("member", cluster)
