@@ -198,8 +198,14 @@ class ImportFeedSource:
     async def changes_since(self, revision: int, limit: int) -> list[WatchEvent]:
         return await self.feed.changes_since(revision=revision, limit=limit)
 
-    def subscribe(self, *, limits: BufferLimits, on_overflow: Callable[[], object]) -> Subscription:
-        return self.feed.subscribe(limits=limits, on_overflow=on_overflow)
+    def subscribe(
+        self,
+        *,
+        limits: BufferLimits,
+        on_overflow: Callable[[], object],
+        scope: Sequence[str] | None = None,
+    ) -> Subscription:
+        return self.feed.subscribe(scope=scope, limits=limits, on_overflow=on_overflow)
 
 
 class WatchStream:

@@ -14,7 +14,10 @@ three statements, however many beats it carries (the `batch.GroupCommit` machine
 timer, a batch is what arrived while the previous one was in the database):
 
 1. lock the beating clusters' rows, sorted by name (step 1 of the store's lock order,
-   `locks`), reading each one's token hash and pending allowance;
+   `locks`), reading each one's token hash and pending allowance. A row another
+   transaction holds (a write of that cluster's exports holds it until commit) is skipped,
+   not waited for, and its beat goes into the next batch: a beat used to wait for its own
+   cluster's writes, and one such wait must not hold up the beats of every other cluster;
 2. one UPDATE of all of them (an executemany: last heartbeat, agent version, import counts,
    held withdrawal, the one-shot allowance taken, the invalid-export report when sent);
 3. the withheld endpoints of those clusters, usually none; a Stale cluster's are given
@@ -36,6 +39,7 @@ which words the 401, 403 or 404.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 from collections import Counter
 from collections.abc import Hashable, Sequence
@@ -55,6 +59,8 @@ from shared.models import Heartbeat, to_wire
 from shared.timefmt import utcnow
 
 MAX_BEATS_PER_BATCH = 500
+PATIENCE = 3
+"""Batches a beat skips its held row in before it waits for it."""
 LINGER_SECONDS = 0.05
 """How long a heartbeat batch gathers beats before it commits (module docstring)."""
 
@@ -77,13 +83,22 @@ class Beat:
     cluster: str
     beat: Heartbeat
     token_hash: str | None = None
+    # Wait for the cluster's row if another transaction holds it (see `HeartbeatBatcher`).
+    patient: bool = False
 
     @property
     def record_id(self) -> Hashable:
         return self.cluster
 
 
-class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | None"]):
+class _Busy:
+    """A beat left for the next batch: its cluster's row was held by another transaction."""
+
+
+BUSY = _Busy()
+
+
+class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | _Busy | None"]):
     """Group commit of heartbeats (module docstring). A beat's answer is its outcome; None
     when its `token_hash` is not its cluster's token (nothing recorded); `NotFound` when
     an authenticated beat's cluster is not registered (or is being deleted)."""
@@ -98,6 +113,17 @@ class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | None"]):
         super().__init__(ctx, max_batch=max_batch, name="mcsync-heartbeat-batcher")
         self._linger = linger
 
+    async def write(self, mutation: Beat) -> HeartbeatOutcome | None:  # type: ignore[override]
+        """Record one beat (see the class doc); a beat whose cluster row another
+        transaction held goes into the next batch."""
+        for _ in range(PATIENCE):
+            answer = await super().write(mutation)
+            if not isinstance(answer, _Busy):
+                return answer
+        answer = await super().write(dataclasses.replace(mutation, patient=True))
+        assert not isinstance(answer, _Busy)
+        return answer
+
     async def _run(self) -> None:
         if self._linger > 0:
             await asyncio.sleep(self._linger)  # let the beats of the next moment join
@@ -105,10 +131,11 @@ class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | None"]):
 
     async def commit(
         self, mutations: Sequence[Beat]
-    ) -> Sequence[HeartbeatOutcome | Exception | None]:
+    ) -> Sequence[HeartbeatOutcome | _Busy | Exception | None]:
         now = utcnow()
         names = sorted({m.cluster for m in mutations})
         recorded: dict[str, HeartbeatOutcome] = {}
+        busy: set[str] = set()
         newest: int | None = None
         async with self._ctx.write() as conn:
             query = (
@@ -117,13 +144,32 @@ class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | None"]):
                 .order_by(clusters.c.name)
             )
             rows = {
-                r.name: r for r in await conn.execute(self._ctx.locks.exclusive(query, of=clusters))
+                r.name: r
+                for r in await conn.execute(self._ctx.locks.exclusive_unlocked(query, of=clusters))
             }
+            if len(rows) < len(names):
+                # Left out: not registered, or held by another transaction (a write of the
+                # cluster's exports): those beats wait for the next batch, not this one.
+                missing = [n for n in names if n not in rows]
+                present = select(clusters.c.name).where(
+                    clusters.c.name.in_(missing), clusters.c.deleting.is_(False)
+                )
+                busy = {n for (n,) in await conn.execute(present)}
+                # A beat that found its row held in several batches in a row waits for it
+                # now, in this batch (a cluster whose writes never pause must still beat).
+                waiting = sorted(busy & {m.cluster for m in mutations if m.patient})
+                if waiting:
+                    query = query.where(clusters.c.name.in_(waiting))
+                    for r in await conn.execute(self._ctx.locks.exclusive(query, of=clusters)):
+                        rows[r.name] = r
+                        busy.discard(r.name)
             plain: list[dict[str, Any]] = []
             reporting: list[dict[str, Any]] = []
             matched: dict[str, bool] = {}  # cluster -> its answer hands over the allowance
             for m in mutations:
                 row = rows.get(m.cluster)
+                if m.cluster in busy:
+                    continue
                 if row is None or (
                     m.token_hash is not None
                     and not hmac.compare_digest(str(row.token_hash), m.token_hash)
@@ -173,10 +219,12 @@ class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | None"]):
                     )
         if newest is not None:
             self._ctx.notifier.committed(newest)
-        answers: list[HeartbeatOutcome | Exception | None] = []
+        answers: list[HeartbeatOutcome | _Busy | Exception | None] = []
         for m in mutations:
             outcome = recorded.get(m.cluster)
-            if outcome is not None:
+            if m.cluster in busy:
+                answers.append(BUSY)
+            elif outcome is not None:
                 answers.append(outcome)
             elif m.token_hash is not None:
                 answers.append(None)

@@ -13,7 +13,9 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from sqlalchemy import select
 
+from hub.store.tables import clusters
 from shared.models import HeartbeatResponse
 from shared.version import __version__
 from tests.hub.test_api_support import ADMIN, Hub, running_hub
@@ -110,3 +112,30 @@ async def test_a_held_withdrawal_takes_the_allowance_once_through_the_fast_path(
         )
     )
     assert [a.json()["withdrawalAllowed"] for a in taken].count(True) == 1
+
+
+async def test_a_cluster_whose_row_is_held_does_not_hold_up_the_others_beats(
+    hub: Hub, database_url: str
+) -> None:
+    """A write of one cluster's exports holds its row until commit (FOR SHARE); the beats of
+    every other cluster in the same batch are answered meanwhile, and the held cluster's
+    beat once the write commits."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("SQLite has one writer at a time: no other transaction can hold a row")
+    members = await hub.register("east", "west")
+    engine = hub.store.engine
+    async with engine.connect() as conn, conn.begin():
+        await conn.execute(
+            select(clusters.c.name).where(clusters.c.name == "east").with_for_update(read=True)
+        )
+        east = asyncio.create_task(
+            hub.client.post(beat_path("east"), json=AGENT, headers=members["east"])
+        )
+        west = await asyncio.wait_for(
+            hub.client.post(beat_path("west"), json=AGENT, headers=members["west"]), 30
+        )
+        assert west.status_code == 200, west.text
+        assert not east.done()
+    answer = await asyncio.wait_for(east, 30)
+    assert answer.status_code == 200, answer.text
+    assert (await cluster(hub, "east"))["state"] == "Ready"
