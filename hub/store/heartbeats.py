@@ -58,7 +58,7 @@ from hub.store.withdrawals import apply
 from shared.models import Heartbeat, to_wire
 from shared.timefmt import utcnow
 
-MAX_BEATS_PER_BATCH = 500
+MAX_BEATS_PER_BATCH = 100
 PATIENCE = 3
 """Batches a beat skips its held row in before it waits for it."""
 LINGER_SECONDS = 0.05
