@@ -160,6 +160,7 @@ class Counters:
     connections: int = 0  # TCP connections the HTTP client opened
     requests: int = 0
     heartbeat_seconds: list[float] = field(default_factory=list)
+    heartbeat_at: list[float] = field(default_factory=list)  # when each answered beat left
     heartbeat_errors: int = 0
     watch_opens: list[float] = field(default_factory=list)  # perf_counter of each (re)open
     gone: int = 0  # 410 answers or ERROR events
@@ -302,6 +303,7 @@ class Fleet:
         self.agents = [Agent(i) for i in range(args.clusters)]
         self.teams = max(1, args.clusters // TEAM_SIZE)
         self.sessions: list[aiohttp.ClientSession] = []
+        self.beat_sessions: list[aiohttp.ClientSession] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self.heartbeats_on = asyncio.Event()
 
@@ -313,6 +315,18 @@ class Fleet:
 
         trace.on_connection_create_end.append(opened)
         keep = idle_connection_seconds(self.args.heartbeat_interval)
+        # Heartbeats get connections of their own, unbounded: each agent has its own kept
+        # connection, and a beat must not queue behind another agent's export PUTs in a
+        # pool this process shares.
+        for _ in self.tier.hubs:
+            connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=keep)
+            self.beat_sessions.append(
+                aiohttp.ClientSession(
+                    connector=connector,
+                    trace_configs=[trace],
+                    timeout=aiohttp.ClientTimeout(total=120),
+                )
+            )
         for _ in self.tier.hubs:
             connector = aiohttp.TCPConnector(limit=self.args.connections, keepalive_timeout=keep)
             self.sessions.append(
@@ -333,11 +347,18 @@ class Fleet:
             for watch in (agent.exports, agent.imports):
                 if watch is not None:
                     watch.close()
-        for session in self.sessions:
+        for session in [*self.sessions, *self.beat_sessions]:
             await session.close()
 
     async def request(
-        self, agent: Agent, method: str, path: str, body: Any = None, *, admin: str | None = None
+        self,
+        agent: Agent,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        admin: str | None = None,
+        beat: bool = False,
     ) -> tuple[int, Any]:
         """One request to a live replica, retried on the next one after the hub client's
         back-off when the connection fails (as `member.hubclient` does)."""
@@ -347,7 +368,7 @@ class Fleet:
         token = admin or agent.token
         while True:
             replica = self.tier.pick()
-            session = self.sessions[replica]
+            session = (self.beat_sessions if beat else self.sessions)[replica]
             try:
                 self.counters.requests += 1
                 async with session.request(
@@ -418,10 +439,11 @@ class Fleet:
         while True:
             sent = time.perf_counter()
             status, data = await self.request(
-                agent, "POST", f"/api/v1/clusters/{agent.name}/heartbeat", body
+                agent, "POST", f"/api/v1/clusters/{agent.name}/heartbeat", body, beat=True
             )
             if status == 200:
                 self.counters.heartbeat_seconds.append(time.perf_counter() - sent)
+                self.counters.heartbeat_at.append(sent)
                 agent.last_answer = time.perf_counter()
                 # The TTL the answer carries (member.heartbeat: at least three beats per TTL).
                 agent.beat._learn_ttl(json.loads(data).get("clusterTtlSeconds"))
@@ -620,7 +642,9 @@ async def run_fleet(args: Any, database_url: str, directory: Path) -> dict[str, 
         beats0 = len(fleet.counters.heartbeat_seconds)
         conn0, req0 = fleet.counters.connections, fleet.counters.requests
         cpu1 = [cpu_seconds(h.pid) for h in hubs]
+        steady_from = time.perf_counter()
         await asyncio.sleep(args.steady_seconds)
+        steady_to = time.perf_counter()
         result["steady"] = {
             "seconds": args.steady_seconds,
             "heartbeats": len(fleet.counters.heartbeat_seconds) - beats0,
@@ -635,6 +659,15 @@ async def run_fleet(args: Any, database_url: str, directory: Path) -> dict[str, 
         if args.restart and len(hubs) > 1:
             result["restart"] = await restart(fleet, tier, args)
         result["heartbeat_answer"] = percentiles(fleet.counters.heartbeat_seconds)
+        result["heartbeat_answer_steady"] = percentiles(
+            [
+                d
+                for d, at in zip(
+                    fleet.counters.heartbeat_seconds, fleet.counters.heartbeat_at, strict=True
+                )
+                if steady_from <= at < steady_to
+            ]
+        )
         result["heartbeat_errors"] = fleet.counters.heartbeat_errors
         result["stale_max"] = sampler.stale_max
         result["stale_at_end"] = await fleet.stale_clusters(admin)
