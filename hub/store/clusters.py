@@ -22,6 +22,7 @@ import hashlib
 import json
 import secrets
 from collections.abc import Mapping
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Integer, case, func, select, update
@@ -33,8 +34,9 @@ from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import AlreadyExists, NotFound
 from hub.store.heartbeats import Beat, HeartbeatBatcher, HeartbeatOutcome
+from hub.store.invalidexports import invalid_total
 from hub.store.tables import cluster_usage, clusters, endpoint_withdrawals, exports
-from hub.store.tokens import TokenLookup
+from hub.store.tokens import TokenLookup, rotate
 from hub.store.usage import scope_patterns
 from hub.store.writer import Mutation, write_exports
 from shared import constants
@@ -131,6 +133,7 @@ class ClusterStore:
                 agent_version=row["agent_version"],
                 imported_services=row.get("imported_services"),
                 imported_endpoints=row.get("imported_endpoints"),
+                invalid_export_count=invalid_total(row.get("invalid_exports")),
                 export_count=int(row.get("export_count") or 0),
                 conflict_count=int(row.get("conflict_count") or 0),
                 endpoints_withdrawn=row.get("withdrawn_cluster") is not None,
@@ -327,6 +330,13 @@ class ClusterStore:
         if not token:
             return None
         return await self._tokens.cluster_of(token_hash(token))
+
+    async def rotate_token(self, name: str, *, grace: timedelta) -> tuple[str, datetime | None]:
+        """A new member token for `name` (shown only now) and when the one it replaces
+        stops being accepted (None: at once); see `tokens.rotate`. NotFound."""
+        token = secrets.token_urlsafe(32)
+        expires = await rotate(self._ctx, name, new_hash=token_hash(token), grace=grace)
+        return token, expires
 
     async def close(self) -> None:
         await self._beats.close()

@@ -18,6 +18,7 @@ from hub.api.routes import (
     health,
     imports,
     invalidexports,
+    tokens,
     whoami,
 )
 
@@ -25,6 +26,7 @@ ROUTERS: tuple[APIRouter, ...] = tuple(
     module.router
     for module in (
         clusters,
+        tokens,
         exports,
         conflicts,
         invalidexports,

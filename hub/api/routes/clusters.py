@@ -23,7 +23,6 @@ from hub.api.auth import (
     MemberOrReaderAccess,
     ReaderAccess,
     bearer_token,
-    configured_role,
 )
 from hub.api.deps import SettingsDep, StoreDep, context_of
 from hub.api.fastpath import fast_path_route
@@ -234,7 +233,7 @@ async def heartbeat_fast(request: StrictJsonRequest) -> Response | None:
     ctx = context_of(request.app)
     store = ctx.store
     token = bearer_token(request)
-    if store is None or token is None or configured_role(ctx, token) is not None:
+    if store is None or token is None or ctx.credentials.role_of(token) is not None:
         return None
     try:
         beat = Heartbeat.model_validate_json(await request.body())
