@@ -61,7 +61,7 @@ from member.clusteridentity import AboutApi, ClustersetProperty, resolve_cluster
 from member.clusterproperties import FleetPropertiesView
 from member.duration import DurationRecorder
 from member.heartbeat import HeartbeatLoop, VersionGate
-from member.hubclient import HubClient, HubClientConfig
+from member.hubclient import HubClient, HubClientConfig, idle_connection_seconds
 from member.hubfeed import HubExportListWatch, HubView, record_key
 from member.importer import Importer
 from member.informer import Informer, namespaced_key
@@ -166,6 +166,7 @@ class Agent:
                 # A rotated token reaches the agent through this file, without a restart.
                 token_file=settings.token_file,
                 verify=str(settings.hub_ca_file) if settings.hub_ca_file else True,
+                keepalive_expiry=idle_connection_seconds(settings.heartbeat_interval),
             ),
             metrics=self.metrics.hub,
         )

@@ -50,7 +50,12 @@ from pydantic import BaseModel, ValidationError
 from member.hubtoken import TokenSource
 from member.metrics import HubRequestMetrics
 from shared.backoff import Backoff, retry_after
-from shared.constants import API_PREFIX, WATCH_DEFAULT_TIMEOUT_SECONDS
+from shared.constants import (
+    API_PREFIX,
+    HEARTBEAT_JITTER,
+    IDLE_CONNECTION_MARGIN_SECONDS,
+    WATCH_DEFAULT_TIMEOUT_SECONDS,
+)
 from shared.models import (
     AnnotationPatch,
     AnnotationPatchMeta,
@@ -81,6 +86,7 @@ __all__ = [
     "HubRejected",
     "HubUnavailable",
     "HubWatchStream",
+    "idle_connection_seconds",
 ]
 
 logger = logging.getLogger(__name__)
@@ -113,6 +119,14 @@ EXPECTED_ERROR_CODES = ("connection", "409", "410", "429", "500", "503")
 M = TypeVar("M", bound=BaseModel)
 
 
+def idle_connection_seconds(heartbeat_interval: float) -> float:
+    """How long the agent keeps an idle connection to the hub: its longest wait between
+    heartbeats (the interval plus its jitter) and a margin, so that every beat of a quiet
+    agent goes over the connection the last one used. The hub keeps idle connections
+    longer (`--keep-alive-timeout-seconds`, above this for the default interval)."""
+    return heartbeat_interval * (1 + HEARTBEAT_JITTER) + IDLE_CONNECTION_MARGIN_SECONDS
+
+
 @dataclass(frozen=True)
 class HubClientConfig:
     """How to reach the hub, and how patient to be with it."""
@@ -132,6 +146,10 @@ class HubClientConfig:
     backoff_max: float = 5.0
     retry_after_max: float = 15.0
     page_size: int = 500
+    # How long an idle connection is kept for the next request: past the agent's longest
+    # wait between heartbeats (`idle_connection_seconds`), or a quiet agent opens a new
+    # TCP connection for every beat. httpx's own default is 5 s.
+    keepalive_expiry: float = 5.0
     verify: bool | str = True
     user_agent: str = f"mcsync-agent/{__version__}"
 
@@ -220,6 +238,7 @@ class HubClient:
             verify=config.verify,
             transport=transport,
             follow_redirects=False,
+            limits=httpx.Limits(keepalive_expiry=config.keepalive_expiry),
         )
 
     def instrument(self, tracer_provider: TracerProvider) -> None:

@@ -52,6 +52,15 @@ INVALID_EXPORTS_MAX: Final = 1000
 # once a this many seconds; so the hub's --cluster-ttl may not be shorter than their product.
 HEARTBEATS_PER_TTL: Final = 3
 HEARTBEAT_INTERVAL_MIN_SECONDS: Final = 1.0
+HEARTBEAT_INTERVAL_DEFAULT_SECONDS: Final = 30.0
+# Each wait between an agent's heartbeats is its interval times a factor drawn from 1 ± this.
+HEARTBEAT_JITTER: Final = 0.2
+# An agent keeps its idle connection to the hub this long past its longest wait between
+# beats, so that a quiet agent's heartbeats reuse one TCP connection
+# (`member.hubclient.idle_connection_seconds`). The hub keeps an idle connection longer than
+# that (`--keep-alive-timeout-seconds`), so that the client, not the hub, closes it: a hub
+# closing first races a request the client is sending on it.
+IDLE_CONNECTION_MARGIN_SECONDS: Final = 5.0
 
 # EndpointSlices (SPEC §2.8). Kubernetes' own limits: 1,000 endpoints a slice, 100 addresses
 # an endpoint, 100 ports a slice.

@@ -498,6 +498,10 @@ class EndpointSliceExportSpec(StrictWireModel):
     # The source slice's resourceVersion, so an agent can tell an unchanged slice after a
     # restart without comparing contents.
     source_resource_version: str | None = Field(default=None, max_length=128)
+    # When the source agent saw this version of the slice (its informer's event): where the
+    # importing agents' `mcs_endpointslice_sync_latency_seconds` starts
+    # (docs/reference.md#observability). Absent from older agents.
+    source_observed_time: Timestamp | None = None
 
     @field_validator("ports")
     @classmethod

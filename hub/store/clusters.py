@@ -22,7 +22,6 @@ import hashlib
 import json
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,22 +33,22 @@ from hub.store import codec
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import AlreadyExists, NotFound
-from hub.store.invalidexports import invalid_total, stored_report
+from hub.store.heartbeats import Beat, HeartbeatBatcher, HeartbeatOutcome
+from hub.store.invalidexports import invalid_total
 from hub.store.tables import cluster_usage, clusters, endpoint_withdrawals, exports
 from hub.store.tokens import TokenLookup, rotate
 from hub.store.usage import scope_patterns
-from hub.store.withdrawals import give_back_cluster
 from hub.store.writer import Mutation, write_exports
 from shared import constants
 from shared.models import (
     Condition,
+    Heartbeat,
     InvalidExports,
     MemberCluster,
     MemberClusterMeta,
     MemberClusterSpec,
     MemberClusterStatus,
     WithdrawalHold,
-    to_wire,
 )
 from shared.timefmt import utcnow
 
@@ -110,20 +109,11 @@ def held_condition(hold_text: str | None, *, cluster: str) -> list[Condition]:
     ]
 
 
-@dataclass(frozen=True)
-class HeartbeatOutcome:
-    """A recorded heartbeat (the cluster is `Ready` by it): whether its answer hands the
-    agent the admin's one-shot allowance (consumed by this heartbeat)."""
-
-    withdrawal_allowed: bool
-    # Exports whose endpoints this heartbeat gave back to the import feed (SPEC §5.1).
-    given_back: int = 0
-
-
 class ClusterStore:
     def __init__(self, ctx: StoreContext) -> None:
         self._ctx = ctx
         self._tokens = TokenLookup(ctx)
+        self._beats = HeartbeatBatcher(ctx)
 
     def _model(self, row: Mapping[Any, Any], states: ClusterStates | None = None) -> MemberCluster:
         states = states or ClusterStates(self._ctx.cluster_ttl)
@@ -293,53 +283,31 @@ class ClusterStore:
         withdrawal_held: WithdrawalHold | None = None,
         invalid_exports: InvalidExports | None = None,
     ) -> HeartbeatOutcome:
-        """Record a heartbeat in one transaction: the agent is alive (its version, what it
-        imports, the mass withdrawal it holds, None clearing it); a cluster recorded Stale
-        is Ready again and its withheld endpoints come back to the import feed now
-        (`withdrawals.give_back_cluster`); a pending allowance is handed over (and
-        consumed) when the agent reports a hold. NotFound when not registered."""
-        # Every cluster beats several times per TTL, so a beat is two statements in one
-        # transaction and no read after it: the UPDATE (step 1 of the lock order, `locks`:
-        # the sweep and the cluster's writes wait for it, or it for them), then the
-        # cluster's withheld exports, usually none.
-        async with self._ctx.write() as conn:
-            updated = await conn.execute(
-                update(clusters)
-                .where(clusters.c.name == name, clusters.c.deleting.is_(False))
-                .values(
-                    last_heartbeat=utcnow(),
-                    agent_version=agent_version,
-                    imported_services=imported_services,
-                    imported_endpoints=imported_endpoints,
-                    stale=False,
-                    withdrawal_held=(
-                        None
-                        if withdrawal_held is None
-                        else codec.canonical_json(to_wire(withdrawal_held))
-                    ),
-                    # SPEC §7: replaced when the beat carries a list, kept when it does not.
-                    **(
-                        {}
-                        if invalid_exports is None
-                        else {"invalid_exports": stored_report(invalid_exports)}
-                    ),
-                )
-            )
-            if updated.rowcount == 0:
-                raise NotFound(f"cluster {name!r} is not registered")
-            allowed = False
-            if withdrawal_held is not None:
-                # The row is ours until commit: this takes the allowance exactly once.
-                taken = await conn.execute(
-                    update(clusters)
-                    .where(clusters.c.name == name, clusters.c.withdrawal_allowed.is_(True))
-                    .values(withdrawal_allowed=False)
-                )
-                allowed = taken.rowcount == 1
-            applied = await give_back_cluster(conn, self._ctx, name)
-        if applied.newest_revision is not None:
-            self._ctx.notifier.committed(applied.newest_revision)
-        return HeartbeatOutcome(withdrawal_allowed=allowed, given_back=applied.given_back)
+        """Record a heartbeat: the agent is alive (its version, what it imports, the mass
+        withdrawal it holds, None clearing it); a cluster recorded Stale is Ready again and
+        its withheld endpoints come back to the import feed now; a pending allowance is
+        handed over (and consumed) when the agent reports a hold. Beats that arrive
+        together share one transaction (`hub.store.heartbeats`). NotFound when not
+        registered."""
+        beat = Heartbeat(
+            agent_version=agent_version,
+            imported_services=imported_services,
+            imported_endpoints=imported_endpoints,
+            withdrawal_held=withdrawal_held,
+            invalid_exports=invalid_exports,
+        )
+        outcome = await self._beats.write(Beat(name, beat))
+        assert outcome is not None  # an authenticated beat is recorded or NotFound
+        return outcome
+
+    async def beat_with_token(
+        self, name: str, beat: Heartbeat, *, token: str
+    ) -> HeartbeatOutcome | None:
+        """Record `beat` if `token` is cluster `name`'s member token, in the same group
+        commit as every other beat; None (nothing recorded) when it is not, or the
+        cluster is not registered: the caller then authenticates the long way, which
+        says why."""
+        return await self._beats.write(Beat(name, beat, token_hash=token_hash(token)))
 
     async def allow_withdrawal(self, name: str) -> MemberCluster:
         """Let the cluster's next held mass withdrawal through, once (SPEC §5.1): handed
@@ -371,6 +339,7 @@ class ClusterStore:
         return token, expires
 
     async def close(self) -> None:
+        await self._beats.close()
         await self._tokens.close()
 
     async def delete(self, name: str) -> MemberCluster:

@@ -468,11 +468,13 @@ class ImportRow:
     type: str
     kind: str
     text: str
+    namespace: str = ""
 
     @property
     def key(self) -> str | None:
-        """The fan-out's routing key: None, since every cluster imports every change."""
-        return None
+        """The fan-out's routing key: the namespace, since a cluster's import scope is a
+        set of namespaces (`hub.store.fanout` indexes watches by it)."""
+        return self.namespace
 
     def event(self) -> WatchEvent:
         obj: ServiceImport | EndpointSliceExport
@@ -517,12 +519,14 @@ class ImportFeed:
     def subscribe(
         self,
         *,
+        scope: Sequence[str] | None = None,
         limits: BufferLimits | None = None,
         on_overflow: Callable[[], object] | None = None,
     ) -> Subscription:
         """Receive every import change after `joined_at` as shared wire lines (the
-        contract of `Feed.subscribe`, fleet-wide)."""
-        return self.fanout.subscribe(None, limits=limits, on_overflow=on_overflow)
+        contract of `Feed.subscribe`), fleet-wide, or of the namespaces `scope` allows
+        (a cluster's `spec.importNamespaces`): only those are handed to it."""
+        return self.fanout.subscribe(None, scope=scope, limits=limits, on_overflow=on_overflow)
 
     async def close(self) -> None:
         if self._fanout is not None:
@@ -543,6 +547,7 @@ class ImportFeed:
                 changes.c.type,
                 changes.c.kind,
                 changes.c.object,
+                changes.c.namespace,
             )
             .where(changes.c.revision > revision, changes.c.kind.in_(IMPORT_KINDS))
             .order_by(changes.c.revision)
@@ -561,6 +566,7 @@ class ImportFeed:
                 type=r.type,
                 kind=r.kind,
                 text=r.object,
+                namespace=r.namespace,
             )
             for r in rows
         ]

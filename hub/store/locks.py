@@ -95,6 +95,12 @@ class KeyLocks(Protocol):
         first step, which excludes every write of that cluster (step 1 of the writes)."""
         ...
 
+    def exclusive_unlocked(self, query: Select[Any], *, of: Table) -> Select[Any]:
+        """`exclusive`, answering only the rows no other transaction holds (the rest are
+        left out, not waited for): the heartbeat batch's, so that one cluster whose export
+        write holds its row does not hold up the beats of every other cluster."""
+        ...
+
     async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, KeyRow]:
         """Lock `keys` until commit (step 2); answers the ServiceImport rows they have
         (a key without one is absent)."""
@@ -160,6 +166,9 @@ class PostgresLocks:
     def exclusive(self, query: Select[Any], *, of: Table) -> Select[Any]:
         return query.with_for_update(of=of)
 
+    def exclusive_unlocked(self, query: Select[Any], *, of: Table) -> Select[Any]:
+        return query.with_for_update(of=of, skip_locked=True)
+
     async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, KeyRow]:
         if not keys:
             return {}
@@ -189,6 +198,9 @@ class SQLiteLocks:
         return query  # BEGIN IMMEDIATE holds the only writer lock
 
     def exclusive(self, query: Select[Any], *, of: Table) -> Select[Any]:
+        return query
+
+    def exclusive_unlocked(self, query: Select[Any], *, of: Table) -> Select[Any]:
         return query
 
     async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, KeyRow]:

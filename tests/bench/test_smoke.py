@@ -87,6 +87,10 @@ BENCHMARKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("sqlite",),
         ("cold_cpu_ms", "warm_cpu_ms", "warm_cpu_ms_per_10000_imports"),
     ),
+    "fleet_scale": (
+        ("postgresql",),
+        ("units", "fleet"),
+    ),
     "console": (
         ("sqlite",),
         ("overview_on_screen_ms", "search_ms", "live_change", "watches"),
