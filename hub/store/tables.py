@@ -111,6 +111,9 @@ clusters = Table(
     # SPEC §7 (migration 0006): the cluster's Valid=False ServiceExports as its agent last
     # reported them (JSON of an InvalidExports); NULL until it reports.
     Column("invalid_exports", Text, nullable=True),
+    # docs/reference.md#cluster-properties (migration 0007): the cluster's ClusterProperty
+    # objects as its agent last reported them (canonical JSON object); NULL until it reports.
+    Column("properties", Text, nullable=True),
 )
 
 exports = Table(
