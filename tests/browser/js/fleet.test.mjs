@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 const { listPath, mayMatch, readPage, rowOf } = await import("../../../hub/console/static/fleet.js");
-const { scopeAllows } = await import("../../../hub/console/static/views.js");
+const { propertiesText, scopeAllows } = await import("../../../hub/console/static/views.js");
 
 function serviceImport(namespace, name, clusters, conflicts = []) {
   return {
@@ -108,3 +108,12 @@ for (const [patterns, namespace, allowed] of [
     assert.equal(scopeAllows(patterns, namespace), allowed);
   });
 }
+
+test("the cluster view shows its properties by name, less the identity ones", () => {
+  assert.equal(propertiesText(undefined), "not reported");
+  assert.equal(propertiesText({ "cluster.clusterset.k8s.io": "east" }), "—");
+  assert.equal(propertiesText({
+    "zone.topology.mcsync.io": "eu-1", "region.topology.mcsync.io": "eu",
+    "cluster.clusterset.k8s.io": "east", "clusterset.k8s.io": "prod",
+  }), "region.topology.mcsync.io=eu, zone.topology.mcsync.io=eu-1");
+});
