@@ -41,8 +41,10 @@ from hub.store.feed import (
     read_current_revision,
     read_retained,
 )
-from hub.store.locks import take_revisions
-from hub.store.tables import changes, clusters
+from hub.store.importfeed import ImportChanges, admission, exclusion
+from hub.store.importselection import judge_cluster
+from hub.store.locks import lock_selection_exclusive, take_revisions
+from hub.store.tables import changes, clusters, service_imports
 from shared import constants
 from shared.models import (
     ClusterProperties,
@@ -189,10 +191,36 @@ class ClusterPropertiesStore:
                 update(clusters).where(clusters.c.name == cluster).values(properties=text)
             )
             record = _record("ADDED" if row[0] is None else "MODIFIED", cluster, properties)
-            newest = await record_changes(conn, self._ctx, [record])
+            feed = await self._selection(conn, cluster, properties)
+            newest = await record_changes(conn, self._ctx, [record], feed)
         if newest is not None:
             self._ctx.notifier.committed(newest)
         return True
+
+    async def _selection(
+        self, conn: AsyncConnection, cluster: str, properties: Mapping[str, str]
+    ) -> ImportChanges:
+        """The keys whose `mcsync.io/import-clusters` now leaves `cluster` out or lets it
+        in, and what its import feed must hear of each (`hub.store.importselection`)."""
+        await lock_selection_exclusive(conn, self._ctx)
+        left, admitted = await judge_cluster(conn, self._ctx, cluster, properties)
+        feed = ImportChanges()
+        keys = sorted(left | admitted)
+        if not keys:
+            return feed
+        found = await self._ctx.rows.select_in(
+            conn, service_imports, ("namespace", "name"), keys
+        )
+        rows = {(r["namespace"], r["name"]): r for r in found if r["created_at"] is not None}
+        for key in keys:
+            row = rows.get(key)
+            if row is None:
+                continue
+            if key in left:
+                feed.items.extend(await exclusion(conn, self._ctx, key, row, {cluster}))
+            else:
+                feed.items.extend(await admission(conn, self._ctx, key, row, {cluster}))
+        return feed
 
     async def current_revision(self) -> int:
         async with self._ctx.read() as conn:
@@ -269,12 +297,23 @@ class ClusterPropertiesStore:
 
 
 async def record_changes(
-    conn: AsyncConnection, ctx: StoreContext, records: list[ChangeRecord]
+    conn: AsyncConnection,
+    ctx: StoreContext,
+    records: list[ChangeRecord],
+    feed: ImportChanges | None = None,
 ) -> int | None:
-    """Take revisions (LAST) for `records` and write their history rows; the newest."""
-    if not records:
+    """Take revisions (LAST) for `records` (and the import feed's `feed`, first) and
+    write their history rows; the newest."""
+    count = len(records) + (len(feed) if feed is not None else 0)
+    if not count:
         return None
-    newest = await take_revisions(conn, ctx, len(records))
-    await ctx.rows.write(conn, [change_rows(stamped(records, newest - len(records) + 1))])
+    newest = await take_revisions(conn, ctx, count)
+    first = newest - count + 1
+    history: list[tuple[int, ChangeRecord]] = []
+    if feed is not None and len(feed):
+        history, _, _ = feed.records(first)
+        first += len(feed)
+    history += stamped(records, first)
+    await ctx.rows.write(conn, [change_rows(history)])
     return newest
 

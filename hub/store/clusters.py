@@ -34,7 +34,9 @@ from hub.store.clusterproperties import deleted_change, record_changes, stored_p
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import AlreadyExists, NotFound
+from hub.store.importselection import forget_cluster, judge_new_cluster
 from hub.store.invalidexports import stored_report
+from hub.store.locks import lock_selection_exclusive
 from hub.store.tables import cluster_usage, clusters, endpoint_withdrawals, exports
 from hub.store.tokens import TokenLookup
 from hub.store.usage import scope_patterns
@@ -195,6 +197,10 @@ class ClusterStore:
         try:
             async with self._ctx.write() as conn:
                 await conn.execute(clusters.insert().values(row))
+                # Not reported yet: left out of the keys whose import-clusters needs a
+                # property (docs/reference.md#cluster-selection).
+                await lock_selection_exclusive(conn, self._ctx)
+                await judge_new_cluster(conn, self._ctx, meta.name)
         except IntegrityError:
             raise AlreadyExists(f"cluster {name!r} is already registered") from None
         return self._model(row), token
@@ -406,6 +412,7 @@ class ClusterStore:
                     await conn.execute(
                         sql_delete(cluster_usage).where(cluster_usage.c.cluster_id == name)
                     )
+                    await forget_cluster(conn, name)
                     gone = deleted_change(name, row.get("properties"))
                     newest = await record_changes(conn, self._ctx, [gone] if gone else [])
                     break

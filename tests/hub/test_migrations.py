@@ -19,6 +19,8 @@ TABLES = {
     "endpoint_slices",
     "endpoint_withdrawals",
     "cluster_usage",
+    "import_selectors",
+    "import_exclusions",
 }
 
 
