@@ -32,8 +32,8 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from shared.models import StrictWireModel
 from shared.validation import StrictInt, is_dns1123_subdomain
+from shared.wirebase import StrictWireModel
 
 __all__ = [
     "ANNOTATION_ACTIVE_CLUSTERS",
