@@ -77,6 +77,8 @@ from member.kube.listwatch import (
 from member.kube.resources import ServiceExportClient
 from member.metrics import AgentMetrics
 from member.namespaced import NamespacedLister, per_namespace
+from member.propertiesfeed import PropertiesFeed
+from member.propertiesreport import PropertiesReporter
 from member.reconcilers.export import ExportReconciler, NotLeading
 from member.reconcilers.sliceexport import (
     REPAIR_KEY,
@@ -255,6 +257,21 @@ class Agent:
                 other_services=self.services,
                 properties=self.fleet_properties,
             )
+        # docs/reference.md#cluster-properties: while importing, the fleet's properties
+        # come from the hub's feed into `fleet_properties` (made before the importer).
+        self.properties_feed: PropertiesFeed | None = None
+        if self.importer is not None:
+            self.properties_feed = PropertiesFeed(
+                self.hub, self.fleet_properties, watch_timeout=timeout
+            )
+        self.properties = PropertiesReporter(
+            api=self.api,
+            about=self.about,
+            hub=self.hub,
+            cluster_id=self.cluster_id,
+            view=self.fleet_properties,
+            watch_timeout=timeout,
+        )
         self.heartbeat = HeartbeatLoop(
             hub=self.hub,
             interval=settings.heartbeat_interval,
@@ -340,6 +357,7 @@ class Agent:
             self.health.port,
         )
         self.heartbeat.start(background)
+        self.properties.start(background)
         threads = [informer.start(background) for informer in self._informers()]
         elector_stop = threading.Event()
         elector_thread: threading.Thread | None = None
@@ -596,6 +614,8 @@ class Agent:
             *self.slice_informers.values(),
             self.hub_informer,
             *(self.importer.informers() if self.importer is not None else []),
+            *([self.properties_feed.informer] if self.properties_feed is not None else []),
+            *([self.properties.informer] if self.properties.informer is not None else []),
         ]
 
     def _wait_for_sync(self, stop: threading.Event) -> bool:

@@ -139,7 +139,12 @@ class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | _Busy | None"]):
         newest: int | None = None
         async with self._ctx.write() as conn:
             query = (
-                select(clusters.c.name, clusters.c.token_hash, clusters.c.withdrawal_allowed)
+                select(
+                    clusters.c.name,
+                    clusters.c.token_hash,
+                    clusters.c.previous_token_hash,
+                    clusters.c.withdrawal_allowed,
+                )
                 .where(clusters.c.name.in_(names), clusters.c.deleting.is_(False))
                 .order_by(clusters.c.name)
             )
@@ -166,6 +171,9 @@ class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | _Busy | None"]):
             plain: list[dict[str, Any]] = []
             reporting: list[dict[str, Any]] = []
             matched: dict[str, bool] = {}  # cluster -> its answer hands over the allowance
+            # Beats that presented a rotated cluster's NEW token: the agent has it, so the
+            # previous one is retired now, as any other request with it would (`tokens`).
+            retiring: list[str] = []
             for m in mutations:
                 row = rows.get(m.cluster)
                 if m.cluster in busy:
@@ -175,6 +183,8 @@ class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | _Busy | None"]):
                     and not hmac.compare_digest(str(row.token_hash), m.token_hash)
                 ):
                     continue
+                if m.token_hash is not None and row.previous_token_hash is not None:
+                    retiring.append(m.cluster)
                 beat = m.beat
                 held = beat.withdrawal_held
                 # The row is locked until commit: this takes the allowance exactly once.
@@ -193,6 +203,12 @@ class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | _Busy | None"]):
                 else:
                     values["b_invalid"] = stored_report(beat.invalid_exports)
                     reporting.append(values)
+            if retiring:
+                await conn.execute(
+                    update(clusters)
+                    .where(clusters.c.name.in_(sorted(set(retiring))))
+                    .values(previous_token_hash=None, previous_token_expires=None)
+                )
             if plain:
                 await conn.execute(_UPDATE, plain)
             if reporting:

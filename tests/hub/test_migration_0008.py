@@ -49,7 +49,7 @@ async def test_downgrade_keeps_the_records_and_upgrade_refills_the_column(
     finally:
         await store.close()
 
-    await migrate.downgrade_async(database_url, "0006")
+    await migrate.downgrade_async(database_url, "0007")
     columns, count = await _exports_table(database_url)
     assert "cluster_selection" not in columns and "spec" in columns
     assert count == 3

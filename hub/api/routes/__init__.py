@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from hub.api.routes import (
+    clusterproperties,
     clusters,
     conflicts,
     docs,
@@ -26,6 +27,7 @@ ROUTERS: tuple[APIRouter, ...] = tuple(
     module.router
     for module in (
         clusters,
+        clusterproperties,
         tokens,
         exports,
         conflicts,
