@@ -7,8 +7,9 @@ following the hub's import feed.
 
 The selectors and policy are the ServiceExports' annotations, sent by the exporting agents
 and decided by the hub like any property of the Service. The clusters' properties come
-through the `FleetProperties` protocol (`StaticProperties`): the part that carries
-ClusterProperty objects through the hub is built beside this one. Everything else — the
+through the `FleetProperties` protocol (`StaticProperties`), so each scenario controls
+them directly; `test_cluster_selection_fleet` takes them from ClusterProperty objects
+through the hub instead. Everything else — the
 feed, the counting of ready endpoints, the tiers, the damping, the slices, annotations and
 Events — is the product's.
 

@@ -30,9 +30,6 @@ from tests.member.agent_support import (
 )
 
 pytestmark = pytest.mark.e2e
-# The agent reports ClusterProperty objects and follows the hub's fleet-properties feed
-# with `member.propertiesfeed` (the cluster-properties work, merged beside this one).
-pytest.importorskip("member.propertiesfeed", reason="cluster properties are not reported yet")
 
 NS = "shop"
 REGION = "region"
