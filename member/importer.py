@@ -42,6 +42,11 @@ longer has"): after every list of the hub's import feed, and at the start of eve
 leadership term, every key known on either side — the hub's, and those of every managed
 object — is queued in the three queues' bulk lanes, so live changes overtake it.
 
+Cluster selection (docs/reference.md#cluster-selection) is one `ImportSelections` the
+ServiceImport and slice reconcilers share: a change of its outcome queues both, the end of
+a failback wait queues the slices' reconcile at that moment (the queue's add-after), and a
+change of cluster properties queues the selecting keys it concerns.
+
 Only the leader writes: the workers run while leading, and every write checks `may_write`.
 """
 
@@ -55,6 +60,7 @@ from typing import Any
 from kubernetes import client as k8s
 from opentelemetry import trace
 
+from member.clusterproperties import FleetProperties
 from member.hubclient import HubClient
 from member.importfeed import (
     HubImportListWatch,
@@ -66,6 +72,7 @@ from member.importfeed import (
 from member.importmetrics import ImportMetrics
 from member.importowners import DerivedServices, InTheWay
 from member.importready import FamilyRefusals
+from member.importselection import ImportSelections, SelectionMetrics, StaticProperties
 from member.importspec import OPTIONAL_IMPORT_FIELDS, is_managed
 from member.informer import Informer, namespaced_key
 from member.kube.client import KubeConfigError, discover_mcs_version
@@ -173,11 +180,14 @@ class Importer:
         may_write: Callable[[], bool],
         tracer: trace.Tracer | None = None,
         other_services: NamespaceLister | None = None,
+        properties: FleetProperties | None = None,
     ) -> None:
         """`other_services`: every Service of the watched namespaces not labelled managed by
         mcsync (the export side's cache), so that a foreign Service on a derived name is
         seen before a create runs into it; the agent hands its events to
-        `on_other_service()`."""
+        `on_other_service()`. `properties`: this cluster's and the exporters' cluster
+        properties, which cluster selection reads (None: none known, so selectors select
+        no cluster and each import's fallback decides)."""
         try:
             self.version = discover_mcs_version(api, SERVICEIMPORT_PLURAL, "ServiceImport")
         except KubeConfigError as exc:
@@ -279,6 +289,24 @@ class Importer:
             managed=services, service_imports=service_imports, others=other_services
         )
         self.in_the_way = InTheWay(events)
+
+        def selection_event(key: str, type_: str, reason: str, message: str) -> None:
+            obj = service_imports.get(key)
+            if obj is not None and is_managed(obj):
+                about = {**obj, "apiVersion": f"{MCS_GROUP}/{self.version}",
+                         "kind": "ServiceImport"}
+                events.record(about, type=type_, reason=reason, message=message)
+
+        self.selections = ImportSelections(
+            imports=self.view,
+            properties=properties if properties is not None else StaticProperties(),
+            metrics=SelectionMetrics(metrics),
+            on_change=lambda key: self._queue(
+                key, bulk=False, which=("serviceimport", "mirroredslices")
+            ),
+            wake=self._wake,
+            events=selection_event,
+        )
         common: dict[str, Any] = {
             "imports": self.view,
             "service_imports": service_imports,
@@ -302,6 +330,7 @@ class Importer:
                 optional_fields=served_import_fields(api, self.version, OPTIONAL_IMPORT_FIELDS),
                 refusals=refusals,
                 slices=self.slice_index,
+                selection=self.selections,
                 **common,
             ),
             "derivedservice": DerivedServiceReconciler(
@@ -317,6 +346,7 @@ class Importer:
                 ),
                 slices=self.slice_index,
                 changed=self.changed_slices,
+                selection=self.selections,
                 **common,
             ),
         }
@@ -382,6 +412,12 @@ class Importer:
             if name == "mirroredslices":
                 self.changed_slices.mark(key, source)
             self.queues[name].add(key, bulk=bulk)
+
+    def _wake(self, key: str, delay: float) -> None:
+        """A failback wait of `key` ends in `delay` seconds: reconcile its slices then (the
+        reconcile re-evaluates the selection and queues the ServiceImport if it moved)."""
+        if self._watched(key):
+            self.queues["mirroredslices"].add_after(key, delay)
 
     def _watched(self, key: str) -> bool:
         return not self._scope or key.partition("/")[0] in self._scope

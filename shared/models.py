@@ -20,15 +20,18 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     AwareDatetime,
-    BaseModel,
     ConfigDict,
     Field,
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
 from shared import constants
+from shared.clusterselection import (
+    ClusterSelectionPolicy,
+    ClusterSelectors,
+    ImportClustersSelector,
+)
 from shared.scope import check_patterns
 from shared.validation import (
     DNS1035_LABEL_RE,
@@ -53,6 +56,9 @@ from shared.validation import (
 from shared.validation import (
     is_dns1035_label as is_dns1035_label,
 )
+from shared.wirebase import StrictWireModel as StrictWireModel
+from shared.wirebase import WireModel as WireModel
+from shared.wirebase import to_wire as to_wire
 
 # --- name rules (Kubernetes' own): `shared.validation`, re-exported for existing callers --
 
@@ -100,29 +106,6 @@ def _app_protocol(value: str | None) -> str | None:
 AppProtocol = Annotated[
     str | None, Field(min_length=1, max_length=316), AfterValidator(_app_protocol)
 ]
-
-
-class WireModel(BaseModel):
-    """Base of every wire model: camelCase aliases, accepted by name or alias."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-        extra="ignore",
-    )
-
-
-class StrictWireModel(WireModel):
-    """A wire model that rejects unknown fields (used for `spec`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-def to_wire(model: BaseModel) -> dict[str, Any]:
-    """The JSON-ready dict of a model as it travels: camelCase, no null fields."""
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 # --- common pieces ----------------------------------------------------------------------
@@ -250,6 +233,11 @@ class InternalServiceExportSpec(StrictWireModel):
     ip_families: list[IPFamily] = Field(default_factory=list, max_length=2)
     exported_labels: dict[str, str] = Field(default_factory=dict)
     exported_annotations: dict[str, str] = Field(default_factory=dict)
+    # Cluster selection (docs/reference.md#cluster-selection): the three ServiceExport
+    # annotations as the agent parsed them; None where the annotation is absent.
+    cluster_selectors: ClusterSelectors | None = None
+    cluster_selection: ClusterSelectionPolicy | None = None
+    import_clusters: ImportClustersSelector | None = None
     service_reference: ServiceReference
 
     @field_validator("ports")
@@ -391,6 +379,10 @@ class ServiceImportSpec(WireModel):
     ip_families: list[IPFamily] = Field(default_factory=list)
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+    # The winner's cluster selection (docs/reference.md#cluster-selection); None: absent.
+    cluster_selectors: ClusterSelectors | None = None
+    cluster_selection: ClusterSelectionPolicy | None = None
+    import_clusters: ImportClustersSelector | None = None
 
 
 class ImportClusterStatus(WireModel):
@@ -419,6 +411,29 @@ class ServiceImport(WireModel):
     metadata: ObjectMeta
     spec: ServiceImportSpec = Field(default_factory=ServiceImportSpec)
     status: ServiceImportStatus = Field(default_factory=ServiceImportStatus)
+
+
+# Whether a cluster imports a Service: yes (qualified: where the namespace exists there),
+# no, or unknown (its agent stopped following the feed).
+ImportAnswer = Literal["yes*", "no", "unknown"]
+
+
+class Importer(WireModel):
+    """One registered cluster: whether it imports a Service, and why
+    (`shared.importreach.where_imported`)."""
+
+    cluster: str
+    imports: ImportAnswer
+    why: str
+
+
+class ImporterList(WireModel):
+    """`GET /api/v1/serviceimports/{namespace}/{name}/importers`: every registered cluster,
+    by name."""
+
+    api_version: str = constants.API_VERSION
+    kind: Literal["ImporterList"] = "ImporterList"
+    items: list[Importer] = Field(default_factory=list)
 
 
 class ServiceImportList(WireModel):

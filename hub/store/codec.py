@@ -20,7 +20,7 @@ import orjson
 from pydantic import TypeAdapter
 
 from hub.store.clusterstate import export_cluster_state
-from shared import constants
+from shared import constants, properties
 from shared.models import (
     Condition,
     InternalServiceExport,
@@ -55,44 +55,43 @@ def canonical_json(value: Any) -> str:
         return _CANONICAL.encode(value)
 
 
+# The `exports` columns that hold the spec: the precedence timestamp, each property of the
+# one table (`shared.properties`) in its own column, and the whole spec.
 SPEC_COLUMNS: tuple[str, ...] = (
     "export_creation_timestamp",
-    "type",
-    "session_affinity",
-    "session_affinity_config",
-    "internal_traffic_policy",
-    "traffic_distribution",
-    "ip_families",
-    "exported_labels",
-    "exported_annotations",
-    "ports",
+    *(p.column for p in properties.PROPERTIES),
     "spec",
 )
+
+
+def property_column(prop: properties.ImportProperty, wire: Mapping[str, Any]) -> str | None:
+    """What `prop`'s column holds for an export spec's wire dict: the word, or the
+    canonical JSON of its value; NULL (None) for an absent value where the column allows."""
+    value = prop.wire_value(wire)
+    if prop.storage is properties.Storage.WORD:
+        return None if value is None else str(value)
+    if value is None and prop.storage is properties.Storage.JSON_OR_NULL:
+        return None
+    return canonical_json(value)
 
 
 def spec_columns(
     spec: InternalServiceExportSpec, wire: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The `exports` columns that hold the spec: each decided property, ports, the whole.
+    """The `exports` columns that hold the spec: each property of the table, the whole.
 
     `wire` is `to_wire(spec)` when the caller has it already (the writer keeps it for a
-    lone export's ServiceImport): dumping a spec costs as much as all six texts.
+    lone export's ServiceImport): dumping a spec costs as much as all the texts.
     """
     if wire is None:
         wire = to_wire(spec)
-    return {
+    columns: dict[str, Any] = {
         "export_creation_timestamp": spec.service_reference.export_creation_timestamp,
-        "type": spec.type,
-        "session_affinity": spec.session_affinity,
-        "session_affinity_config": canonical_json(wire.get("sessionAffinityConfig")),
-        "internal_traffic_policy": spec.internal_traffic_policy,
-        "traffic_distribution": spec.traffic_distribution,
-        "ip_families": canonical_json(wire.get("ipFamilies", [])),
-        "exported_labels": canonical_json(wire.get("exportedLabels", {})),
-        "exported_annotations": canonical_json(wire.get("exportedAnnotations", {})),
-        "ports": canonical_json(wire.get("ports", [])),
-        "spec": canonical_json(wire),
     }
+    for prop in properties.PROPERTIES:
+        columns[prop.column] = property_column(prop, wire)
+    columns["spec"] = canonical_json(wire)
+    return columns
 
 
 def spec_text(spec: InternalServiceExportSpec) -> str:

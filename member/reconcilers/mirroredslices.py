@@ -23,7 +23,12 @@ slices of it (SPEC §2.8).
    with one Warning Event, an orphan of our earlier derived Service (being collected)
    without; either holds up that slice alone, and its change or deletion queues the key
    again (`InTheWay`). A foreign slice with our labels elsewhere is warned about too.
-5. Each write stands alone: one the API server refuses (a source cluster's slice it finds
+5. Cluster selection (docs/reference.md#cluster-selection): for an import with cluster
+   selectors, the slices of clusters outside the active set are desired with every
+   endpoint `ready: false, serving: false` (`member.importselection.masked`). When the
+   active set changed since the key's last reconcile, every slice of the key is looked
+   at, and only those whose readiness changes differ from what is there: one write each.
+6. Each write stands alone: one the API server refuses (a source cluster's slice it finds
    invalid, a name taken by an object we cannot see) is logged and the others are
    written; the reconcile then fails with `SliceWriteErrors`, so the work queue retries
    the key with backoff, and the retry writes only what is still not as it should be.
@@ -45,6 +50,7 @@ from typing import Any, Unpack
 
 from member.importfeed import SliceRef
 from member.importowners import is_orphan_of
+from member.importselection import ImportSelections, masked
 from member.importspec import (
     MirroredSlice,
     create_body,
@@ -119,14 +125,19 @@ class MirroredSliceReconciler(ImportReconciler):
         *,
         slices: ManagedIndex,
         changed: ChangedSlices | None = None,
+        selection: ImportSelections | None = None,
         **deps: Unpack[ImportDeps],
     ) -> None:
         """`slices`: the managed EndpointSlices by key; `changed`: the slices the importer
         named as it queued a key (default: none, every reconcile looks at the whole key);
-        `deps`: every import reconciler's."""
+        `selection`: the keys' cluster selection (None: every cluster's endpoints are
+        used); `deps`: every import reconciler's."""
         super().__init__(**deps)
         self._slices = slices
         self._changed = changed if changed is not None else ChangedSlices()
+        self._selection = selection
+        # key -> the active clusters its slices were last reconciled for (selecting keys).
+        self._applied: dict[str, frozenset[str]] = {}
         # key -> mirrored slice name -> (resourceVersion, the desired slice it equals). Only
         # a key's own reconcile touches its entry (one worker per key).
         self._equal: dict[str, dict[str, tuple[str | None, MirroredSlice]]] = {}
@@ -145,6 +156,9 @@ class MirroredSliceReconciler(ImportReconciler):
             or (owner_import is not None and not is_managed(owner_import))
         ):
             self._equal.pop(key, None)
+            self._applied.pop(key, None)
+            if self._selection is not None:
+                self._selection.forget(key)
             ours = self._owned(key, owner)
             for slice_name, obj in ours.items():
                 self.check_write(KIND, "delete")
@@ -163,12 +177,19 @@ class MirroredSliceReconciler(ImportReconciler):
         if owner is None:
             return "waiting"
         owner_name = str(owner["metadata"]["name"])
+        active = self._active(key, imported)
+        if refs is not None and self._applied.get(key) != active:
+            refs = None  # a switch: every slice's readiness may change
 
         # 3. The changed source slices, or every slice of the key.
         desired: dict[str, MirroredSlice | None]
         existing: dict[str, dict[str, Any]]
         if refs is None:
-            desired = dict(desired_slices(imported, self._imports.slices(key), owner=owner))
+            sources = self._imports.slices(key)
+            desired = {
+                n: self._gated(want, active)
+                for n, want in desired_slices(imported, sources, owner=owner).items()
+            }
             existing = self._owned(key, owner)
             self._warn_foreign(key, owner, desired.keys())
             equal = self._equal[key] = {
@@ -179,15 +200,16 @@ class MirroredSliceReconciler(ImportReconciler):
             for ref in refs:
                 slice_name = mirrored_slice_name(name, ref.cluster, ref.name, derived=owner_name)
                 source = self._imports.slice(namespace, ref)
-                desired[slice_name] = (
-                    mirrored_slice(imported, source, owner=owner) if source is not None else None
+                desired[slice_name] = self._gated(
+                    mirrored_slice(imported, source, owner=owner) if source is not None else None,
+                    active,
                 )
                 have = self._slices.get(key, slice_name)
                 if have is not None and owned_by(have, owner):
                     existing[slice_name] = have
             equal = self._equal.setdefault(key, {})
 
-        # 4. Minimal writes, slice by slice; 5. each on its own.
+        # 4. Minimal writes, slice by slice; 6. each on its own.
         writes, held, failures = 0, 0, dict[str, str]()
         for slice_name in sorted(desired.keys() | existing.keys()):
             want, have = desired.get(slice_name), existing.get(slice_name)
@@ -215,6 +237,10 @@ class MirroredSliceReconciler(ImportReconciler):
                 )
                 continue
             writes += 1
+        if active is None:
+            self._applied.pop(key, None)
+        else:
+            self._applied[key] = active
         if writes:
             logger.info("%s: %d mirrored EndpointSlice writes", key, writes, extra=self.fields(key))
         if failures:
@@ -222,6 +248,20 @@ class MirroredSliceReconciler(ImportReconciler):
         if writes:
             return "written"
         return "blocked" if held else "up_to_date"
+
+    def _active(self, key: str, imported: Any) -> frozenset[str] | None:
+        """5. The clusters whose endpoints may be ready here; None: every cluster's."""
+        if self._selection is None:
+            return None
+        selection = self._selection.evaluate(key, imported)
+        return frozenset(selection.active_clusters) if selection is not None else None
+
+    @staticmethod
+    def _gated(want: MirroredSlice | None, active: frozenset[str] | None) -> MirroredSlice | None:
+        """`want`, its endpoints not ready when its cluster is outside `active`."""
+        if want is None or active is None or want.cluster in active:
+            return want
+        return masked(want)
 
     def _write(
         self,

@@ -11,7 +11,10 @@
    trusting the garbage collector alone.
 3. Create it, or update it when any field we state differs (`member.importspec.matches`);
    an unchanged object is never rewritten. `spec.ips` comes from the derived Service's
-   `clusterIPs`, so a derived Service event queues this key again to fill them in.
+   `clusterIPs`, so a derived Service event queues this key again to fill them in. An
+   import with cluster selectors also carries the outcome of this cluster's selection
+   (`member.importselection`): `mcsync.io/cluster-selector-results` (the clusters of each
+   tier) and `mcsync.io/active-clusters` (docs/reference.md#cluster-selection).
 4. Write `status` through the status subresource, again only when it differs:
    `clusters` and the `Ready` condition (`member.importready`: Ready once the derived
    Service has its IPs and the mirrored slices are written, Pending before,
@@ -29,6 +32,7 @@ from collections.abc import Callable
 from typing import Any, Unpack
 
 from member.importready import FamilyRefusals, ready_condition
+from member.importselection import ImportSelections, result_annotations
 from member.importspec import (
     OPTIONAL_IMPORT_FIELDS,
     create_body,
@@ -95,12 +99,14 @@ class ServiceImportReconciler(ImportReconciler):
         optional_fields: frozenset[str] = OPTIONAL_IMPORT_FIELDS,
         refusals: FamilyRefusals | None = None,
         slices: ManagedIndex | None = None,
+        selection: ImportSelections | None = None,
         **deps: Unpack[ImportDeps],
     ) -> None:
         """`refusals`: the derived Services the API server refused for their IP families;
         `slices`: the managed EndpointSlices by key (None: the `Ready` condition never sees
-        its slices written)."""
+        its slices written); `selection`: the keys' cluster selection (None: none)."""
         super().__init__(**deps)
+        self._selection = selection
         self._refusals = refusals if refusals is not None else FamilyRefusals()
         self._slices = slices
         self._optional_fields = optional_fields
@@ -156,6 +162,10 @@ class ServiceImportReconciler(ImportReconciler):
             derived_service=derived,
             optional_fields=self._optional_fields,
         )
+        if self._selection is not None:
+            chosen = self._selection.evaluate(key, imported)
+            if chosen is not None:
+                desired["metadata"]["annotations"].update(result_annotations(chosen))
         outcome = OUTCOME_UP_TO_DATE
         current: dict[str, Any]
         if existing is None:

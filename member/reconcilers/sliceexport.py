@@ -602,6 +602,7 @@ class SliceExportReconciler:
             name=name,
             service=self._services.get(key),
             deny_namespaces=self._deny,
+            service_export=obj,
         )
         if not validity.valid:
             return f"its ServiceExport is not valid ({validity.reason})"

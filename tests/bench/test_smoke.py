@@ -83,6 +83,10 @@ BENCHMARKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("sqlite",),
         ("loss_and_return", "sweep", "ttl_seconds"),
     ),
+    "selection": (
+        ("sqlite",),
+        ("cold_cpu_ms", "warm_cpu_ms", "warm_cpu_ms_per_10000_imports"),
+    ),
     "console": (
         ("sqlite",),
         ("overview_on_screen_ms", "search_ms", "live_change", "watches"),

@@ -32,12 +32,16 @@ from hub.api.status import documented
 from hub.api.watch import WATCH_RESPONSE, ImportFeedSource, open_watch
 from hub.api.wire import wire
 from shared.constants import API_PREFIX
+from shared.importreach import where_imported
 from shared.models import (
     ClusterImportList,
+    Importer,
+    ImporterList,
     ServiceImport,
     ServiceImportList,
     to_wire,
 )
+from shared.timefmt import utcnow
 
 router = APIRouter(prefix=API_PREFIX, tags=["serviceimports"])
 
@@ -84,6 +88,23 @@ async def get_import(
     namespace: NamespacePath, name: NamePath, _access: ReaderAccess, store: StoreDep
 ) -> Response:
     return JSONResponse(to_wire(await store.imports.get(namespace, name)))
+
+
+@router.get(
+    "/serviceimports/{namespace}/{name}/importers",
+    response_model=ImporterList,
+    summary="Whether each registered cluster imports this Service, and why",
+    responses=documented(401, 403, 404, 422, 503),
+)
+async def list_importers(
+    namespace: NamespacePath, name: NamePath, _access: ReaderAccess, store: StoreDep
+) -> Response:
+    """The rows of `mcsync describe import` (`shared.importreach`), for the console: it asks
+    the hub rather than restating the scope globs and the reasons in JavaScript."""
+    item = await store.imports.get(namespace, name)
+    rows = where_imported(item, await store.clusters.list(), now=utcnow())
+    importers = [Importer(cluster=c, imports=i, why=w) for c, i, w in rows]
+    return JSONResponse(to_wire(ImporterList(items=importers)))
 
 
 @router.get(
