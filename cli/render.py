@@ -499,6 +499,11 @@ def describe_cluster(cluster: MemberCluster, *, now: datetime) -> str:
             ("Labels", labels(cluster.metadata.labels)),
             ("Export scope", _scope(cluster.spec.export_namespaces)),
             ("Import scope", _scope(cluster.spec.import_namespaces)),
+            *(
+                [("Properties", "<not reported yet>" if status.properties is None else NONE)]
+                if not status.properties
+                else []
+            ),
             ("Registered", timestamp(cluster.metadata.creation_timestamp)),
             ("Age", age(cluster.metadata.creation_timestamp, now=now)),
             *([] if status.conditions else [("Conditions", NONE)]),
@@ -507,7 +512,22 @@ def describe_cluster(cluster: MemberCluster, *, now: datetime) -> str:
     if status.conditions:  # WithdrawalHeld (SPEC §5.1): what to do is in its message
         lines.append("Conditions:")
         lines.extend(_indented(_conditions_table(status.conditions, now=now)))
+    lines.extend(_properties(status.properties))
     return "\n".join(lines) + "\n"
+
+
+def _properties(properties: Mapping[str, str] | None) -> list[str]:
+    """The cluster's ClusterProperty objects (docs/reference.md#cluster-properties), one
+    `name=value` a line by name; a value is shown as JSON when it holds a character a
+    terminal would act on, so a property can never rewrite the page around it."""
+    if not properties:
+        return []  # said among the fields
+    out = ["Properties:"]
+    for name in sorted(properties):
+        value = properties[name]
+        shown = value if value.isprintable() else json.dumps(value)
+        out.append(f"  {name}={shown}")
+    return out
 
 
 def _scope(patterns: list[str] | None) -> str:

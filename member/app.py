@@ -58,6 +58,7 @@ from opentelemetry import trace
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from member.clusteridentity import AboutApi, ClustersetProperty, resolve_cluster_id
+from member.clusterproperties import FleetPropertiesView
 from member.duration import DurationRecorder
 from member.heartbeat import HeartbeatLoop, VersionGate
 from member.hubclient import HubClient, HubClientConfig
@@ -76,6 +77,8 @@ from member.kube.listwatch import (
 from member.kube.resources import ServiceExportClient
 from member.metrics import AgentMetrics
 from member.namespaced import NamespacedLister, per_namespace
+from member.propertiesfeed import PropertiesFeed
+from member.propertiesreport import PropertiesReporter
 from member.reconcilers.export import ExportReconciler, NotLeading
 from member.reconcilers.sliceexport import (
     REPAIR_KEY,
@@ -247,6 +250,22 @@ class Agent:
                 tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
                 other_services=self.services,
             )
+        # docs/reference.md#cluster-properties: this cluster's properties (reported to the
+        # hub when they change) and, while importing, the fleet's (cluster selection).
+        self.fleet_properties = FleetPropertiesView(self.cluster_id)
+        self.properties_feed: PropertiesFeed | None = None
+        if self.importer is not None:
+            self.properties_feed = PropertiesFeed(
+                self.hub, self.fleet_properties, watch_timeout=timeout
+            )
+        self.properties = PropertiesReporter(
+            api=self.api,
+            about=self.about,
+            hub=self.hub,
+            cluster_id=self.cluster_id,
+            view=self.fleet_properties,
+            watch_timeout=timeout,
+        )
         self.heartbeat = HeartbeatLoop(
             hub=self.hub,
             interval=settings.heartbeat_interval,
@@ -332,6 +351,7 @@ class Agent:
             self.health.port,
         )
         self.heartbeat.start(background)
+        self.properties.start(background)
         threads = [informer.start(background) for informer in self._informers()]
         elector_stop = threading.Event()
         elector_thread: threading.Thread | None = None
@@ -588,6 +608,8 @@ class Agent:
             *self.slice_informers.values(),
             self.hub_informer,
             *(self.importer.informers() if self.importer is not None else []),
+            *([self.properties_feed.informer] if self.properties_feed is not None else []),
+            *([self.properties.informer] if self.properties.informer is not None else []),
         ]
 
     def _wait_for_sync(self, stop: threading.Event) -> bool:

@@ -50,6 +50,9 @@ from shared.models import (
     AnnotationPatch,
     AnnotationPatchMeta,
     ClusterImportList,
+    ClusterProperties,
+    ClusterPropertiesList,
+    ClusterPropertiesReport,
     EndpointSliceExport,
     EndpointSliceExportList,
     Heartbeat,
@@ -57,6 +60,7 @@ from shared.models import (
     InternalServiceExport,
     InternalServiceExportList,
     InvalidExports,
+    MemberCluster,
     ServiceImport,
     VersionInfo,
     WatchEvent,
@@ -86,6 +90,8 @@ ROUTE_SLICE = API_PREFIX + "/clusters/{cluster}/endpointslices/{namespace}/{name
 ROUTE_SLICES = API_PREFIX + "/clusters/{cluster}/endpointslices"
 ROUTE_IMPORTS = API_PREFIX + "/clusters/{cluster}/imports"
 ROUTE_HEARTBEAT = API_PREFIX + "/clusters/{cluster}/heartbeat"
+ROUTE_PROPERTIES = API_PREFIX + "/clusters/{cluster}/properties"
+ROUTE_FLEET_PROPERTIES = API_PREFIX + "/clusters/{cluster}/fleetproperties"
 ROUTE_VERSION = API_PREFIX + "/version"
 # Every (method, route) this client calls, and the failures an agent meets in normal work
 # (no connection; a conflict, gone, throttled or unavailable hub): their error series exist
@@ -449,6 +455,27 @@ class HubClient:
             beat.imported_services, beat.imported_endpoints = imports
         answer = self._call("POST", ROUTE_HEARTBEAT, json_body=to_wire(beat))
         return self._parse(answer, HeartbeatResponse, ROUTE_HEARTBEAT)
+
+    # -- cluster properties (docs/reference.md#cluster-properties) ---------------------------
+
+    def put_properties(self, properties: Mapping[str, str]) -> MemberCluster:
+        """Report every ClusterProperty of this cluster (replacing the hub's)."""
+        body = to_wire(ClusterPropertiesReport(properties=dict(properties)))
+        answer = self._call("PUT", ROUTE_PROPERTIES, json_body=body)
+        return self._parse(answer, MemberCluster, ROUTE_PROPERTIES)
+
+    def list_fleet_properties(self) -> tuple[list[ClusterProperties], str]:
+        """Every cluster's reported properties, and the revision to watch them from."""
+        answer = self._call("GET", ROUTE_FLEET_PROPERTIES)
+        page = self._parse(answer, ClusterPropertiesList, ROUTE_FLEET_PROPERTIES)
+        return page.items, page.metadata.resource_version or "0"
+
+    def watch_fleet_properties(
+        self, *, resource_version: str, timeout_seconds: int = WATCH_DEFAULT_TIMEOUT_SECONDS
+    ) -> HubWatchStream:
+        """The fleet's cluster-properties changes after `resource_version`; raises as
+        `watch_exports`."""
+        return self._watch(ROUTE_FLEET_PROPERTIES, resource_version, timeout_seconds)
 
     def version(self) -> VersionInfo:
         answer = self._call("GET", ROUTE_VERSION)

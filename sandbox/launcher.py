@@ -48,6 +48,16 @@ CLUSTERS: dict[str, str] = {
     "north": "198.51.100.0/24",
     "west": "203.0.113.0/24",
 }
+# Each cluster's ClusterProperty objects (docs/reference.md#sandbox): where it runs, so that
+# cluster selection (`mcsync.io/cluster-selectors`, `mcsync.io/import-clusters`) can be
+# tried here. east and north share a region, west is another.
+REGION_PROPERTY = "region.topology.mcsync.io"
+ZONE_PROPERTY = "zone.topology.mcsync.io"
+CLUSTER_PROPERTIES: dict[str, dict[str, str]] = {
+    "east": {REGION_PROPERTY: "us-east", ZONE_PROPERTY: "us-east-1a"},
+    "north": {REGION_PROPERTY: "us-east", ZONE_PROPERTY: "us-east-1b"},
+    "west": {REGION_PROPERTY: "us-west", ZONE_PROPERTY: "us-west-2a"},
+}
 DEMO_NAMESPACE = "demo"  # created in every cluster, so an export is imported everywhere
 CLUSTER_TTL_SECONDS = 15  # a stopped agent shows Stale within seconds, not the default 90
 START_TIMEOUT = 90.0
@@ -194,7 +204,8 @@ class Sandbox:
             emulators[cluster] = (port, self._spawn(f"cluster-{cluster}", [
                 "-m", "sandbox.emulator", "--host", "127.0.0.1", "--port", str(port),
                 "--name", cluster, "--kubeconfig", str(self.kubeconfig(cluster)),
-                "--namespaces", DEMO_NAMESPACE, "--endpoint-cidr", cidr]))
+                "--namespaces", DEMO_NAMESPACE, "--endpoint-cidr", cidr,
+                *_property_flags(cluster)]))
         self._wait("the hub's /readyz answering 200", lambda: _answers(f"{self.hub_url}/readyz"),
                    children=[hub])
         for cluster, (port, emulator) in emulators.items():
@@ -259,6 +270,19 @@ class Sandbox:
                 except subprocess.TimeoutExpired:
                     child.process.kill()
                     child.process.wait()
+
+
+def _property_flags(cluster: str) -> list[str]:
+    """The emulator's flags that serve the About API with the cluster's properties."""
+    flags = ["--about-api"]
+    for name, value in CLUSTER_PROPERTIES.get(cluster, {}).items():
+        flags += ["--cluster-property", f"{name}={value}"]
+    return flags
+
+
+def _properties_line(cluster: str) -> str:
+    values = CLUSTER_PROPERTIES.get(cluster, {})
+    return ", ".join(f"{name}={values[name]}" for name in sorted(values)) or "<none>"
 
 
 def _last_line(log: Path) -> str:
@@ -345,6 +369,7 @@ def _print_ready(sandbox: Sandbox, out: TextIO) -> None:
         f"reader token: {sandbox.reader_token}",
         f"admin token file: {admin_file}",
         *(f"kubeconfig {cluster}: {sandbox.kubeconfig(cluster)}" for cluster in sandbox.clusters),
+        *(f"properties {cluster}: {_properties_line(cluster)}" for cluster in sandbox.clusters),
         f"logs: {sandbox.directory}",
     ]
     out.write("\n".join(lines) + "\n")

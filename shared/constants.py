@@ -16,6 +16,10 @@ KIND_ENDPOINT_SLICE_LIST: Final = "EndpointSliceExportList"
 KIND_CLUSTER_IMPORT_LIST: Final = "ClusterImportList"
 KIND_CLUSTER: Final = "MemberCluster"
 KIND_CLUSTER_LIST: Final = "MemberClusterList"
+# One cluster's ClusterProperty objects as its agent reported them, and the fleet's, as
+# one member reads them (docs/reference.md#cluster-properties).
+KIND_CLUSTER_PROPERTIES: Final = "ClusterProperties"
+KIND_CLUSTER_PROPERTIES_LIST: Final = "ClusterPropertiesList"
 
 # Annotations and finalizer (SPEC §2.3, §2.6)
 ANNOTATION_EXPORTED_SINCE: Final = "mcsync.io/exported-since"
@@ -48,6 +52,12 @@ REASON_MASS_WITHDRAWAL: Final = "MassWithdrawal"
 # The most `Valid=False` ServiceExports one heartbeat lists (SPEC §7 `exports --invalid`);
 # the rest are only counted. 1,000 reports are ~200 KB, well under the hub's 1 MiB bodies.
 INVALID_EXPORTS_MAX: Final = 1000
+# What a cluster may report of its ClusterProperty objects (docs/reference.md#cluster-properties):
+# at most this many, each value at most this many characters. Cluster selection reads them
+# on every importing cluster, so they are kept small; an agent with more or longer ones
+# says which and reports none of them rather than a subset a selector would misjudge.
+CLUSTER_PROPERTIES_MAX: Final = 64
+CLUSTER_PROPERTY_VALUE_MAX: Final = 1024
 # SPEC §5.1: an agent beats at least this many times per TTL, and never more often than
 # once a this many seconds; so the hub's --cluster-ttl may not be shorter than their product.
 HEARTBEATS_PER_TTL: Final = 3

@@ -7,7 +7,8 @@ never connected; a Stale one's stopped following the feed, so what it holds is w
 last wrote), and whether its agent reports importing at all (its heartbeat's import
 counts; absent with `--no-import`). The hub cannot see a cluster's namespaces, nor a
 ServiceImport there that mcsync does not own, so "yes" is qualified (`YES` is `yes*`)
-by the one condition it cannot check.
+by the one condition it cannot check. A cluster the winner's `mcsync.io/import-clusters`
+does not select is named with the selector and its properties (`not_selected`).
 
 One function for the CLI's `mcsync describe import` and the hub's
 `GET /api/v1/serviceimports/{namespace}/{name}/importers`, which the console shows: the
@@ -16,19 +17,45 @@ console asks the hub instead of restating these rules (and the scope's globs) in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
+from shared.clusterselection import ImportClustersSelector, matches
 from shared.models import ImportAnswer, MemberCluster, ServiceImport
 from shared.scope import allows
 from shared.timefmt import human_duration
 
-__all__ = ["NO", "UNKNOWN", "YES", "where_imported"]
+__all__ = ["NO", "UNKNOWN", "YES", "not_selected", "where_imported"]
 
 YES: Final[ImportAnswer] = "yes*"
 NO: Final[ImportAnswer] = "no"
 UNKNOWN: Final[ImportAnswer] = "unknown"
+
+
+def not_selected(selector: ImportClustersSelector | None,
+                 cluster: MemberCluster) -> str | None:
+    """Why `mcsync.io/import-clusters` (the winner's, `selector`) leaves `cluster` out,
+    or None when it does not (docs/reference.md#cluster-selection): the hub then leaves
+    the Service out of that cluster's import feed."""
+    if selector is None:
+        return None
+    properties = cluster.status.properties
+    if matches(selector, properties or {}, {}):
+        return None
+    wanted = json.dumps(selector.model_dump(mode="json", by_alias=True, exclude_defaults=True),
+                        sort_keys=True, separators=(",", ":"))
+    if properties is None:
+        has = "it has reported no properties yet"
+    else:
+        relevant = sorted({*selector.match_properties,
+                           *(t.key for t in selector.match_expressions)})
+        shown = ", ".join(f"{k}={properties[k]}" if k in properties else f"no {k}"
+                          for k in relevant)
+        has = f"it has {shown}"
+    return (f"not selected by mcsync.io/import-clusters {wanted}: {has} (the hub leaves the "
+            "Service out of its import feed)")
 
 
 def where_imported(
@@ -46,6 +73,9 @@ def where_imported(
             rows.append((name, NO, f"its scope imports only namespaces {listed}, not "
                                    f"{namespace} (`mcsync clusters set-scope {name}` changes "
                                    "it)"))
+        elif (why_not := not_selected(getattr(item.spec, "import_clusters", None),
+                                      cluster)) is not None:
+            rows.append((name, NO, why_not))
         elif status.state == "Pending":
             rows.append((name, NO, "Pending: its agent has never sent a heartbeat, so it "
                                    "follows no import feed"))

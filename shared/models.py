@@ -588,6 +588,9 @@ class MemberClusterStatus(WireModel):
     # SPEC §5.1: `WithdrawalHeld` (reason `MassWithdrawal`) while the agent holds a repair
     # that would withdraw most of the cluster's exports; absent when nothing is held.
     conditions: list[Condition] = Field(default_factory=list)
+    # The cluster's ClusterProperty objects (name → value) as its agent last reported them
+    # (docs/reference.md#cluster-properties); None until it reports.
+    properties: dict[str, str] | None = None
 
 
 ScopeList = Annotated[list[str], Field(max_length=1000)]
@@ -604,6 +607,77 @@ class MemberClusterSpec(StrictWireModel):
     @classmethod
     def _patterns(cls, value: list[str] | None) -> list[str] | None:
         return None if value is None else check_patterns(value, "namespace pattern")
+
+
+def properties_problem(properties: dict[str, str]) -> str | None:
+    """Why `properties` cannot be a cluster's reported ClusterProperty set, or None: at
+    most `CLUSTER_PROPERTIES_MAX` of them, names KEP-2149's (DNS subdomains), values of 1
+    to `CLUSTER_PROPERTY_VALUE_MAX` characters without NUL (docs/reference.md#cluster-properties).
+    The agent checks with this before it sends, the hub when it stores: one rule."""
+    if len(properties) > constants.CLUSTER_PROPERTIES_MAX:
+        return (
+            f"{len(properties)} ClusterProperty objects, at most "
+            f"{constants.CLUSTER_PROPERTIES_MAX} may be reported"
+        )
+    for name in sorted(properties):
+        value = properties[name]
+        if not is_dns1123_subdomain(name):
+            return f"property name {name!r} is not a DNS-1123 subdomain"
+        if not isinstance(value, str) or not value:
+            return f"property {name!r}: the value is empty"
+        if len(value) > constants.CLUSTER_PROPERTY_VALUE_MAX:
+            return (
+                f"property {name!r}: the value is {len(value)} characters long, at most "
+                f"{constants.CLUSTER_PROPERTY_VALUE_MAX}"
+            )
+        if "\x00" in value:
+            return f"property {name!r}: the value holds a NUL character"
+    return None
+
+
+class ClusterPropertiesReport(StrictWireModel):
+    """`PUT /api/v1/clusters/{cluster}/properties`: every ClusterProperty of the agent's
+    cluster, replacing what the hub had (docs/reference.md#cluster-properties)."""
+
+    properties: dict[str, str]
+
+    @field_validator("properties")
+    @classmethod
+    def _check(cls, value: dict[str, str]) -> dict[str, str]:
+        problem = properties_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+
+class ClusterPropertiesMeta(WireModel):
+    # The cluster's name.
+    name: str = Field(min_length=1, max_length=63)
+    resource_version: str | None = None
+    annotations: dict[str, str] | None = None
+
+
+class ClusterPropertiesSpec(WireModel):
+    properties: dict[str, str] = Field(default_factory=dict)
+
+
+class ClusterProperties(WireModel):
+    """One cluster's reported properties as the fleet-properties feed carries them
+    (`GET /api/v1/clusters/{cluster}/fleetproperties`): `metadata.name` is the cluster."""
+
+    api_version: str = constants.API_VERSION
+    kind: Literal["ClusterProperties"] = constants.KIND_CLUSTER_PROPERTIES  # type: ignore[assignment]
+    metadata: ClusterPropertiesMeta
+    spec: ClusterPropertiesSpec = Field(default_factory=ClusterPropertiesSpec)
+
+
+class ClusterPropertiesList(WireModel):
+    """Every cluster's reported properties, and the revision to watch them from."""
+
+    api_version: str = constants.API_VERSION
+    kind: Literal["ClusterPropertiesList"] = constants.KIND_CLUSTER_PROPERTIES_LIST  # type: ignore[assignment]
+    metadata: ListMeta = Field(default_factory=ListMeta)
+    items: list[ClusterProperties] = Field(default_factory=list)
 
 
 class MemberCluster(WireModel):
@@ -815,7 +889,14 @@ class WatchEvent(WireModel):
     type: WatchEventType
     # The export feed carries InternalServiceExports; the import feed (SPEC §4.3)
     # ServiceImports and EndpointSliceExports. Each object's `kind` says which.
-    object: InternalServiceExport | ServiceImport | EndpointSliceExport | BookmarkObject | Status
+    object: (
+        InternalServiceExport
+        | ServiceImport
+        | EndpointSliceExport
+        | ClusterProperties
+        | BookmarkObject
+        | Status
+    )
 
     @property
     def resource_version(self) -> str | None:

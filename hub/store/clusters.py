@@ -30,10 +30,13 @@ from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import IntegrityError
 
 from hub.store import codec
+from hub.store.clusterproperties import deleted_change, record_changes, stored_properties
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import AlreadyExists, NotFound
+from hub.store.importselection import forget_cluster, judge_new_cluster
 from hub.store.invalidexports import invalid_total, stored_report
+from hub.store.locks import lock_selection_exclusive
 from hub.store.tables import cluster_usage, clusters, endpoint_withdrawals, exports
 from hub.store.tokens import TokenLookup
 from hub.store.usage import scope_patterns
@@ -147,6 +150,7 @@ class ClusterStore:
                 conflict_count=int(row.get("conflict_count") or 0),
                 endpoints_withdrawn=row.get("withdrawn_cluster") is not None,
                 conditions=held_condition(row.get("withdrawal_held"), cluster=row["name"]),
+                properties=stored_properties(row.get("properties")),
             ),
         )
 
@@ -194,6 +198,10 @@ class ClusterStore:
         try:
             async with self._ctx.write() as conn:
                 await conn.execute(clusters.insert().values(row))
+                # Not reported yet: left out of the keys whose import-clusters needs a
+                # property (docs/reference.md#cluster-selection).
+                await lock_selection_exclusive(conn, self._ctx)
+                await judge_new_cluster(conn, self._ctx, meta.name)
         except IntegrityError:
             raise AlreadyExists(f"cluster {name!r} is already registered") from None
         return self._model(row), token
@@ -386,6 +394,7 @@ class ClusterStore:
                 update(clusters).where(clusters.c.name == name).values(deleting=True)
             )
         # 2. Withdraw its exports, a batch of keys per transaction.
+        newest: int | None = None
         while True:
             async with self._ctx.write() as conn:
                 keys = (
@@ -398,17 +407,23 @@ class ClusterStore:
                 ).all()
                 if not keys:
                     # 3. Nothing left: the registration goes, in the same transaction,
-                    #    with its counts (`hub.store.usage`).
+                    #    with its counts (`hub.store.usage`) and its properties, which
+                    #    members are told to forget (`hub.store.clusterproperties`).
                     await conn.execute(sql_delete(clusters).where(clusters.c.name == name))
                     await conn.execute(
                         sql_delete(cluster_usage).where(cluster_usage.c.cluster_id == name)
                     )
+                    await forget_cluster(conn, name)
+                    gone = deleted_change(name, row.get("properties"))
+                    newest = await record_changes(conn, self._ctx, [gone] if gone else [])
                     break
                 outcome = await write_exports(
                     conn, self._ctx, [Mutation(name, ns, n, None) for ns, n in keys], now=utcnow()
                 )
             if outcome.newest_revision is not None:
                 self._ctx.notifier.committed(outcome.newest_revision)
+        if newest is not None:
+            self._ctx.notifier.committed(newest)
         return snapshot
 
     def _query_any(self) -> Any:

@@ -119,6 +119,9 @@ clusters = Table(
     # SPEC §7 (migration 0006): the cluster's Valid=False ServiceExports as its agent last
     # reported them (JSON of an InvalidExports); NULL until it reports.
     Column("invalid_exports", Text, nullable=True),
+    # docs/reference.md#cluster-properties (migration 0007): the cluster's ClusterProperty
+    # objects as its agent last reported them (canonical JSON object); NULL until it reports.
+    Column("properties", Text, nullable=True),
 )
 
 exports = Table(
@@ -237,6 +240,27 @@ cluster_usage = Table(
     Column("cluster_id", key_string(), primary_key=True),
     Column("exports", BigInteger, nullable=False, server_default="0"),
     Column("endpoint_slices", BigInteger, nullable=False, server_default="0"),
+)
+
+# docs/reference.md#cluster-selection (migration 0007): the keys whose winner names its
+# importing clusters (`mcsync.io/import-clusters`, JSON of the selector), and each
+# (cluster, key) such a selector leaves out (`hub.store.importselection`). Written under
+# the selection lock (`importselection.lock_selection`) and the key's lock.
+import_selectors = Table(
+    "import_selectors",
+    metadata,
+    Column("namespace", key_string(), primary_key=True),
+    Column("name", key_string(), primary_key=True),
+    Column("selector", Text, nullable=False),
+)
+
+import_exclusions = Table(
+    "import_exclusions",
+    metadata,
+    Column("cluster_id", key_string(), primary_key=True),
+    Column("namespace", key_string(), primary_key=True),
+    Column("name", key_string(), primary_key=True),
+    Index("ix_import_exclusions_key", "namespace", "name", "cluster_id"),
 )
 
 REVISION_ROW_ID = 1

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from hub.api.routes import (
+    clusterproperties,
     clusters,
     conflicts,
     docs,
@@ -25,6 +26,7 @@ ROUTERS: tuple[APIRouter, ...] = tuple(
     module.router
     for module in (
         clusters,
+        clusterproperties,
         exports,
         conflicts,
         invalidexports,

@@ -9,12 +9,15 @@ EndpointSliceExports of its key, cut to the ports their source clusters serve.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from hub.api.auth import MemberOrReaderAccess, ReaderAccess
 from hub.api.deps import ContextDep, StoreDep
 from hub.api.importscope import ScopedImportFeedSource
+from hub.api.importselection import SelectedImportFeedSource, SelectionState
 from hub.api.params import (
     ClusterPath,
     ConflictQuery,
@@ -29,7 +32,7 @@ from hub.api.params import (
     read_page,
 )
 from hub.api.status import documented
-from hub.api.watch import WATCH_RESPONSE, ImportFeedSource, open_watch
+from hub.api.watch import WATCH_RESPONSE, ImportFeedSource, WatchSource, open_watch
 from hub.api.wire import wire
 from shared.constants import API_PREFIX
 from shared.importreach import where_imported
@@ -133,10 +136,24 @@ async def list_cluster_imports(
     scope = await store.clusters.import_scope(cluster)  # SPEC §4.4: None, every namespace
     if watch.watch:
         fleet = ImportFeedSource(store.import_feed)
-        source = fleet if scope is None else ScopedImportFeedSource(fleet, tuple(scope))
+        scoped: WatchSource = (
+            fleet if scope is None else ScopedImportFeedSource(fleet, tuple(scope))
+        )
+        # docs/reference.md#cluster-selection: without the keys whose import-clusters
+        # leaves this cluster out, judged from the watch's start revision on.
+        start = watch.resource_version
+        if start is None:
+            start = await fleet.current_revision()
+            watch = replace(watch, resource_version=start)
+        excluded = await store.import_feed.excluded_at(cluster, start)
+        source = SelectedImportFeedSource(
+            scoped, SelectionState(cluster=cluster, excluded=excluded, judged=start)
+        )
         return await open_watch(source=source, ctx=ctx, options=watch, principal=access)
     page = await read_page(
-        store.import_feed.list_imports(limit=limit, continue_token=continue_, namespaces=scope)
+        store.import_feed.list_imports(
+            limit=limit, continue_token=continue_, namespaces=scope, cluster=cluster
+        )
     )
     answer = ClusterImportList(
         metadata=list_meta(page),

@@ -79,7 +79,7 @@ export function fleetSection(fleet, { headingLevel = "h2", limit = Infinity } = 
         caption: "Member clusters, those needing attention first",
         className: "clusters",
         columns: ["Cluster", "State", "Last heartbeat", "Agent", "Exports", "Conflicts",
-          "Endpoints", "Withdrawal"],
+          "Endpoints", "Withdrawal", "Properties"],
         empty: "No cluster is registered yet (mcsync clusters register NAME).",
         rows: attentionFirst(clusters).slice(0, limit).map((c) => [
           c.metadata.name,
@@ -90,6 +90,7 @@ export function fleetSection(fleet, { headingLevel = "h2", limit = Infinity } = 
           String(c.status.conflictCount),
           c.status.endpointsWithdrawn ? badge("withdrawn", "bad") : "served",
           heldWithdrawal(c),
+          propertiesText(c.status.properties),
         ]),
       }),
       // replaceChildren writes a null as the text "null": only nodes go in.
@@ -100,6 +101,17 @@ export function fleetSection(fleet, { headingLevel = "h2", limit = Infinity } = 
   };
   refresh();
   return { el, refresh };
+}
+
+// The cluster's reported ClusterProperty objects (docs/reference.md#cluster-properties),
+// "name=value" by name, less the two every cluster has (its id and clusterset's name:
+// the Cluster column says the first). Text, never markup.
+const IDENTITY_PROPERTIES = new Set(["cluster.clusterset.k8s.io", "clusterset.k8s.io"]);
+
+export function propertiesText(properties) {
+  if (!properties) return "not reported";
+  const shown = Object.keys(properties).filter((k) => !IDENTITY_PROPERTIES.has(k)).sort();
+  return shown.length ? shown.map((k) => `${k}=${properties[k]}`).join(", ") : "—";
 }
 
 // --- the services list -------------------------------------------------------------------

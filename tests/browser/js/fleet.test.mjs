@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 const { listPath, mayMatch, readPage, rowOf } = await import("../../../hub/console/static/fleet.js");
-const { loadWords, reasonWords } = await import("../../../hub/console/static/views.js");
+const { loadWords, propertiesText, reasonWords } = await import("../../../hub/console/static/views.js");
 
 function serviceImport(namespace, name, clusters, conflicts = []) {
   return {
@@ -105,4 +105,13 @@ test("a conflict reason reads in the words the hub answers, itself until then", 
   assert.equal(reasonWords("NewConflict"), "NewConflict");
   await loadWords(async () => { throw new Error("offline"); });
   assert.equal(reasonWords("TypeConflict"), "its type differs");
+});
+
+test("the cluster view shows its properties by name, less the identity ones", () => {
+  assert.equal(propertiesText(undefined), "not reported");
+  assert.equal(propertiesText({ "cluster.clusterset.k8s.io": "east" }), "—");
+  assert.equal(propertiesText({
+    "zone.topology.mcsync.io": "eu-1", "region.topology.mcsync.io": "eu",
+    "cluster.clusterset.k8s.io": "east", "clusterset.k8s.io": "prod",
+  }), "region.topology.mcsync.io=eu, zone.topology.mcsync.io=eu-1");
 });
