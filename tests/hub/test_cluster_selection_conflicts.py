@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hub.conflicts import judge
+from hub.conflicts import import_documents, judge, sole_import_documents
 from hub.store import Store
 from shared import conditions
 from shared.models import to_wire
@@ -220,3 +220,12 @@ async def test_the_import_and_the_conflicts_api_carry_the_selection(hub: Hub) ->
         }
     ]
     assert json.dumps(item)  # plain JSON all the way down
+
+
+def test_a_lone_exports_import_carries_its_selection_as_the_judge_builds_it() -> None:
+    lone = spec("alpha", clusterSelectors=[EU, US], clusterSelection={"fallback": "None"},
+                importClusters={"matchProperties": {"tier": "gold"}})
+    assert sole_import_documents(to_wire(lone), "alpha") == import_documents(judge([lone]))
+    assert json.loads(sole_import_documents(to_wire(lone), "alpha")[0])["clusterSelectors"] == [
+        EU_WIRE, US_WIRE
+    ]
