@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import yaml
 from pydantic import BaseModel
 
 from cli import jsonpath
+from cli.terminal import json_safe, yaml_dump
 from shared.conditions import CONFLICT, TRUE
 from shared.constants import CONDITION_WITHDRAWAL_HELD
 from shared.models import (
@@ -624,27 +624,25 @@ class VersionReport(WireModel):
 
 def to_json(model: BaseModel) -> str:
     """Indented JSON of the object as the hub sends it; ends with a newline."""
-    return json.dumps(to_wire(model), indent=2, ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(to_wire(model), indent=2, ensure_ascii=False)) + "\n"
 
 
 def to_json_line(model: BaseModel) -> str:
     """One compact line (for watch streams: one object per line)."""
-    return json.dumps(to_wire(model), separators=(",", ":"), ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(to_wire(model), separators=(",", ":"), ensure_ascii=False)) + "\n"
 
 
 def event_json_line(event_type: str, model: BaseModel) -> str:
     """One watch event as a compact line, `{"type": …, "object": …}`, for any object (a
     MemberCluster included, which the hub's WatchEvent does not carry)."""
     event = {"type": event_type, "object": to_wire(model)}
-    return json.dumps(event, separators=(",", ":"), ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(event, separators=(",", ":"), ensure_ascii=False)) + "\n"
 
 
 def event_yaml(event_type: str, model: BaseModel) -> str:
     """One watch event as a YAML document (with its `---`)."""
     event: Any = {"type": event_type, "object": to_wire(model)}
-    return "---\n" + yaml.safe_dump(
-        event, sort_keys=False, default_flow_style=False, allow_unicode=True
-    )
+    return "---\n" + yaml_dump(event)
 
 
 def to_jsonpath(template: str, model: BaseModel) -> str:
@@ -656,4 +654,4 @@ def to_jsonpath(template: str, model: BaseModel) -> str:
 def to_yaml(model: BaseModel) -> str:
     """YAML of the object as the hub sends it (strings that look like dates stay quoted)."""
     data: Any = to_wire(model)
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return yaml_dump(data)

@@ -101,6 +101,17 @@ class HubSettings(ProgramSettings):
         "SQLite database (else in the working directory), is generated (mode 0600) when absent",
     )
     reader_token_file: Path | None = Field(default=None, description="reader token file")
+    # docs/reference.md#credentials: how long a rotated member token keeps working beside
+    # its replacement, unless the agent uses the new one first. An hour covers a Secret
+    # update reaching a pod (kubelet syncs mounted Secrets within a minute or two) with
+    # room for an agent that is restarting meanwhile.
+    token_grace_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        le=86400 * 365,
+        description="seconds a rotated member token stays valid beside the new one "
+        "(0: it stops at once)",
+    )
     cluster_ttl: float = Field(
         default=90.0, gt=0, le=86400 * 365, description="seconds without a heartbeat → Stale"
     )

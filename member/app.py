@@ -165,6 +165,8 @@ class Agent:
                 base_url=settings.hub_url,
                 cluster_id=self.cluster_id,
                 token=token,
+                # A rotated token reaches the agent through this file, without a restart.
+                token_file=settings.token_file,
                 verify=str(settings.hub_ca_file) if settings.hub_ca_file else True,
             ),
             metrics=self.metrics.hub,

@@ -22,8 +22,11 @@ caller accepts, PATCH carries a precondition), so a retry after a lost answer is
 worst a precondition turns into a 409 that the caller re-reads.
 
 The bearer token is sent in the Authorization header and nowhere else: it is not in
-`repr(config)`, log lines or metric labels. A W3C `traceparent` header is added when a span
-is active (the reconcile's), so the hub's request span joins the agent's trace.
+`repr(config)`, log lines or metric labels. With `token_file` the token is the file's
+content, re-read when the file changes (a rotated Secret) and after a 401, which is then
+retried once with the new token (`member.hubtoken`), so a rotation refuses no request.
+A W3C `traceparent` header is added when a span is active (the reconcile's), so the
+hub's request span joins the agent's trace.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -43,6 +47,7 @@ from opentelemetry import propagate
 from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel, ValidationError
 
+from member.hubtoken import TokenSource
 from member.metrics import HubRequestMetrics
 from shared.backoff import Backoff, retry_after
 from shared.constants import API_PREFIX, WATCH_DEFAULT_TIMEOUT_SECONDS
@@ -121,6 +126,8 @@ class HubClientConfig:
     base_url: str
     cluster_id: str
     token: str = field(repr=False)
+    # Where `token` was read from; watched for changes (docs/reference.md#credentials).
+    token_file: Path | None = None
     connect_timeout: float = 5.0
     read_timeout: float = 30.0
     # A watch's read gives up this long after the hub's own stream timeout: a silently
@@ -204,6 +211,7 @@ class HubClient:
         self._metrics = metrics
         self._backoff = config.backoff
         self._sleep = sleep
+        self._token = TokenSource(config.token, path=config.token_file)
         if metrics is not None:
             for method, route in CALLS:
                 for code in EXPECTED_ERROR_CODES:
@@ -212,7 +220,6 @@ class HubClient:
             base_url=config.base_url.rstrip("/"),
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
             headers={
-                "Authorization": f"Bearer {config.token}",
                 "User-Agent": config.user_agent,
                 "Accept": "application/json",
             },
@@ -373,15 +380,23 @@ class HubClient:
         timeout = httpx.Timeout(
             timeout_seconds + self.config.watch_read_grace, connect=self.config.connect_timeout
         )
-        request = self._http.build_request(
-            "GET", path, params=params, headers=self._headers(), timeout=timeout
-        )
         started = time.monotonic()
-        try:
-            response = self._http.send(request, stream=True)
-        except httpx.TransportError as exc:
-            self._observe("GET", route, "connection", started, error=True)
-            raise HubUnavailable(f"hub watch at {self.config.base_url}: {_short(exc)}") from None
+        for renewed in (False, True):
+            request = self._http.build_request(
+                "GET", path, params=params, headers=self._headers(), timeout=timeout
+            )
+            started = time.monotonic()
+            try:
+                response = self._http.send(request, stream=True)
+            except httpx.TransportError as exc:
+                self._observe("GET", route, "connection", started, error=True)
+                raise HubUnavailable(
+                    f"hub watch at {self.config.base_url}: {_short(exc)}"
+                ) from None
+            if response.status_code != 401 or renewed or not self._renewed(request.headers):
+                break
+            response.close()
+            self._observe("GET", route, "401", started, error=False)  # retried at once
         if response.status_code != 200:
             try:
                 response.read()
@@ -487,9 +502,15 @@ class HubClient:
         values = {"cluster": self.config.cluster_id, **params}
         return route.format(**{k: quote(v, safe="") for k, v in values.items()})
 
-    @staticmethod
-    def _headers() -> dict[str, str]:
-        headers: dict[str, str] = {}
+    def _renewed(self, sent: Mapping[str, str]) -> bool:
+        """After a 401: whether the token file holds another token than the one `sent`
+        carried (read again now). A request sent with the old token while another one
+        already used the new token (and so retired the old one) is retried too."""
+        self._token.refresh()
+        return sent.get("Authorization") != f"Bearer {self._token.token}"
+
+    def _headers(self) -> dict[str, str]:
+        headers: dict[str, str] = {"Authorization": f"Bearer {self._token.current()}"}
         # Adds `traceparent` (and `tracestate`) when a span is active; nothing otherwise.
         propagate.inject(headers)
         return headers
@@ -508,7 +529,10 @@ class HubClient:
         path = self._path(route, **path_params)
         content = None if json_body is None else json.dumps(json_body).encode("utf-8")
         last_problem = "no attempt made"
-        for attempt in range(1, self.config.max_attempts + 1):
+        renewed = False  # a 401 is retried once, when the token file holds a new token
+        attempt = 0
+        while attempt < self.config.max_attempts:
+            attempt += 1
             headers = self._headers()
             if content is not None:
                 headers["Content-Type"] = content_type
@@ -526,6 +550,11 @@ class HubClient:
                 if 200 <= code < 300:
                     self._observe(method, route, str(code), started, error=False)
                     return response
+                if code == 401 and not renewed and self._renewed(headers):
+                    self._observe(method, route, str(code), started, error=False)
+                    renewed = True
+                    attempt -= 1  # not the hub's fault: this attempt does not count
+                    continue
                 self._observe(method, route, str(code), started, error=True)
                 if code < 500 and code != 429:
                     raise self._rejection(response, route)

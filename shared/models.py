@@ -720,6 +720,13 @@ class RegisteredMemberCluster(MemberCluster):
     token: str
 
 
+class RotatedMemberCluster(RegisteredMemberCluster):
+    """The answer of `POST /api/v1/clusters/{cluster}/token`: the new member token, shown
+    once, and until when the token it replaces is still accepted (absent: no longer)."""
+
+    previous_token_expires: Timestamp | None = None
+
+
 class MemberClusterList(WireModel):
     api_version: str = constants.API_VERSION
     kind: Literal["MemberClusterList"] = constants.KIND_CLUSTER_LIST  # type: ignore[assignment]

@@ -23,6 +23,7 @@ import json
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Integer, case, func, select, update
@@ -38,7 +39,7 @@ from hub.store.importselection import forget_cluster, judge_new_cluster
 from hub.store.invalidexports import invalid_total, stored_report
 from hub.store.locks import lock_selection_exclusive
 from hub.store.tables import cluster_usage, clusters, endpoint_withdrawals, exports
-from hub.store.tokens import TokenLookup
+from hub.store.tokens import TokenLookup, rotate
 from hub.store.usage import scope_patterns
 from hub.store.withdrawals import give_back_cluster
 from hub.store.writer import Mutation, write_exports
@@ -369,6 +370,13 @@ class ClusterStore:
         if not token:
             return None
         return await self._tokens.cluster_of(token_hash(token))
+
+    async def rotate_token(self, name: str, *, grace: timedelta) -> tuple[str, datetime | None]:
+        """A new member token for `name` (shown only now) and when the one it replaces
+        stops being accepted (None: at once); see `tokens.rotate`. NotFound."""
+        token = secrets.token_urlsafe(32)
+        expires = await rotate(self._ctx, name, new_hash=token_hash(token), grace=grace)
+        return token, expires
 
     async def close(self) -> None:
         await self._tokens.close()

@@ -122,6 +122,10 @@ clusters = Table(
     # docs/reference.md#cluster-properties (migration 0007): the cluster's ClusterProperty
     # objects as its agent last reported them (canonical JSON object); NULL until it reports.
     Column("properties", Text, nullable=True),
+    # Migration 0009 (docs/reference.md#credentials): the member token a rotation replaced,
+    # as a hash, accepted until it expires or the agent first uses the new one.
+    Column("previous_token_hash", String(64), nullable=True, index=True),
+    Column("previous_token_expires", UTCDateTime, nullable=True),
 )
 
 exports = Table(

@@ -355,6 +355,28 @@ def test_token_is_a_file_from_the_secret_never_a_literal(scenario: tuple[str, Re
         assert secret["stringData"] == {item["key"]: TOKEN}
 
 
+def test_a_rotated_token_reaches_the_running_agent(scenario: tuple[str, Rendered]) -> None:
+    """The Secret is mounted as a directory, never with subPath: the kubelet updates a
+    directory mount in place when the Secret changes (a subPath mount keeps the old
+    file for the pod's life), and the agent reads the changed file without a restart
+    (docs/reference.md#credentials)."""
+    _, rendered = scenario
+    pod = rendered.one("Deployment")["spec"]["template"]["spec"]
+    agent = container_named(pod, "agent")
+    (token_file,) = flag_values(agent, "--token-file")
+    mounts = [m for m in agent["volumeMounts"] if token_file.startswith(m["mountPath"] + "/")]
+    assert len(mounts) == 1 and "subPath" not in mounts[0] and "subPathExpr" not in mounts[0]
+    assert all("subPath" not in m for m in agent["volumeMounts"] if m["name"] == "token")
+    volume = next(v for v in pod["volumes"] if v["name"] == mounts[0]["name"])
+    assert "secret" in volume
+    # An existing Secret is the operator's to rotate: no checksum that would restart pods.
+    annotations = rendered.one("Deployment")["spec"]["template"]["metadata"].get(
+        "annotations", {}
+    )
+    if volume["secret"]["secretName"] == "mcsync-member-token":
+        assert "checksum/token" not in annotations
+
+
 def test_a_token_is_required() -> None:
     message = render_error(AGENT_CHART, {**BASE, "token": {"value": ""}})
     assert "token.existingSecret" in message and "token.value" in message

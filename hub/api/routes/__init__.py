@@ -19,6 +19,7 @@ from hub.api.routes import (
     health,
     imports,
     invalidexports,
+    tokens,
     whoami,
 )
 
@@ -27,6 +28,7 @@ ROUTERS: tuple[APIRouter, ...] = tuple(
     for module in (
         clusters,
         clusterproperties,
+        tokens,
         exports,
         conflicts,
         invalidexports,
