@@ -8,8 +8,9 @@ then the default — so `MCSYNC_TOKEN=x mcsync --token-file F clusters` uses F. 
 any layer goes through the same check as the flag would, and a bad one stops the program
 at start with one line naming the flag (and the variable or context it came from), exit
 code 2 — the same as a bad flag, because it is the same mistake made in another place.
-What is the CLI's own stays here: the sub-commands and their arguments, `--token` and
-`--token-file` as one setting (`_token`), and which settings each command reads.
+What is the CLI's own stays here: the parser, built from the commands' modules (`cli.cmd`:
+each declares its words, its own arguments and the settings it reads), `--token` and
+`--token-file` as one setting (`_token`), and the checks across flags.
 
 Global options (`--hub-url`, `-o`, `--watch`, …) are accepted before or after the
 sub-command (`mcsync -o json exports` and `mcsync exports -o json`), as kubectl accepts

@@ -10,6 +10,7 @@ from cli.cmd.spec import Spec, Toolkit
 from cli.values import argtype, parse_text
 from shared import settingscli
 
+HELP = "contexts of the config file: get-contexts, use-context, …"
 # What a context of the config file may set (`config set-context` writes these).
 CONTEXT_FIELDS = ("hub_url", "token_file", "certificate_authority", "insecure_skip_tls_verify")
 # `set-context`'s own flags land apart from the global flags of the same names.
@@ -19,7 +20,7 @@ CONTEXT_DEST = "ctx:"
 def parser(commands: Any, kit: Toolkit) -> None:
     config = commands.add_parser(
         "config",
-        help="contexts of the config file: get-contexts, use-context, …",
+        help=HELP,
         description="read and change the config file's contexts (~/.config/mcsync/config)",
         prog="mcsync config",
     )
@@ -50,4 +51,4 @@ def parser(commands: Any, kit: Toolkit) -> None:
     kit.globals(set_context, exclude=frozenset(CONTEXT_FIELDS))
 
 
-SPEC = Spec("config", "contexts of the config file", contexts.config, parser=parser)
+SPEC = Spec("config", HELP, contexts.config, parser=parser)
