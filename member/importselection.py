@@ -41,7 +41,13 @@ from prometheus_client import Counter, Gauge
 
 from member.clusterproperties import FleetProperties
 from member.importfeed import ImportView
-from member.importspec import HeldImport, MirroredSlice, pack_json, served_ports
+from member.importspec import (
+    HeldImport,
+    MirroredSlice,
+    SourceSlice,
+    pack_json,
+    served_ports,
+)
 from member.importspec import unpack_json as _unpack
 from member.metrics import AgentMetrics
 from shared.clusterselection import (
@@ -75,18 +81,21 @@ REASON_FAILOVER = "ClusterSelectionFailover"
 REASON_FAILBACK = "ClusterSelectionFailback"
 
 Inputs = tuple[tuple[ClusterSelector, ...], ClusterSelectionPolicy]
+_warned: set[tuple[str, str]] = set()
 
 
 # --- reading the import's selectors and policy -------------------------------------------------
 
 
+# By the held import's canonical JSON (bytes, or text): equal values share one parse, and
+# every evaluation of a key after the first is a dictionary hit.
 @lru_cache(maxsize=4096)
-def _parse_selectors(text: str) -> tuple[ClusterSelector, ...]:
+def _parse_selectors(text: str | bytes) -> tuple[ClusterSelector, ...]:
     return tuple(ClusterSelector.model_validate(item) for item in json.loads(text))
 
 
 @lru_cache(maxsize=4096)
-def _parse_policy(text: str) -> ClusterSelectionPolicy:
+def _parse_policy(text: str | bytes) -> ClusterSelectionPolicy:
     return ClusterSelectionPolicy.model_validate(json.loads(text))
 
 
@@ -94,7 +103,7 @@ def _selectors(value: Any) -> tuple[ClusterSelector, ...]:
     if isinstance(value, tuple) and (not value or isinstance(value[0], ClusterSelector)):
         return value  # already models (the held import's own form)
     if isinstance(value, bytes | str):
-        return _parse_selectors(value.decode() if isinstance(value, bytes) else value)
+        return _parse_selectors(value)
     return tuple(
         item if isinstance(item, ClusterSelector) else ClusterSelector.model_validate(item)
         for item in value
@@ -107,7 +116,7 @@ def _policy(value: Any) -> ClusterSelectionPolicy:
     if isinstance(value, ClusterSelectionPolicy):
         return value
     if isinstance(value, bytes | str):
-        return _parse_policy(value.decode() if isinstance(value, bytes) else value)
+        return _parse_policy(value)
     return ClusterSelectionPolicy.model_validate(value)
 
 
@@ -126,8 +135,13 @@ def selection_inputs(imported: object) -> Inputs | None:
     try:
         return _selectors(raw), _policy(policy_raw)
     except ValueError as error:
-        logger.warning("cluster selection of %s not readable, every cluster used: %s",
-                       getattr(imported, "name", "?"), error)
+        name = getattr(imported, "name", "?")
+        if (name, str(error)) not in _warned:  # once per import and problem, not per reconcile
+            if len(_warned) > 1024:
+                _warned.clear()
+            _warned.add((name, str(error)))
+            logger.warning("cluster selection of %s not readable, every cluster used: %s",
+                           name, error)
         return None
 
 
@@ -199,10 +213,11 @@ class StaticProperties:
         self._subscribers.append(callback)
 
     def set(self, cluster: str, values: Mapping[str, str] | None, *, own: bool = False) -> None:
-        """Change one cluster's properties (None: unknown) and tell the subscribers."""
+        """Change one cluster's properties (None: unknown), or this cluster's own (`own`),
+        and tell the subscribers."""
         if own:
             self._own = dict(values or {})
-        if values is None:
+        elif values is None:
             self._others.pop(cluster, None)
         else:
             self._others[cluster] = dict(values)
@@ -252,6 +267,9 @@ class _Held:
     selection: Selection
     # What the tiers were computed from: equal next time, they are the same tiers.
     tiered_from: tuple[Any, ...]
+    # What the endpoint counts were computed from, and the counts.
+    counted_from: tuple[Any, ...]
+    endpoints: Mapping[str, EndpointCounts]
 
 
 Events = Callable[[str, str, str, str], None]  # key, type, reason, message
@@ -290,15 +308,18 @@ class ImportSelections:
         if callable(subscribe):
             subscribe(self.on_properties_changed)
 
-    def counts(self, imported: HeldImport) -> dict[str, EndpointCounts]:
-        """cluster → the endpoints its mirrored slices of `imported` would hold (a cluster
-        serving none of the import's ports holds none; a Stale cluster's are withdrawn).
-        The same rule as `member.importspec.mirrored_slice`, without building the slice."""
-        key = f"{imported.namespace}/{imported.name}"
+    @staticmethod
+    def counts(
+        imported: HeldImport, sources: Iterable[SourceSlice]
+    ) -> dict[str, EndpointCounts]:
+        """cluster → the endpoints its mirrored slices of `imported` would hold, from the
+        key's source slices (a cluster serving none of the import's ports holds none; a
+        Stale cluster's are withdrawn). The rule of `member.importspec.mirrored_slice`,
+        without building the slice."""
         served = served_ports(imported) if imported.ports else None
         ready: dict[str, int] = {}
         total: dict[str, int] = {}
-        for source in self._imports.slices(key):
+        for source in sources:
             cluster = source.cluster
             if not cluster:
                 continue
@@ -320,7 +341,14 @@ class ImportSelections:
         selectors, policy = inputs
         of = self._properties.of
         clusters = {c: of(c) for c in imported.clusters}
-        endpoints = self.counts(imported)
+        # The source slices are immutable and replaced when they change: equal to last
+        # time (by identity, on the common path), they hold the same endpoints.
+        counted_from = (tuple(self._imports.slices(key)), imported.ports, imported.served)
+        hint = self._held.get(key)
+        if hint is not None and hint.counted_from == counted_from:
+            endpoints = hint.endpoints
+        else:
+            endpoints = self.counts(imported, counted_from[0])
         own = self._properties.own()
         # Properties are replaced whole when they change, so this compares by identity
         # on the common path (an evaluation for endpoints or a timer).
@@ -345,7 +373,9 @@ class ImportSelections:
             changed = held is None or (
                 held.selection.tiers, held.selection.active_clusters
             ) != (selection.tiers, selection.active_clusters)
-            self._held[key] = _Held(inputs, imported.clusters, selection, tiered_from)
+            self._held[key] = _Held(
+                inputs, imported.clusters, selection, tiered_from, counted_from, endpoints
+            )
             decided = selection.state is not None
             if self._mark(self._not_first, key, decided and selection.active != 0):
                 self._metrics.not_first_tier.set(len(self._not_first))

@@ -500,15 +500,17 @@ def select(
         tiers = tiers_of(selectors, clusters, importer)
     everyone = tuple(sorted(clusters))
     qualifying = []
+    least, percent = policy.min_ready_endpoints, policy.min_ready_percent
     for index, members in enumerate(tiers):
         ready = total = 0
         for cluster in members:
             counts = endpoints.get(cluster, NO_ENDPOINTS)
             ready += counts.ready
             total += counts.total
-        if ready >= policy.required_ready(total):
+        # `required_ready`, inline: this loop runs for every import at each re-evaluation.
+        if ready >= least and (not percent or ready * 100 >= percent * total):
             qualifying.append(index)
-    any_ready = any(endpoints.get(c, NO_ENDPOINTS).ready > 0 for c in everyone)
+    any_ready = any(counts.ready > 0 for counts in endpoints.values())
     first = qualifying[0] if qualifying else None
     fallback_rank = len(tiers)
 

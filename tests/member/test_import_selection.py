@@ -6,12 +6,12 @@ clusters, each switch is one Event and one count, and a failback waits on a time
 The three reconcilers run against the fakes of `test_import_reconcilers` (writes applied at
 once to caches), with a clock the test moves and properties it sets through the
 `FleetProperties` protocol (`StaticProperties`), so the agent path is tested whatever
-carries the properties in a real fleet.
+carries the properties in a real fleet. The selectors and policy are the hub's
+ServiceImport fields, held by the import feed as it holds them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -25,7 +25,6 @@ from member.importselection import (
     masked,
 )
 from member.importspec import (
-    HeldImport,
     MirroredSlice,
     mirrored_slice_name,
     pack_json,
@@ -34,7 +33,7 @@ from member.importspec import (
 from member.reconcilers.mirroredslices import MirroredSliceReconciler
 from member.reconcilers.serviceimport import ServiceImportReconciler
 from member.transform import unpacked
-from shared.clusterselection import ClusterSelectionPolicy, ClusterSelector
+from shared.clusterselection import ClusterSelector
 from shared.models import EndpointSliceExport, ServiceImport
 from tests.member.test_import_reconcilers import KEY, World, Writer
 
@@ -47,32 +46,25 @@ SELECTORS = (
 REGIONS = {"a": "eu", "b": "us", "c": "us"}
 
 
-@dataclass(frozen=True, slots=True)
-class SelectingImport(HeldImport):
-    """A held import with the selection fields the hub's import carries."""
-
-    cluster_selectors: tuple[ClusterSelector, ...] | None = None
-    cluster_selection: ClusterSelectionPolicy | None = None
-
-
 _rv = iter(range(1000, 10**6))
 
 
 def hub_import(clusters: tuple[str, ...], selectors: Any = SELECTORS,
                **policy: Any) -> dict[str, Any]:
-    entry = feed_entry(ServiceImport.model_validate({
+    """The feed's entry of the hub's ServiceImport demo/hello with the winner's selection."""
+    spec: dict[str, Any] = {"type": "ClusterSetIP", "ports": [{"name": "http", "port": 80}]}
+    if selectors is not None:
+        spec["clusterSelectors"] = [
+            s.model_dump(mode="json") if isinstance(s, ClusterSelector) else s for s in selectors
+        ]
+    if policy:
+        spec["clusterSelection"] = policy
+    return feed_entry(ServiceImport.model_validate({
         "metadata": {"name": "hello", "namespace": "demo", "resourceVersion": str(next(_rv))},
-        "spec": {"type": "ClusterSetIP", "ports": [{"name": "http", "port": 80}]},
+        "spec": spec,
         "status": {"clusters": [{"cluster": c} for c in clusters],
                    "ports": [{"name": "http", "port": 80, "clusters": list(clusters)}]},
     }))
-    held = entry["item"]
-    entry["item"] = SelectingImport(
-        **{f: getattr(held, f) for f in held.__dataclass_fields__},
-        cluster_selectors=selectors,
-        cluster_selection=ClusterSelectionPolicy.model_validate(policy) if policy else None,
-    )
-    return entry
 
 
 def hub_slice(cluster: str, *ready: bool) -> dict[str, Any]:
