@@ -235,6 +235,9 @@ class Agent:
             leading=self._leading.is_set,
         )
         self.events = EventRecorder(api=self.api, host=settings.identity)
+        # docs/reference.md#cluster-properties: this cluster's properties (its About API)
+        # and the fleet's (the hub's feed), which cluster selection reads.
+        self.fleet_properties = FleetPropertiesView(self.cluster_id)
         # Import (SPEC §2.8): its own informers, queues and reconcilers (`member.importer`).
         self.importer: Importer | None = None
         if not settings.no_import:
@@ -252,9 +255,8 @@ class Agent:
                 tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
                 other_services=self.services,
             )
-        # docs/reference.md#cluster-properties: this cluster's properties (reported to the
-        # hub when they change) and, while importing, the fleet's (cluster selection).
-        self.fleet_properties = FleetPropertiesView(self.cluster_id)
+        # docs/reference.md#cluster-properties: while importing, the fleet's properties
+        # come from the hub's feed into `fleet_properties` (made before the importer).
         self.properties_feed: PropertiesFeed | None = None
         if self.importer is not None:
             self.properties_feed = PropertiesFeed(

@@ -82,8 +82,8 @@ def selector_of(spec_text: str | None) -> ImportClustersSelector | None:
     """The import-clusters selector of a stored ServiceImport spec (None: every cluster
     imports). A selector the hub cannot read (it was validated when stored) counts as
     absent, so a key is never hidden by mistake."""
-    if not spec_text:
-        return None
+    if not spec_text or f'"{IMPORT_CLUSTERS_FIELD}"' not in spec_text:
+        return None  # every write asks: most specs are not even parsed
     raw = json.loads(spec_text).get(IMPORT_CLUSTERS_FIELD)
     if raw is None:
         return None
