@@ -43,8 +43,6 @@ from cli.options import (
     DEFAULT_HUB_URL,
     DEFAULT_PAGE_SIZE,
     DEFAULT_REQUEST_TIMEOUT,
-    LIST_COMMANDS,
-    OFFLINE_COMMANDS,
     OUTPUTS,
     PROG,
     SHELLS,
@@ -291,6 +289,9 @@ def _scope_options(command: str, namespace: Mapping[str, Any]) -> dict[str, Any]
 # The settings of each command beside the global ones: its flags, and the only variables
 # and context keys it reads (a list's --watch aside, which `_layered` adds).
 COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {spec.name: spec.settings for spec in COMMANDS}
+LIST_COMMANDS = tuple(spec.name for spec in COMMANDS if spec.watches)
+# Commands that speak to no hub: neither a token nor the config file's context is read.
+OFFLINE_COMMANDS = tuple(spec.name for spec in COMMANDS if spec.offline)
 OPTIONS_AS_SET = (
     "hub_url", "watch", "request_timeout", "page_size", "conflict", "no_headers", "verbose",
     "selector", "certificate_authority", "insecure_skip_tls_verify", "hub_port",

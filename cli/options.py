@@ -43,11 +43,6 @@ Kind = Literal["export", "import", "cluster", "conflict"]
 ConfigAction = Literal["get-contexts", "current-context", "use-context", "set-context"]
 Shell = Literal["bash", "zsh", "fish"]
 SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish")
-LIST_COMMANDS: tuple[Command, ...] = ("clusters", "exports", "imports", "endpoints", "conflicts")
-# Commands that speak to no hub: neither a token nor the config file's context is read.
-OFFLINE_COMMANDS: tuple[Command, ...] = (
-    "config", "completion", "sandbox", "sandbox stop-agent", "sandbox start-agent"
-)
 
 
 

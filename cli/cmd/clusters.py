@@ -142,4 +142,5 @@ SPEC = Spec(
     run,
     flags=flags,
     settings=("selector",),
+    watches=True,
 )

@@ -27,4 +27,5 @@ SPEC = Spec(
     "print a shell completion script: source <(mcsync completion bash)",
     run,
     flags=flags,
+    offline=True,
 )

@@ -102,4 +102,5 @@ SPEC = Spec(
     "list conflicting services: winner, disputed fields, losers",
     run,
     settings=("namespace",),
+    watches=True,
 )

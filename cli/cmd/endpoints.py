@@ -157,4 +157,5 @@ SPEC = Spec(
     run,
     flags=flags,
     settings=("namespace", "cluster"),
+    watches=True,
 )

@@ -153,4 +153,5 @@ SPEC = Spec(
     run,
     flags=flags,
     settings=("namespace", "cluster", "conflict", "name"),
+    watches=True,
 )

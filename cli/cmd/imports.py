@@ -107,4 +107,5 @@ SPEC = Spec(
     "list derived ServiceImports (one per exported service)",
     run,
     settings=("namespace", "conflict"),
+    watches=True,
 )

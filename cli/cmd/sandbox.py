@@ -38,6 +38,7 @@ SANDBOX = Spec(
     "clusters and their agents, until Ctrl-C (needs mcsync[hub,agent])",
     run,
     settings=("hub_port",),
+    offline=True,
 )
 AGENTS = tuple(
     Spec(
@@ -47,6 +48,7 @@ AGENTS = tuple(
         "docs/reference.md#sandbox)",
         run_agent,
         flags=agent_flags,
+        offline=True,
     )
     for verb, what in (("stop", "stop one agent of"), ("start", "start again one agent of"))
 )

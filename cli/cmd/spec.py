@@ -40,7 +40,9 @@ class Spec:
     """One command.
 
     `flags` adds the command's own arguments to its sub-parser (made by `cli.args` with
-    `settings`' flags and the global options). A command whose words go deeper (`get KIND`,
+    `settings`' flags and the global options). A list `watches` (it takes `--watch`, and
+    `MCSYNC_WATCH` applies to it); an `offline` command speaks to no hub, so neither a
+    token nor the config file's context is read for it. A command whose words go deeper (`get KIND`,
     `config ACTION`) builds its sub-parser itself with `parser`, given the sub-parsers of
     `mcsync` and the toolkit.
     """
@@ -52,3 +54,5 @@ class Spec:
     settings: tuple[str, ...] = ()
     exclude_globals: frozenset[str] = frozenset()
     parser: Callable[[Any, Toolkit], None] | None = None
+    watches: bool = False
+    offline: bool = False
