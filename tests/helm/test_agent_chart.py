@@ -93,7 +93,8 @@ CLUSTER_READS = {
 }
 # SPEC §2.1 (KEP-2149): read the About API's ClusterProperties and create them when absent,
 # in every scenario (another tool may have installed the CRD); never update or delete.
-IDENTITY_RULES = {("about.k8s.io", "clusterproperties"): {"get", "create"}}
+# list/watch: every property is reported to the hub (docs/reference.md#cluster-properties).
+IDENTITY_RULES = {("about.k8s.io", "clusterproperties"): {"get", "create", "list", "watch"}}
 SERVICEIMPORT_CRD = "serviceimports.multicluster.x-k8s.io"
 LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 RBAC_KINDS = ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")
