@@ -235,11 +235,6 @@ class Credentials:
         self._keys = self._file_keys()
         self.reloads = 0  # tests and the log read it
 
-    @classmethod
-    def of(cls, *, admin: Sequence[str], reader: Sequence[str] = ()) -> Credentials:
-        """Fixed tokens, nothing to reload (tests, embedded hubs)."""
-        return cls(None, _Loaded(tuple(admin), tuple(reader), None, False))
-
     def _set(self, loaded: _Loaded) -> None:
         self._admin = tuple(t.encode("utf-8") for t in loaded.admin)
         self._reader = tuple(t.encode("utf-8") for t in loaded.reader)
