@@ -95,13 +95,17 @@ _IMPORT_ATTRIBUTES: Final = _wire_to_attribute(ServiceImportSpec)
 
 
 def plain(value: Any) -> Any:
-    """`value` in its wire form: models dumped as `to_wire` does, containers walked."""
+    """`value` in its wire form: models dumped as `to_wire` does, lists of them walked.
+
+    Anything else is answered as it is, not copied (the judge compares these once per
+    export and property, on the write path): callers read it and never change it. A spec's
+    maps hold only strings, so only models and lists of models need dumping."""
     if isinstance(value, BaseModel):
         return to_wire(value)
     if isinstance(value, (list, tuple)):
-        return [plain(item) for item in value]
-    if isinstance(value, dict):
-        return {key: plain(item) for key, item in value.items()}
+        if any(isinstance(item, BaseModel) for item in value):
+            return [plain(item) for item in value]
+        return list(value) if isinstance(value, tuple) else value
     return value
 
 
@@ -133,6 +137,8 @@ class ImportProperty:
     short: bool = False
     export_attributes: tuple[str, ...] = field(init=False)
     import_attributes: tuple[str, ...] = field(init=False)
+    export_names: tuple[str, ...] = field(init=False)
+    import_names: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         # A wire field the models do not have fails here, at import, not in a verdict.
@@ -140,6 +146,8 @@ class ImportProperty:
         imported = tuple(_IMPORT_ATTRIBUTES[wire] for _, wire in self.fields)
         object.__setattr__(self, "export_attributes", exported)
         object.__setattr__(self, "import_attributes", imported)
+        object.__setattr__(self, "export_names", tuple(export for export, _ in self.fields))
+        object.__setattr__(self, "import_names", tuple(wire for _, wire in self.fields))
 
     @property
     def decided(self) -> bool:
@@ -161,14 +169,17 @@ class ImportProperty:
 
     def wire_value(self, wire: Mapping[str, Any]) -> Any:
         """Its value in an export spec's wire dict (`to_wire(spec)`)."""
-        return self._of(wire, tuple(export for export, _ in self.fields))
+        return self._of(wire, self.export_names)
 
     def import_wire_value(self, wire: Mapping[str, Any]) -> Any:
         """Its value in an import spec's wire dict."""
-        return self._of(wire, tuple(imported for _, imported in self.fields))
+        return self._of(wire, self.import_names)
 
     def value(self, spec: InternalServiceExportSpec) -> Any:
         """Its value in an export spec, in wire form (what `wire_value(to_wire(spec))` is)."""
+        if len(self.export_attributes) == 1:
+            value = getattr(spec, self.export_attributes[0])
+            return self.absent if value is None else plain(value)
         values = {
             export: plain(getattr(spec, attribute))
             for (export, _), attribute in zip(self.fields, self.export_attributes, strict=True)
@@ -197,7 +208,9 @@ class ImportProperty:
 
     def compared_value(self, spec: InternalServiceExportSpec) -> Any:
         """What the judge compares with the winner's."""
-        return self.compared(self.value(spec))
+        if self.compare_path:
+            return self.compared(self.value(spec))
+        return self.value(spec)
 
 
 def _changed_by(what: str) -> str:
