@@ -98,10 +98,17 @@ def _decided_section(field: str, reason: str, facts: ConflictFacts,
                          "winner, decides" if cluster == winner else "agrees"))
     losers = sorted(differing)
     winner_value = _value(decided) if differing else rows[0][1]
+    change = (
+        f"recreate the Service in {', '.join(losers)} (delete it, then create it again) as "
+        f"the winner's {winner_value}: {prop.setter} cannot be changed on an existing "
+        "Service"
+        if prop.recreate
+        else f"set {prop.setter} in {', '.join(losers)} to the winner's {winner_value}"
+    )
     return [
         f"{field} ({reason}): the winner's {winner_value} is the service's",
         *_table(rows, ("CLUSTER", "VALUE", "")),
-        f"  To settle it: set {prop.setter} in {', '.join(losers)} to the winner's {winner_value}; "
+        f"  To settle it: {change}; "
         f"or, if {_value(differing[losers[0]].value) if losers else 'another value'} is the "
         f"one you want, change it in {winner} and every cluster that agrees with it — the "
         "oldest export decides.",

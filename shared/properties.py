@@ -135,6 +135,10 @@ class ImportProperty:
     # Values are short words (an enumeration or unset): a message names both the export's
     # and the winner's instead of only the property.
     short: bool = False
+    # Kubernetes does not let an existing Service change this (`spec.clusterIP` is
+    # immutable): settling means recreating the Service, and the hint must say so rather
+    # than send the operator to an edit the API server refuses.
+    recreate: bool = False
     export_attributes: tuple[str, ...] = field(init=False)
     import_attributes: tuple[str, ...] = field(init=False)
     export_names: tuple[str, ...] = field(init=False)
@@ -229,7 +233,8 @@ PROPERTIES: Final[tuple[ImportProperty, ...]] = (
         absent=[],
         held=Held.OWN,
         label="Ports",
-        words="a port of the same name or number is declared differently",
+        words="its ports differ from the other exports' (a port missing here or in "
+        "another cluster, or one declared differently under the same name or number)",
         setter="the Service's spec.ports",
     ),
     ImportProperty(
@@ -246,6 +251,7 @@ PROPERTIES: Final[tuple[ImportProperty, ...]] = (
         setter="the Service's spec.clusterIP (None makes it Headless, anything else "
         "ClusterSetIP)",
         short=True,
+        recreate=True,
     ),
     ImportProperty(
         name="sessionAffinity",

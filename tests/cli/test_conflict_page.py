@@ -56,8 +56,12 @@ def test_each_disputed_property_shows_every_cluster_and_what_to_change(
     assert rows == [["dc-east", "ClusterSetIP", "winner,", "decides"],
                     ["dc-north", "ClusterSetIP", "agrees"],
                     ["dc-west", "Headless", "differs"]]
-    assert ("To settle it: set the Service's spec.clusterIP (None makes it Headless, anything "
-            "else ClusterSetIP) in dc-west to the winner's ClusterSetIP") in type_section
+    # spec.clusterIP is immutable: the hint recreates the Service instead of an edit the
+    # API server would refuse.
+    assert ("To settle it: recreate the Service in dc-west (delete it, then create it again) "
+            "as the winner's ClusterSetIP: the Service's spec.clusterIP (None makes it "
+            "Headless, anything else ClusterSetIP) cannot be changed on an existing Service"
+            ) in " ".join(type_section.split())
     labels = page.split("\nexportedLabels (LabelsConflict)")[1].split("\n\n")[0]
     assert '{"tier":"web"}' in labels and "the ServiceExport's spec.exportedLabels" in labels
     ports = page.split("\nports (PortConflict)")[1]

@@ -34,7 +34,7 @@ async def test_downgrade_keeps_the_current_token_and_upgrade_adds_rotation(
     finally:
         await store.close()
 
-    await migrate.downgrade_async(database_url, "0006")
+    await migrate.downgrade_async(database_url, "0008")
     assert not {"previous_token_hash", "previous_token_expires"} & await cluster_columns(
         database_url
     )
