@@ -9,9 +9,7 @@ reports importing at all (its heartbeat's import counts; absent with `--no-impor
 hub cannot see a cluster's namespaces, nor a ServiceImport there that mcsync does not own,
 so "yes" is qualified by the one condition it cannot check (namespace sameness, SPEC
 §2.8), with the command that checks it. Two requests: the import and the clusters. The
-rows are `shared.importreach.where_imported`'s, which the hub also answers the console;
-a cluster the winner's `mcsync.io/import-clusters` does not select is named with the
-selector and its properties (`not_selected`).
+rows are `shared.importreach.where_imported`'s, which the hub also answers the console.
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from cli.commands import Context, print_object
 from shared.importreach import NO as NO
 from shared.importreach import UNKNOWN as UNKNOWN
 from shared.importreach import YES, where_imported
-from shared.importreach import not_selected as not_selected
 from shared.models import MemberCluster, ServiceImport
 
 

@@ -5,10 +5,11 @@ Only what the hub knows is said, and how it knows: the cluster's scope (its
 docs/reference.md#scope-and-limits), its state and heartbeat (a Pending cluster's agent
 never connected; a Stale one's stopped following the feed, so what it holds is what it
 last wrote), and whether its agent reports importing at all (its heartbeat's import
-counts; absent with `--no-import`). The hub cannot see a cluster's namespaces, nor a
-ServiceImport there that mcsync does not own, so "yes" is qualified (`YES` is `yes*`)
-by the one condition it cannot check. A cluster the winner's `mcsync.io/import-clusters`
-does not select is named with the selector and its properties (`not_selected`).
+counts; absent with `--no-import`), and whether the winner's `mcsync.io/import-clusters`
+selects it by the properties it reported (`not_selected`: the hub leaves the Service out
+of that cluster's import feed, docs/reference.md#cluster-selection). The hub cannot see
+a cluster's namespaces, nor a ServiceImport there that mcsync does not own, so "yes" is
+qualified (`YES` is `yes*`) by the one condition it cannot check.
 
 One function for the CLI's `mcsync describe import` and the hub's
 `GET /api/v1/serviceimports/{namespace}/{name}/importers`, which the console shows: the
@@ -37,8 +38,7 @@ UNKNOWN: Final[ImportAnswer] = "unknown"
 def not_selected(selector: ImportClustersSelector | None,
                  cluster: MemberCluster) -> str | None:
     """Why `mcsync.io/import-clusters` (the winner's, `selector`) leaves `cluster` out,
-    or None when it does not (docs/reference.md#cluster-selection): the hub then leaves
-    the Service out of that cluster's import feed."""
+    naming the selector and the properties it judged; None when it does not."""
     if selector is None:
         return None
     properties = cluster.status.properties
@@ -73,8 +73,7 @@ def where_imported(
             rows.append((name, NO, f"its scope imports only namespaces {listed}, not "
                                    f"{namespace} (`mcsync clusters set-scope {name}` changes "
                                    "it)"))
-        elif (why_not := not_selected(getattr(item.spec, "import_clusters", None),
-                                      cluster)) is not None:
+        elif (why_not := not_selected(item.spec.import_clusters, cluster)) is not None:
             rows.append((name, NO, why_not))
         elif status.state == "Pending":
             rows.append((name, NO, "Pending: its agent has never sent a heartbeat, so it "

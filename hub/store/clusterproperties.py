@@ -41,7 +41,7 @@ from hub.store.feed import (
     read_current_revision,
     read_retained,
 )
-from hub.store.importfeed import ImportChanges, admission, exclusion
+from hub.store.importfeed import ImportChanges, admission, exclusion, keys_slices
 from hub.store.importselection import judge_cluster
 from hub.store.locks import lock_selection_exclusive, take_revisions
 from hub.store.tables import changes, clusters, service_imports
@@ -212,14 +212,13 @@ class ClusterPropertiesStore:
             conn, service_imports, ("namespace", "name"), keys
         )
         rows = {(r["namespace"], r["name"]): r for r in found if r["created_at"] is not None}
+        held = await keys_slices(conn, self._ctx, sorted(rows))
         for key in keys:
             row = rows.get(key)
             if row is None:
                 continue
-            if key in left:
-                feed.items.extend(await exclusion(conn, self._ctx, key, row, {cluster}))
-            else:
-                feed.items.extend(await admission(conn, self._ctx, key, row, {cluster}))
+            flip = exclusion if key in left else admission
+            feed.items.extend(flip(key, row, held.get(key, []), {cluster}))
         return feed
 
     async def current_revision(self) -> int:

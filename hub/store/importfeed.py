@@ -428,7 +428,8 @@ async def follow_exports(
         )
         if left:
             last = stored if existed and stored is not None else upsert
-            out.items.extend(await exclusion(conn, ctx, key, last, left))
+            held = (await keys_slices(conn, ctx, [key])).get(key, [])
+            out.items.extend(exclusion(key, last, held, left))
         if admitted:
             let_in.append((upsert, admitted))
         out.items.append(
@@ -485,40 +486,57 @@ async def follow_exports(
             )
 
     # 5. The clusters the key's new selector lets in get it whole, as it is now.
-    for upsert, admitted in let_in:
-        key = (upsert["namespace"], upsert["name"])
-        out.items.extend(await admission(conn, ctx, key, upsert, admitted))
+    if let_in:
+        held_of = await keys_slices(
+            conn, ctx, [(u["namespace"], u["name"]) for u, _ in let_in]
+        )
+        for upsert, admitted in let_in:
+            key = (upsert["namespace"], upsert["name"])
+            out.items.extend(admission(key, upsert, held_of.get(key, []), admitted))
     return out
 
 
-async def key_slices(conn: AsyncConnection, ctx: StoreContext, key: Key) -> list[RowMapping]:
-    """The key's stored slices whose export is not withheld, in list order."""
+async def keys_slices(
+    conn: AsyncConnection, ctx: StoreContext, keys: Sequence[Key]
+) -> dict[Key, list[RowMapping]]:
+    """Each key's stored slices whose export is not withheld, in list order: one read of
+    the slices and one of the withheld exports, however many keys."""
+    if not keys:
+        return {}
+    where = ctx.rows.where_in(
+        (endpoint_slices.c.namespace, endpoint_slices.c.service_name), sorted(set(keys))
+    )
     rows = (
         await conn.execute(
             select(endpoint_slices)
-            .where(
-                endpoint_slices.c.namespace == key[0], endpoint_slices.c.service_name == key[1]
+            .where(where)
+            .order_by(
+                endpoint_slices.c.namespace,
+                endpoint_slices.c.service_name,
+                endpoint_slices.c.cluster_id,
+                endpoint_slices.c.name,
             )
-            .order_by(endpoint_slices.c.cluster_id, endpoint_slices.c.name)
         )
     ).mappings().all()
-    withheld = await withheld_among(
-        conn, ctx, sorted({(r["cluster_id"], *key) for r in rows})
-    )
-    return [r for r in rows if (r["cluster_id"], *key) not in withheld]
+    triples = sorted({(r["cluster_id"], r["namespace"], r["service_name"]) for r in rows})
+    withheld = await withheld_among(conn, ctx, triples)
+    out: dict[Key, list[RowMapping]] = {}
+    for r in rows:
+        if (r["cluster_id"], r["namespace"], r["service_name"]) not in withheld:
+            out.setdefault((r["namespace"], r["service_name"]), []).append(r)
+    return out
 
 
-async def admission(
-    conn: AsyncConnection,
-    ctx: StoreContext,
+def admission(
     key: Key,
     stored: Mapping[str, Any],
+    held: Sequence[RowMapping],
     clusters: set[str],
 ) -> list[SliceChange | ImportChange]:
     """What each of `clusters`, let in to `key`, must hear (`importselection`): the
-    ServiceImport (`stored`: its row as it is now) and its imported slices, ADDED."""
+    ServiceImport (`stored`: its row as it is now) and its imported slices (`held`, from
+    `keys_slices`), ADDED."""
     served = served_ports(stored["status"])
-    held = await key_slices(conn, ctx, key)
     items: list[SliceChange | ImportChange] = []
     for cluster in sorted(clusters):
         items.append(ImportChange(
@@ -535,17 +553,15 @@ async def admission(
     return items
 
 
-async def exclusion(
-    conn: AsyncConnection,
-    ctx: StoreContext,
+def exclusion(
     key: Key,
     stored: Mapping[str, Any],
+    held: Sequence[RowMapping],
     clusters: set[str],
 ) -> list[SliceChange | ImportChange]:
     """What each of `clusters`, left out of `key`, must hear: a DELETED of each slice it
-    held, then of the ServiceImport (`stored`: its row as it is now)."""
+    held (`held`, from `keys_slices`), then of the ServiceImport (`stored`: its row)."""
     served = served_ports(stored["status"])
-    held = await key_slices(conn, ctx, key)
     items: list[SliceChange | ImportChange] = []
     for cluster in sorted(clusters):
         for row in held:

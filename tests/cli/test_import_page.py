@@ -77,8 +77,8 @@ def test_describe_import_against_a_hub(hub: RunningHub) -> None:
 
 def test_a_cluster_import_clusters_leaves_out_is_named_with_the_selector() -> None:
     """docs/reference.md#cluster-selection: the selector and the properties it judged."""
-    from cli.importpage import not_selected
     from shared.clusterselection import ImportClustersSelector
+    from shared.importreach import not_selected
 
     selector = ImportClustersSelector.model_validate(
         {"matchProperties": {"region.topology.mcsync.io": "eu"}})

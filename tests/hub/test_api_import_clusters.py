@@ -6,55 +6,22 @@ change, the key appears in (ADDED: the ServiceImport and its slices) or disappea
 cluster's. A watch started between two such changes sees exactly what its cluster saw
 then. On SQLite and PostgreSQL.
 
-The ServiceImport's `spec.importClusters` (the winner's selector) is derived from the
-exports by the property table of `shared/properties.py`; until that field is there the
-`selector` fixture puts it into the ServiceImport rows the writer stores, as the winner's
-annotation would.
+The selector travels as the exports' `importClusters` (the agent reads it from the
+ServiceExport's annotation); the winner's is the ServiceImport's.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator
 
 import pytest
 
-from hub.store import writer
 from tests.hub.test_api_endpointslices import slice_body, slice_path
 from tests.hub.test_api_support import READER, Hub, at, running_hub, watch_events
 
 REGION = "region.topology.mcsync.io"
 EU = {"matchProperties": {REGION: "eu"}}
 US = {"matchExpressions": [{"key": REGION, "operator": "In", "values": ["us"]}]}
-Key = tuple[str, str]
-
-
-@pytest.fixture
-def selector(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[Key, dict[str, Any]]]:
-    """key → the import-clusters selector its ServiceImport carries (absent: none)."""
-    chosen: dict[Key, dict[str, Any]] = {}
-    original = writer.import_rows
-
-    def import_rows(judged: Any, before: Any, now: Any) -> list[dict[str, Any]]:
-        rows = original(judged, {}, now)  # every judged key, compared below
-        out = []
-        for row in rows:
-            key = (row["namespace"], row["name"])
-            spec = json.loads(row["spec"])
-            if key in chosen:
-                spec["importClusters"] = chosen[key]
-            row["spec"] = json.dumps(spec, sort_keys=True, separators=(",", ":"))
-            stored = before.get(key)
-            if stored is not None and stored["created_at"] is not None:
-                row["created_at"] = stored["created_at"]
-                if (stored["spec"], stored["status"]) == (row["spec"], row["status"]):
-                    continue
-            out.append(row)
-        return out
-
-    monkeypatch.setattr(writer, "import_rows", import_rows)
-    yield chosen
 
 
 @pytest.fixture
@@ -100,17 +67,15 @@ async def _watched(hub: Hub, cluster: str, start: str) -> list[tuple[str, str, s
 IMPORT, SLICE = "ServiceImport", "EndpointSliceExport"
 
 
-async def test_import_clusters_keeps_a_key_out_and_gives_it_back(
-    hub: Hub, selector: dict[Key, dict[str, Any]]
-) -> None:
+async def test_import_clusters_keeps_a_key_out_and_gives_it_back(hub: Hub) -> None:
     members = await hub.register("east", "west", "north")
     for cluster, region in (("east", "eu"), ("west", "us"), ("north", "eu")):
         await _props(hub, members, cluster, region)
     start = await _revision(hub)
 
     # 1. Exported to eu only: west never hears of it.
-    selector[("demo", "web")] = EU
-    assert (await hub.put("east", members["east"], created=at(0))).status_code == 201
+    assert (await hub.put("east", members["east"], created=at(0),
+                          importClusters=EU)).status_code == 201
     put = await hub.client.put(slice_path("east"), json=slice_body(), headers=members["east"])
     assert put.status_code == 201, put.text
     assert await _listed(hub, "west") == []
@@ -118,8 +83,7 @@ async def test_import_clusters_keeps_a_key_out_and_gives_it_back(
     first = await _revision(hub)
 
     # 2. The selector turns to us: west gets it whole, north loses it.
-    selector[("demo", "web")] = US
-    moved = await hub.put("east", members["east"], created=at(0), resource_version="101")
+    moved = await hub.put("east", members["east"], created=at(0), importClusters=US)
     assert moved.status_code == 200, moved.text
     assert await _listed(hub, "west") == [(IMPORT, "web"), (SLICE, "web-abcde")]
     assert await _listed(hub, "north") == []
@@ -166,13 +130,11 @@ async def test_import_clusters_keeps_a_key_out_and_gives_it_back(
     assert await _watched(hub, "north", later) == [("MODIFIED", SLICE, "web-abcde")]
 
 
-async def test_a_cluster_registered_later_is_judged_before_it_reports(
-    hub: Hub, selector: dict[Key, dict[str, Any]]
-) -> None:
+async def test_a_cluster_registered_later_is_judged_before_it_reports(hub: Hub) -> None:
     members = await hub.register("east")
     await _props(hub, members, "east", "eu")
-    selector[("demo", "web")] = EU
-    assert (await hub.put("east", members["east"], created=at(0))).status_code == 201
+    assert (await hub.put("east", members["east"], created=at(0),
+                          importClusters=EU)).status_code == 201
     late = await hub.register("late")
     assert await _listed(hub, "late") == []  # no properties yet: matches nothing
     start = await _revision(hub)
@@ -180,9 +142,7 @@ async def test_a_cluster_registered_later_is_judged_before_it_reports(
     assert await _listed(hub, "late") == [(IMPORT, "web")]
     assert await _watched(hub, "late", start) == [("ADDED", IMPORT, "web")]
     # The selector goes: everybody imports it, nobody is left out.
-    del selector[("demo", "web")]
     await _props(hub, {**members, **late}, "late", "us")
     assert await _listed(hub, "late") == []
-    assert (await hub.put("east", members["east"], created=at(0),
-                          resource_version="102")).status_code == 200
+    assert (await hub.put("east", members["east"], created=at(0))).status_code == 200
     assert await _listed(hub, "late") == [(IMPORT, "web")]

@@ -7,14 +7,14 @@ so west (region us) gets no ServiceImport while east does. The selector then nam
 cluster with a region, and west gets the ServiceImport, its derived Service and the
 mirrored slice; east's agent reported both clusters' properties itself.
 
-The hub runs in this process (`tests.hub.test_api_import_clusters`'s `selector` stands in
-for the ServiceImport's `spec.importClusters` until the winner's annotation reaches it), so
+The hub runs in this process (served over loopback, so its state can be awaited), and
 the test waits with `asyncio.sleep`, never blocking the loop that serves the agents.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,7 +23,7 @@ from typing import Any, cast
 import pytest
 
 from member.importspec import derived_service_name
-from tests.hub.test_api_import_clusters import REGION, selector  # noqa: F401 (fixture)
+from tests.hub.test_api_import_clusters import REGION
 from tests.hub.test_api_support import running_hub, serving
 from tests.kube.fixtures import KubeCluster
 from tests.member.agent_support import (
@@ -38,6 +38,8 @@ from tests.member.agent_support import (
 pytestmark = pytest.mark.e2e
 
 NS = "shop"
+ANNOTATION = "mcsync.io/import-clusters"
+EU_ONLY = {"matchProperties": {REGION: "eu"}}
 DEADLINE = 90.0
 
 
@@ -57,6 +59,15 @@ async def reported(hub: Any) -> None:
             return
         await asyncio.sleep(0.2)
     raise AssertionError("timed out waiting for both clusters' properties on the hub")
+
+
+def select(kube: KubeCluster, selector: dict[str, Any]) -> None:
+    """Set the ServiceExport's `mcsync.io/import-clusters` (its agent re-exports)."""
+    export = dict(kube.state.get("serviceexports", NS, "web") or {})
+    metadata = dict(export["metadata"])
+    metadata["annotations"] = {**metadata.get("annotations", {}),
+                               ANNOTATION: json.dumps(selector)}
+    kube.state.update("serviceexports", NS, {**export, "metadata": metadata})
 
 
 def has_import(kube: KubeCluster) -> bool:
@@ -79,7 +90,6 @@ async def test_import_clusters_keeps_a_service_out_of_a_cluster_and_gives_it_bac
     database_url: str,
     tmp_path: Path,
     kube_cluster_factory: Callable[..., KubeCluster],
-    selector: dict[tuple[str, str], dict[str, Any]],  # noqa: F811
 ) -> None:
     east = kube_cluster_factory("east", about_api=True)
     west = kube_cluster_factory("west", about_api=True)
@@ -87,7 +97,6 @@ async def test_import_clusters_keeps_a_service_out_of_a_cluster_and_gives_it_bac
         kube.state.create_namespace(NS)
         kube.state.create("clusterproperties", None, {"metadata": {"name": REGION},
                                                       "spec": {"value": region}})
-    selector[(NS, "web")] = {"matchProperties": {REGION: "eu"}}
     agents: list[AgentProcess] = []
     async with running_hub(database_url, watch_bookmark_seconds=1) as hub, \
             serving(hub.app) as url:
@@ -102,28 +111,21 @@ async def test_import_clusters_keeps_a_service_out_of_a_cluster_and_gives_it_bac
 
             east.state.create("services", NS, service_body("web", NS))
             east.state.create("endpointslices", NS, source_slice_body("10.0.0.1", NS))
-            east.state.create("serviceexports", NS, service_export_body("web", NS))
+            export = service_export_body("web", NS)
+            export["metadata"]["annotations"] = {ANNOTATION: json.dumps(EU_ONLY)}
+            east.state.create("serviceexports", NS, export)
             await until(lambda: whole_import(east), what="the import in east (region eu)")
             await asyncio.sleep(3)  # west's feed has had every change by now
             assert not has_import(west), "west (region us) is outside import-clusters"
             assert west.state.get("services", NS, derived_service_name("web")) is None
 
-            # The selector changes (with the next write of the key): west gets it whole.
-            selector[(NS, "web")] = {"matchExpressions": [{"key": REGION,
-                                                           "operator": "Exists"}]}
-            service = dict(east.state.get("services", NS, "web") or {})
-            service["spec"] = {**service["spec"],
-                               "ports": [{"name": "http", "port": 80},
-                                         {"name": "admin", "port": 8080}]}
-            east.state.update("services", NS, service)
+            # The selector changes on the ServiceExport: west gets it whole.
+            select(east, {"matchExpressions": [{"key": REGION, "operator": "Exists"}]})
             await until(lambda: whole_import(west), what="the import in west")
             assert whole_import(east)
 
             # And back: eu only again; west's objects go, east's stay.
-            selector[(NS, "web")] = {"matchProperties": {REGION: "eu"}}
-            service = dict(east.state.get("services", NS, "web") or {})
-            service["spec"] = {**service["spec"], "ports": [{"name": "http", "port": 80}]}
-            east.state.update("services", NS, service)
+            select(east, EU_ONLY)
             await until(lambda: not has_import(west), what="the import gone from west")
             assert whole_import(east)
         finally:
