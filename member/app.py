@@ -254,6 +254,7 @@ class Agent:
                 may_write=self._leading.is_set,
                 tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
                 other_services=self.services,
+                properties=self.fleet_properties,
             )
         # docs/reference.md#cluster-properties: while importing, the fleet's properties
         # come from the hub's feed into `fleet_properties` (made before the importer).
