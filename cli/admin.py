@@ -38,11 +38,12 @@ import contextlib
 import os
 from pathlib import Path
 
-from cli.args import Options, UsageError
 from cli.client import HubError
 from cli.commands import CommandError, Context, print_object
+from cli.options import Options
 from shared.constants import CONDITION_WITHDRAWAL_HELD
 from shared.models import MemberCluster
+from shared.settingscli import UsageError
 from shared.timefmt import format_millis
 
 

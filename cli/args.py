@@ -8,8 +8,9 @@ then the default — so `MCSYNC_TOKEN=x mcsync --token-file F clusters` uses F. 
 any layer goes through the same check as the flag would, and a bad one stops the program
 at start with one line naming the flag (and the variable or context it came from), exit
 code 2 — the same as a bad flag, because it is the same mistake made in another place.
-What is the CLI's own stays here: the sub-commands and their arguments, `--token` and
-`--token-file` as one setting (`_token`), and which settings each command reads.
+What is the CLI's own stays here: the parser, built from the commands' modules (`cli.cmd`:
+each declares its words, its own arguments and the settings it reads), `--token` and
+`--token-file` as one setting (`_token`), and the checks across flags.
 
 Global options (`--hub-url`, `-o`, `--watch`, …) are accepted before or after the
 sub-command (`mcsync -o json exports` and `mcsync exports -o json`), as kubectl accepts
@@ -30,245 +31,49 @@ import difflib
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar, cast
+from typing import Annotated, Any, cast
 
-from pydantic import BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import BeforeValidator, ConfigDict, Field
 
-from cli import jsonpath
+from cli.cmd import COMMANDS
+from cli.cmd.config import CONTEXT_DEST, CONTEXT_FIELDS
 from cli.config import Config, ConfigError, default_path, load
+from cli.options import (
+    DEFAULT_HUB_URL,
+    DEFAULT_PAGE_SIZE,
+    DEFAULT_REQUEST_TIMEOUT,
+    OUTPUTS,
+    PROG,
+    SHELLS,
+    Command,
+    ConfigAction,
+    Kind,
+    Options,
+    Output,
+    Shell,
+)
 from cli.selector import Selector, parse_selector
+from cli.values import (
+    parse_bool,
+    parse_cluster,
+    parse_namespace,
+    parse_output,
+    parse_page_size,
+    parse_port,
+    parse_positive_float,
+    parse_service_name,
+    parse_text,
+    parse_url,
+)
 from shared import settingscli
-from shared.models import ObjectMeta, is_dns1035_label, is_dns1123_label
-from shared.scope import pattern_error
 from shared.settingscli import Flag, ProgramSettings, UsageError
 from shared.version import __version__
 
-PROG = "mcsync"
-DEFAULT_HUB_URL = "http://127.0.0.1:8080"
-DEFAULT_REQUEST_TIMEOUT = 30.0
-DEFAULT_PAGE_SIZE = 500
-OUTPUTS = ("table", "wide", "json", "yaml", "name", "jsonpath=TEMPLATE")
-
-Output = Literal["table", "wide", "json", "yaml", "name", "jsonpath"]
-Command = Literal[
-    "clusters",
-    "clusters register",
-    "clusters deregister",
-    "clusters allow-withdrawal",
-    "clusters set-scope",
-    "clusters rotate-token",
-    "exports",
-    "imports",
-    "endpoints",
-    "conflicts",
-    "get",
-    "version",
-    "config",
-    "completion",
-    "sandbox",
-    "sandbox stop-agent",
-    "sandbox start-agent",
-    "status",
-]
-Kind = Literal["export", "import", "cluster", "conflict"]
-ConfigAction = Literal["get-contexts", "current-context", "use-context", "set-context"]
-Shell = Literal["bash", "zsh", "fish"]
-SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish")
-LIST_COMMANDS: tuple[Command, ...] = ("clusters", "exports", "imports", "endpoints", "conflicts")
-# Commands that speak to no hub: neither a token nor the config file's context is read.
-OFFLINE_COMMANDS: tuple[Command, ...] = (
-    "config", "completion", "sandbox", "sandbox stop-agent", "sandbox start-agent"
-)
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Options:
-    """Everything one invocation asked for, checked."""
-
-    command: Command
-    hub_url: str = DEFAULT_HUB_URL
-    token: str | None = None
-    output: Output = "table"
-    watch: bool = False
-    watch_from_env: bool = False  # MCSYNC_WATCH, not --watch, asked for it
-    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
-    page_size: int = DEFAULT_PAGE_SIZE
-    namespace: str | None = None
-    cluster: str | None = None
-    name: str | None = None
-    conflict: bool | None = None
-    kind: Kind | None = None
-    jsonpath: str | None = None  # the template of -o jsonpath=…, checked
-    no_headers: bool = False
-    verbose: bool = False
-    selector: Selector | None = None
-    certificate_authority: str | None = None
-    insecure_skip_tls_verify: bool = False
-    # clusters register / deregister
-    labels: tuple[tuple[str, str], ...] = ()
-    member_token_file: str | None = None
-    overwrite: bool = False
-    yes: bool = False
-    # clusters register / set-scope: spec.exportNamespaces / importNamespaces (SPEC §4.4);
-    # None: not given (register: absent, every namespace; set-scope: kept)
-    export_namespaces: tuple[str, ...] | None = None
-    import_namespaces: tuple[str, ...] | None = None
-    all_export_namespaces: bool = False
-    all_import_namespaces: bool = False
-    # exports --invalid (SPEC §7)
-    invalid: bool = False
-    # version, config, completion
-    client_only: bool = False
-    config_path: str | None = None
-    context: str | None = None
-    config_action: ConfigAction | None = None
-    context_settings: tuple[tuple[str, str], ...] = ()
-    shell: Shell | None = None
-    # sandbox
-    hub_port: int = 0
-
-    @property
-    def wide(self) -> bool:
-        return self.output == "wide"
-
-
-# --- value checks, shared by flags and environment variables ----------------------------
-
-
-def parse_bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value in ("true", "1", "yes", "on"):
-        return True
-    if value in ("false", "0", "no", "off"):
-        return False
-    raise ValueError(f"expected true or false, got {text!r}")
-
-
-def parse_output(text: str) -> str:
-    """`table`, `wide`, `json`, `yaml`, `name` or `jsonpath=TEMPLATE` (template checked)."""
-    value = text.strip()
-    kind, sep, template = value.partition("=")
-    if sep and kind.lower() == "jsonpath":
-        try:
-            jsonpath.parse(template)
-        except ValueError as exc:
-            raise ValueError(f"jsonpath: {exc}") from None
-        return f"jsonpath={template}"
-    if value.lower() not in OUTPUTS:
-        raise ValueError(f"expected one of {', '.join(OUTPUTS)}, got {text!r}")
-    return value.lower()
-
-
-def parse_label(text: str) -> tuple[str, str]:
-    """`key=value`, a valid Kubernetes label (qualified key, value of 63 characters)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise ValueError(f"expected key=value, got {text!r}")
-    try:
-        ObjectMeta(name="x", labels={key: value})
-    except ValidationError as exc:
-        raise ValueError(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from None
-    return key, value
-
-
-def parse_namespace_pattern(text: str) -> str:
-    """A namespace name or `*` glob of a cluster's scope (`shared.scope`)."""
-    value = text.strip()
-    problem = pattern_error(value)
-    if problem is not None:
-        raise ValueError(problem)
-    return value
-
-
-def parse_url(text: str) -> str:
-    value = text.strip().rstrip("/")
-    if not value.startswith(("http://", "https://")) or len(value) <= len("https://"):
-        raise ValueError(f"expected an http:// or https:// URL, got {text!r}")
-    return value
-
-
-def parse_positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise ValueError(f"must be more than 0, got {text!r}")
-    return value
-
-
-def parse_page_size(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"expected a whole number, got {text!r}") from None
-    if not 1 <= value <= 10_000:
-        raise ValueError(f"must be between 1 and 10000, got {text!r}")
-    return value
-
-
-def parse_port(text: str) -> int:
-    """A TCP port, or 0 for any free one."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise ValueError(f"must be between 0 and 65535, got {text!r}")
-    return value
-
-
-def parse_text(text: str) -> str:
-    value = text.strip()
-    if not value:
-        raise ValueError("must not be empty")
-    return value
-
-
-def _dns1123_label(what: str) -> Callable[[str], str]:
-    """A parser for a name that must be a DNS-1123 label; `what` names it in the error."""
-
-    def parse(text: str) -> str:
-        value = text.strip()
-        if not is_dns1123_label(value):
-            raise ValueError(
-                f"{text!r} is not {what} (a DNS-1123 label: lowercase letters, "
-                "digits and '-', at most 63 characters)"
-            )
-        return value
-
-    return parse
-
-
-parse_namespace = _dns1123_label("a namespace")
-parse_cluster = _dns1123_label("a cluster name")
-
-
-def parse_service_name(text: str) -> str:
-    value = text.strip()
-    if not is_dns1035_label(value):
-        raise ValueError(
-            f"{text!r} is not a Service name (a DNS-1035 label: lowercase "
-            "letters, digits and '-', starting with a letter)"
-        )
-    return value
-
-
-def _argtype(check: Callable[[str], T]) -> Callable[[str], T]:
-    """Wrap a check for argparse, which reports ArgumentTypeError messages verbatim."""
-
-    def convert(text: str) -> T:
-        try:
-            return check(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = check.__name__.removeprefix("parse_")
-    return convert
+__all__ = [
+    "DEFAULT_HUB_URL", "OUTPUTS", "PLURALS", "SHELLS", "CliSettings", "Options", "Shell",
+    "UsageError", "build_parser", "parse_args",
+]  # fmt: skip
 
 
 # --- the settings: one model, read by the layer the hub and the agent use too -------------
@@ -356,9 +161,7 @@ GLOBAL_SETTINGS = settingscli.pick(
     "insecure_skip_tls_verify", "context", "config",
 )  # fmt: skip
 # What a context of the config file may set (`config set-context` writes these).
-CONTEXT_SETTINGS = settingscli.pick(
-    CliSettings, "hub_url", "token_file", "certificate_authority", "insecure_skip_tls_verify"
-)
+CONTEXT_SETTINGS = settingscli.pick(CliSettings, *CONTEXT_FIELDS)
 _VALUE_FLAGS = frozenset(f for s in GLOBAL_SETTINGS if s.action == "store" for f in s.flags)
 
 
@@ -367,28 +170,22 @@ def _add_globals(parser: argparse.ArgumentParser, *, exclude: frozenset[str] = f
     settingscli.add_flags(group, [s for s in GLOBAL_SETTINGS if s.field not in exclude])
 
 
-def _add_scope_flags(parser: argparse.ArgumentParser, *, verb: str) -> None:
-    parser.add_argument(
-        "--export-namespace",
-        dest="export_namespaces",
-        action="append",
-        type=_argtype(parse_namespace_pattern),
-        default=None,
-        metavar="NS",
-        help=f"a namespace (or '*' glob) it {verb} export from (repeatable; default: all)",
-    )
-    parser.add_argument(
-        "--import-namespace",
-        dest="import_namespaces",
-        action="append",
-        type=_argtype(parse_namespace_pattern),
-        default=None,
-        metavar="NS",
-        help=f"a namespace (or '*' glob) it {verb} import (repeatable; default: all)",
-    )
+class _Toolkit:
+    """What a command's module may add to its parser (`cli.cmd.spec.Toolkit`)."""
+
+    def settings(self, parser: argparse.ArgumentParser, *fields: str,
+                 dest_prefix: str = "") -> None:
+        settingscli.add_flags(parser, settingscli.pick(CliSettings, *fields),
+                              dest_prefix=dest_prefix)
+
+    def globals(self, parser: argparse.ArgumentParser, *,
+                exclude: frozenset[str] = frozenset()) -> None:
+        _add_globals(parser, exclude=exclude)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """`mcsync`'s parser, one sub-parser per command of `cli.cmd.COMMANDS`, in their order:
+    its settings' flags, the global options, then the command's own flags."""
     parser = settingscli.OneLineParser(
         prog="mcsync",
         description="Query an mcsync hub: member clusters, exported services, endpoints, "
@@ -406,227 +203,21 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command", metavar="COMMAND", parser_class=settingscli.OneLineParser
     )
     commands.required = True
-
-    def command(
-        name: str, help_text: str, *, exclude: frozenset[str] = frozenset()
-    ) -> argparse.ArgumentParser:
+    kit = _Toolkit()
+    for spec in COMMANDS:
+        if spec.parser is not None:
+            spec.parser(commands, kit)
+            continue
         sub = cast(
             argparse.ArgumentParser,
-            commands.add_parser(name, help=help_text, description=help_text, prog=f"mcsync {name}"),
+            commands.add_parser(spec.name, help=spec.help, description=spec.help,
+                                prog=f"mcsync {spec.name}"),
         )
-        settingscli.add_flags(sub, settingscli.pick(CliSettings, *COMMAND_SETTINGS[name]))
-        _add_globals(sub, exclude=exclude)
-        return sub
-
-    clusters = command(
-        "clusters",
-        "list member clusters with state and export counts "
-        "(also: clusters register, clusters deregister)",
-    )
-    clusters.add_argument("name", nargs="?", metavar="NAME", help="only this cluster")
-    register = command(
-        "clusters register",
-        "register a member cluster and write its token to a new file (admin token needed)",
-        exclude=frozenset({"token_file"}),
-    )
-    register.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
-    register.add_argument(
-        "--label",
-        dest="labels",
-        action="append",
-        type=_argtype(parse_label),
-        default=[],
-        metavar="KEY=VALUE",
-        help="a label of the cluster (repeatable)",
-    )
-    register.add_argument(
-        "--token-file",
-        dest="member_token_file",
-        required=True,
-        type=_argtype(parse_text),
-        metavar="PATH",
-        help="where to write the member token (mode 0600); the admin "
-        "token comes from --token, MCSYNC_TOKEN(_FILE), the context, or a --token-file "
-        "given before `clusters`",
-    )
-    register.add_argument(
-        "--overwrite", action="store_true", help="replace the token file if it exists"
-    )
-    _add_scope_flags(register, verb="may")
-    set_scope = command(
-        "clusters set-scope",
-        "change the namespaces a member cluster may export from and imports (SPEC §4.4; "
-        "admin token needed); what is not given is kept",
-    )
-    set_scope.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
-    _add_scope_flags(set_scope, verb="may from now on")
-    set_scope.add_argument(
-        "--all-export-namespaces",
-        action="store_true",
-        help="let it export from every namespace the hub does not deny",
-    )
-    set_scope.add_argument(
-        "--all-import-namespaces", action="store_true", help="let it import every namespace"
-    )
-    deregister = command(
-        "clusters deregister",
-        "deregister a member cluster, withdrawing all its exports (admin token needed)",
-    )
-    deregister.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
-    deregister.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
-    allow = command(
-        "clusters allow-withdrawal",
-        "let a cluster's next held mass withdrawal of exports through, once (SPEC §5.1; "
-        "admin token needed)",
-    )
-    allow.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
-    rotate = command(
-        "clusters rotate-token",
-        "issue a new member token and write it to a new file; the old one keeps working "
-        "until the agent uses the new one or the hub's --token-grace-seconds pass "
-        "(docs/reference.md#credentials; admin token needed)",
-        exclude=frozenset({"token_file"}),
-    )
-    rotate.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
-    rotate.add_argument(
-        "--token-file",
-        dest="member_token_file",
-        required=True,
-        type=_argtype(parse_text),
-        metavar="PATH",
-        help="where to write the new member token (mode 0600); the admin token comes from "
-        "--token, MCSYNC_TOKEN(_FILE), the context, or a --token-file given before `clusters`",
-    )
-    rotate.add_argument(
-        "--overwrite", action="store_true", help="replace the token file if it exists"
-    )
-    exports = command(
-        "exports",
-        "list exported services (every cluster's export; --invalid: the ServiceExports "
-        "that members could not export, and why)",
-    )
-    exports.add_argument(
-        "--invalid",
-        action="store_true",
-        help="list the ServiceExports that are Valid=False in their cluster, with the "
-        "reason, as each agent last reported them (never exported, so never in conflicts)",
-    )
-    command("imports", "list derived ServiceImports (one per exported service)")
-    endpoints = command(
-        "endpoints", "list exported EndpointSlices: ready/total endpoints per slice"
-    )
-    endpoints.add_argument(
-        "ref", nargs="?", metavar="[NS/]NAME", help="only the slices of this Service"
-    )
-    command("conflicts", "list conflicting services: winner, disputed fields, losers")
-    version = command("version", "show the versions of this client and of the hub")
-    version.add_argument(
-        "--client",
-        dest="client_only",
-        action="store_true",
-        help="only the client's version; no request",
-    )
-
-    get = commands.add_parser(
-        "get",
-        help="show one export, import or cluster in detail (`get exports` and the "
-        "other plurals list, as the list commands do; `describe` is the same as `get`)",
-        description="show one export, import or cluster in detail",
-    )
-    kinds = get.add_subparsers(dest="kind", metavar="KIND", parser_class=settingscli.OneLineParser)
-    kinds.required = True
-    for kind, ref, fields, help_text, description in (
-        (
-            "export",
-            "CLUSTER/NAMESPACE/NAME",
-            ("namespace", "cluster"),
-            "CLUSTER/NAMESPACE/NAME, or NAME with --cluster and -n",
-            "show one cluster's export of a service",
-        ),
-        (
-            "import",
-            "NAMESPACE/NAME",
-            ("namespace",),
-            "NAMESPACE/NAME, or NAME with -n",
-            "show the ServiceImport of a service",
-        ),
-        ("cluster", "NAME", (), "NAME", "show one member cluster in detail"),
-        (
-            "conflict",
-            "NAMESPACE/NAME",
-            ("namespace",),
-            "NAMESPACE/NAME, or NAME with -n",
-            "show a service's conflict: each cluster's value of every disputed property, "
-            "and what to change",
-        ),
-    ):
-        sub = kinds.add_parser(kind, help=help_text, description=description)
-        sub.add_argument(
-            "ref", metavar=ref, type=_argtype(parse_cluster) if kind == "cluster" else str
-        )
-        settingscli.add_flags(sub, settingscli.pick(CliSettings, *fields))
-        _add_globals(sub)
-    _add_globals(get)
-
-    _config_parser(commands)
-    completion = command(
-        "completion", "print a shell completion script: source <(mcsync completion bash)"
-    )
-    completion.add_argument("shell", choices=SHELLS, metavar="SHELL", help="bash, zsh or fish")
-    command(
-        "status",
-        "the fleet at a glance: hub, token, database, clusters by state, exports, conflicts, "
-        "imports; exit 1 when something needs attention",
-    )
-    command(
-        "sandbox",
-        "run a fleet on this machine to try mcsync without Kubernetes: a hub, three emulated "
-        "clusters and their agents, until Ctrl-C (needs mcsync[hub,agent])",
-    )
-    for verb, what in (("stop", "stop one agent of"), ("start", "start again one agent of")):
-        agent = command(
-            f"sandbox {verb}-agent",
-            f"{what} the sandbox running in another terminal, without ending it "
-            "(a stopped agent's cluster turns Stale and its importers fail over; "
-            "docs/reference.md#sandbox)",
-        )
-        agent.add_argument("name", metavar="NAME", help="the cluster: east, north or west")
+        kit.settings(sub, *spec.settings)
+        _add_globals(sub, exclude=spec.exclude_globals)
+        spec.flags(sub)
     return parser
 
-
-def _config_parser(commands: Any) -> None:
-    config = commands.add_parser(
-        "config",
-        help="contexts of the config file: get-contexts, use-context, …",
-        description="read and change the config file's contexts (~/.config/mcsync/config)",
-        prog="mcsync config",
-    )
-    _add_globals(config)
-    actions = config.add_subparsers(
-        dest="config_action", metavar="ACTION", parser_class=settingscli.OneLineParser
-    )
-    actions.required = True
-    for name, help_text in (
-        ("get-contexts", "list the contexts; * marks the current one"),
-        ("current-context", "print the current context's name"),
-    ):
-        _add_globals(actions.add_parser(name, help=help_text, description=help_text))
-    use = actions.add_parser(
-        "use-context",
-        help="make NAME the current context",
-        description="make NAME the current context",
-    )
-    use.add_argument("context_name", metavar="NAME", type=_argtype(parse_text))
-    _add_globals(use)
-    set_context = actions.add_parser(
-        "set-context",
-        help="create or change the context NAME",
-        description="create or change the context NAME (only the settings given change)",
-    )
-    set_context.add_argument("context_name", metavar="NAME", type=_argtype(parse_text))
-    # The context's own settings, kept apart from the global flags of the same names.
-    settingscli.add_flags(set_context, CONTEXT_SETTINGS, dest_prefix=CONTEXT_DEST)
-    _add_globals(set_context, exclude=frozenset(s.field for s in CONTEXT_SETTINGS))
 
 
 # kubectl's habits: `get <plural>` lists, `describe <kind> <ref>` shows the detail page.
@@ -642,11 +233,15 @@ PLURALS = {
 }
 
 
+_TWO_WORD_COMMANDS = frozenset(spec.name for spec in COMMANDS if " " in spec.name)
+
+
 def _rewrite(argv: list[str]) -> list[str]:
     """Command words argparse cannot express, made into ones it can. `clusters register …`
-    and `clusters deregister …` become one command word, so that `clusters [NAME]` keeps
-    its optional positional; `get <plural>` becomes the list command; `describe` is `get`.
-    The command is the first word that is neither an option nor an option's value."""
+    and the other two-word commands (`cli.cmd`) become one command word, so that
+    `clusters [NAME]` keeps its optional positional; `get <plural>` becomes the list
+    command; `describe` is `get`. The command is the first word that is neither an option
+    nor an option's value."""
     index = 0
     while index < len(argv):
         word = argv[index]
@@ -656,16 +251,8 @@ def _rewrite(argv: list[str]) -> list[str]:
             index += 2 if word in _VALUE_FLAGS else 1
             continue
         following = argv[index + 1 : index + 2]
-        if word == "clusters" and following in (
-            ["register"],
-            ["deregister"],
-            ["allow-withdrawal"],
-            ["set-scope"],
-            ["rotate-token"],
-        ):
-            return [*argv[:index], f"clusters {argv[index + 1]}", *argv[index + 2 :]]
-        if word == "sandbox" and following in (["stop-agent"], ["start-agent"]):
-            return [*argv[:index], f"sandbox {argv[index + 1]}", *argv[index + 2 :]]
+        if following and f"{word} {following[0]}" in _TWO_WORD_COMMANDS:
+            return [*argv[:index], f"{word} {following[0]}", *argv[index + 2 :]]
         if word == "get" and following and following[0] in PLURALS:
             return [*argv[:index], PLURALS[following[0]], *argv[index + 2 :]]
         if word == "describe":
@@ -701,27 +288,10 @@ def _scope_options(command: str, namespace: Mapping[str, Any]) -> dict[str, Any]
 
 # The settings of each command beside the global ones: its flags, and the only variables
 # and context keys it reads (a list's --watch aside, which `_layered` adds).
-COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
-    "clusters": ("selector",),
-    "clusters register": (),
-    "clusters deregister": (),
-    "clusters allow-withdrawal": (),
-    "clusters set-scope": (),
-    "clusters rotate-token": (),
-    "exports": ("namespace", "cluster", "conflict", "name"),
-    "imports": ("namespace", "conflict"),
-    "endpoints": ("namespace", "cluster"),
-    "conflicts": ("namespace",),
-    "get": ("namespace", "cluster"),
-    "version": (),
-    "config": (),
-    "completion": (),
-    "sandbox": ("hub_port",),
-    "sandbox stop-agent": (),
-    "sandbox start-agent": (),
-    "status": (),
-}
-CONTEXT_DEST = "ctx:"
+COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {spec.name: spec.settings for spec in COMMANDS}
+LIST_COMMANDS = tuple(spec.name for spec in COMMANDS if spec.watches)
+# Commands that speak to no hub: neither a token nor the config file's context is read.
+OFFLINE_COMMANDS = tuple(spec.name for spec in COMMANDS if spec.offline)
 OPTIONS_AS_SET = (
     "hub_url", "watch", "request_timeout", "page_size", "conflict", "no_headers", "verbose",
     "selector", "certificate_authority", "insecure_skip_tls_verify", "hub_port",

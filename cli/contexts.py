@@ -7,11 +7,27 @@ not there is an error naming the file (exit 1), as `kubectl config use-context` 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
-from cli import render
+from cli import columns, render
+from cli.columns import Column
 from cli.commands import CommandError, Context
 from cli.config import Config, ConfigError, load, save
+
+# One context as `config get-contexts` lists it: whether it is the current one, its name,
+# its settings (the config file's keys).
+ContextRow = tuple[bool, str, Mapping[str, str]]
+
+# As kubectl's: `*` marks the current context.
+COLUMNS: tuple[Column[ContextRow], ...] = (
+    Column("CURRENT", lambda c, now: "*" if c[0] else ""),
+    Column("NAME", lambda c, now: c[1]),
+    Column("HUB-URL", lambda c, now: render.or_none(c[2].get("hub-url"))),
+    Column("TOKEN-FILE", lambda c, now: render.or_none(c[2].get("token-file"))),
+    Column("CERTIFICATE-AUTHORITY",
+           lambda c, now: render.or_none(c[2].get("certificate-authority"))),
+)
 
 
 def _load(ctx: Context) -> Config:
@@ -28,7 +44,9 @@ def config(ctx: Context) -> int:
     current = _load(ctx)
     action = opts.config_action
     if action == "get-contexts":
-        table = render.contexts_table(current.contexts, current=current.current)
+        rows = [(name == current.current, name, settings)
+                for name, settings in current.contexts.items()]
+        table = columns.table(COLUMNS, rows, now=ctx.now())
         out, err = render.listing_output(table, headers=not opts.no_headers)
         ctx.out.write(out)
         ctx.err.write(err)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-from cli.args import Options
 from cli.client import HubError
+from cli.options import Options
 from shared import constants
 
 # The hub's own pages, which a person may paste as the hub URL.

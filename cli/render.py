@@ -1,14 +1,15 @@
-"""Text for people and scripts, made from the shared models: tables, detail, JSON, YAML.
+"""Text for people and scripts, made from the shared models: cells, detail, JSON, YAML.
 
 Every function here is pure: models (and a `now`, so ages are testable) in, text out. No
-HTTP, no clock, no printing — `cli.commands` decides what to fetch and where the text
-goes. That keeps the look of the CLI testable with plain model instances.
+HTTP, no clock, no printing — the commands (`cli.cmd`) decide what to fetch and where the
+text goes. That keeps the look of the CLI testable with plain model instances.
 
 Tables follow `kubectl get`: upper-case headers, columns left-aligned and separated by
 three spaces, `<none>` for an empty cell, ages exactly as kubectl prints them (`45s`,
-`3m12s`, `5h`, `2d3h`, `120d`). `-o wide` appends columns and never reorders the narrow
-ones, so a script cutting columns by position works with both. JSON and YAML are the objects exactly
-as the hub sends them (`shared.models.to_wire`), so they parse back into the same models.
+`3m12s`, `5h`, `2d3h`, `120d`). Which columns a list shows is its command's, declared as
+a list of columns (`cli.columns`); the cell formats they share are here. JSON and YAML are
+the objects exactly as the hub sends them (`shared.models.to_wire`), so they parse back
+into the same models.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from pydantic import BaseModel
 from cli import jsonpath
 from cli.terminal import json_safe, yaml_dump
 from shared.conditions import CONFLICT, TRUE
-from shared.constants import CONDITION_WITHDRAWAL_HELD
 from shared.models import (
     Condition,
     Endpoint,
@@ -33,7 +33,6 @@ from shared.models import (
     ImportPortStatus,
     InternalServiceExport,
     MemberCluster,
-    MemberClusterStatus,
     ServiceImport,
     ServicePort,
     VersionInfo,
@@ -148,131 +147,7 @@ def conflict_condition(export: InternalServiceExport) -> Condition | None:
     return export.condition(CONFLICT)
 
 
-# --- clusters -------------------------------------------------------------------------
-
-CLUSTER_HEADERS: Cells = (
-    "NAME", "STATE", "LAST-HEARTBEAT", "EXPORTS", "CONFLICTS", "IMPORTED", "AGE",
-)
-
-
-def imports_cell(status: MemberClusterStatus) -> str:
-    """What the cluster imports, as its agent's heartbeat said, spelled out (`12 svc/340
-    ep`: ServiceImports and mirrored endpoints), since a bare `12/340` read as "12 of
-    340"; `<none>` for an agent that does not import (or has not said)."""
-    if status.imported_services is None:
-        return "<none>"
-    return f"{status.imported_services} svc/{status.imported_endpoints or 0} ep"
-CLUSTER_WIDE_HEADERS: Cells = ("AGENT-VERSION", "LABELS")
-
-
-def state_cell(status: MemberClusterStatus) -> str:
-    """The state, qualified as `kubectl get nodes` does (`Ready,SchedulingDisabled`) by what
-    SPEC §5.1 does about it: `Stale,EndpointsWithdrawn` while the fleet sends the cluster no
-    traffic, `…,WithdrawalHeld` while its agent holds a mass withdrawal."""
-    parts: list[str] = [status.state]
-    if status.endpoints_withdrawn:
-        parts.append("EndpointsWithdrawn")
-    if any(c.type == CONDITION_WITHDRAWAL_HELD and c.status == "True" for c in status.conditions):
-        parts.append(CONDITION_WITHDRAWAL_HELD)
-    return ",".join(parts)
-
-
-def cluster_row(cluster: MemberCluster, *, now: datetime, wide: bool = False) -> Cells:
-    status = cluster.status
-    row: Cells = (
-        cluster.metadata.name,
-        state_cell(status),
-        age(status.last_heartbeat_time, now=now),
-        str(status.export_count),
-        str(status.conflict_count),
-        imports_cell(status),
-        age(cluster.metadata.creation_timestamp, now=now),
-    )
-    if wide:
-        row += (or_none(status.agent_version), labels(cluster.metadata.labels))
-    return row
-
-
-def clusters_table(
-    items: Iterable[MemberCluster], *, now: datetime, wide: bool = False
-) -> Table:
-    headers = CLUSTER_HEADERS + (CLUSTER_WIDE_HEADERS if wide else ())
-    return Table(headers, tuple(cluster_row(c, now=now, wide=wide) for c in items))
-
-
-# --- exports --------------------------------------------------------------------------
-
-EXPORT_HEADERS: Cells = (
-    "NAMESPACE", "NAME", "CLUSTER", "TYPE", "PORTS", "CONFLICT", "REASON", "AGE",
-)
-EXPORT_WIDE_HEADERS: Cells = ("CLUSTER-STATE", "CREATED", "RESOURCE-VERSION")
-
-
-def export_row(export: InternalServiceExport, *, now: datetime, wide: bool = False) -> Cells:
-    ref = export.spec.service_reference
-    condition = conflict_condition(export)
-    created = export.metadata.creation_timestamp or ref.export_creation_timestamp
-    row: Cells = (
-        export.metadata.namespace or ref.namespace,
-        export.metadata.name,
-        ref.cluster_id,
-        export.spec.type,
-        ports(export.spec.ports),
-        condition.status if condition else NONE,
-        condition.reason if condition else NONE,
-        age(created, now=now),
-    )
-    if wide:
-        row += (
-            or_none(export.status.cluster_state),
-            timestamp(ref.export_creation_timestamp),
-            or_none(export.metadata.resource_version),
-        )
-    return row
-
-
-def export_headers(*, wide: bool = False) -> Cells:
-    return EXPORT_HEADERS + (EXPORT_WIDE_HEADERS if wide else ())
-
-
-def exports_table(
-    items: Iterable[InternalServiceExport], *, now: datetime, wide: bool = False
-) -> Table:
-    return Table(export_headers(wide=wide), tuple(export_row(e, now=now, wide=wide) for e in items))
-
-
-# --- imports --------------------------------------------------------------------------
-
-IMPORT_HEADERS: Cells = ("NAMESPACE", "NAME", "TYPE", "PORTS", "CLUSTERS", "CONFLICTS", "AGE")
-IMPORT_WIDE_HEADERS: Cells = ("WINNER", "RESOURCE-VERSION")
-
-
-def import_row(item: ServiceImport, *, now: datetime, wide: bool = False) -> Cells:
-    row: Cells = (
-        item.metadata.namespace or "",
-        item.metadata.name,
-        item.spec.type,
-        ports(item.spec.ports),
-        names([c.cluster for c in item.status.clusters]),
-        ",".join(item.status.conflicts) or NONE,
-        age(item.metadata.creation_timestamp, now=now),
-    )
-    if wide:
-        row += (or_none(item.status.winning_cluster), or_none(item.metadata.resource_version))
-    return row
-
-
-def imports_table(items: Iterable[ServiceImport], *, now: datetime, wide: bool = False) -> Table:
-    headers = IMPORT_HEADERS + (IMPORT_WIDE_HEADERS if wide else ())
-    return Table(headers, tuple(import_row(i, now=now, wide=wide) for i in items))
-
-
-# --- endpoint slices ------------------------------------------------------------------
-
-ENDPOINT_HEADERS: Cells = (
-    "NAMESPACE", "SERVICE", "CLUSTER", "SLICE", "ADDRESSTYPE", "ENDPOINTS", "PORTS", "AGE",
-)
-ENDPOINT_WIDE_HEADERS: Cells = ("ADDRESSES", "RESOURCE-VERSION")
+# --- endpoint slices (cells of `cli.cmd.endpoints`) ---------------------------------
 
 
 def is_ready(endpoint: Endpoint) -> bool:
@@ -292,36 +167,6 @@ def endpoint_ports(items: Iterable[EndpointPort]) -> str:
         f"{p.port if p.port is not None else '<unset>'}/{p.protocol}" for p in items
     )
     return text or NONE
-
-
-def endpoint_row(item: EndpointSliceExport, *, now: datetime, wide: bool = False) -> Cells:
-    spec = item.spec
-    row: Cells = (
-        or_none(item.metadata.namespace),
-        spec.service_name,
-        or_none(spec.cluster_id),
-        item.metadata.name,
-        spec.address_type,
-        endpoint_counts(item),
-        endpoint_ports(spec.ports),
-        age(item.metadata.creation_timestamp, now=now),
-    )
-    if wide:
-        addresses = [a for e in spec.endpoints for a in e.addresses]
-        row += (names(addresses), or_none(item.metadata.resource_version))
-    return row
-
-
-def endpoint_headers(*, wide: bool = False) -> Cells:
-    return ENDPOINT_HEADERS + (ENDPOINT_WIDE_HEADERS if wide else ())
-
-
-def endpoints_table(
-    items: Iterable[EndpointSliceExport], *, now: datetime, wide: bool = False
-) -> Table:
-    return Table(
-        endpoint_headers(wide=wide), tuple(endpoint_row(i, now=now, wide=wide) for i in items)
-    )
 
 
 # --- conflicts ------------------------------------------------------------------------
@@ -389,29 +234,6 @@ def conflict_views(
             )
         )
     return views
-
-
-CONFLICT_HEADERS: Cells = ("NAMESPACE", "NAME", "WINNER", "REASONS", "LOSING-CLUSTERS", "SINCE")
-CONFLICT_WIDE_HEADERS: Cells = ("EXPORTS",)
-
-
-def conflicts_table(
-    views: Iterable[ConflictView], *, now: datetime, wide: bool = False
-) -> Table:
-    rows = []
-    for view in views:
-        row: Cells = (
-            view.namespace,
-            view.name,
-            or_none(view.winner),
-            ",".join(view.reasons) or NONE,
-            ",".join(view.losing_clusters) or NONE,
-            age(view.since, now=now),
-        )
-        if wide:
-            row += (str(view.exports),)
-        rows.append(row)
-    return Table(CONFLICT_HEADERS + (CONFLICT_WIDE_HEADERS if wide else ()), tuple(rows))
 
 
 # --- detail (the default of `mcsync get`) ----------------------------------------------
@@ -583,28 +405,6 @@ def describe_import(item: ServiceImport, *, now: datetime) -> str:
     else:
         lines.append(f"  {NONE}")
     return "\n".join(lines) + "\n"
-
-
-# --- config contexts ------------------------------------------------------------------
-
-CONTEXT_HEADERS: Cells = ("CURRENT", "NAME", "HUB-URL", "TOKEN-FILE", "CERTIFICATE-AUTHORITY")
-
-
-def contexts_table(contexts: Mapping[str, Mapping[str, str]], *, current: str | None) -> Table:
-    """`config get-contexts`, as kubectl's: `*` marks the current context."""
-    return Table(
-        CONTEXT_HEADERS,
-        tuple(
-            (
-                "*" if name == current else "",
-                name,
-                or_none(settings.get("hub-url")),
-                or_none(settings.get("token-file")),
-                or_none(settings.get("certificate-authority")),
-            )
-            for name, settings in contexts.items()
-        ),
-    )
 
 
 # --- version --------------------------------------------------------------------------

@@ -102,7 +102,7 @@ def test_its_sample_outputs_are_what_the_programs_print_today() -> None:
     """The samples a newcomer compares their screen with: the clusters table's columns,
     `/readyz`'s words, the schema revision the hub logs, the line saying where the hub
     listens, and one MCS API version throughout."""
-    from cli import render
+    from cli.cmd import clusters
     from hub.store import migrate
 
     text = QUICKSTART.read_text()
@@ -110,7 +110,7 @@ def test_its_sample_outputs_are_what_the_programs_print_today() -> None:
     tables = header.findall(text)
     assert tables, "the quickstart shows `mcsync clusters`"
     for line in tables:
-        assert tuple(line.split()) == render.CLUSTER_HEADERS, line
+        assert tuple(line.split()) == clusters.HEADERS, line
     for revision in re.findall(r"database schema at head .*revision=(\S+)", text):
         assert revision == migrate.head()
     assert '"message":"database reachable (writable), schema at head"' in text

@@ -9,6 +9,7 @@ import pytest
 
 from cli import render
 from cli.args import UsageError, parse_args
+from cli.cmd import clusters
 from shared.models import Condition
 from tests.cli.conftest import RunningHub, ok, run_cli, table
 from tests.cli.samples import NOW, ago, cluster
@@ -38,7 +39,7 @@ def test_the_state_column_says_what_failover_does(
     item = cluster("east", state=state, heartbeat=ago(seconds=5))
     item.status.endpoints_withdrawn = withdrawn
     item.status.conditions = conditions
-    (row,) = render.clusters_table([item], now=NOW).rows
+    (row,) = clusters.table([item], now=NOW).rows
     assert row[1] == shown
 
 

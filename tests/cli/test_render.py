@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from cli import render
+from cli.cmd import clusters, conflicts, exports, imports
 from shared.models import (
     InternalServiceExport,
     InternalServiceExportList,
@@ -86,7 +87,7 @@ def test_clusters_table() -> None:
                 created=ago(minutes=3), imports=(0, 0)),
         cluster("new", state="Pending", heartbeat=None, created=ago(seconds=10)),
     ]
-    text = render.format_table(render.clusters_table(items, now=NOW))
+    text = render.format_table(clusters.table(items, now=NOW))
     # IMPORTED: ServiceImports and endpoints the agent's heartbeat reported; <none> before any.
     assert text.splitlines() == [
         "NAME        STATE     LAST-HEARTBEAT   EXPORTS   CONFLICTS   IMPORTED        AGE",
@@ -98,11 +99,11 @@ def test_clusters_table() -> None:
 
 def test_clusters_wide_adds_agent_version_and_sorted_labels() -> None:
     items = [cluster("east", labels={"zone": "a", "env": "prod"}, agent_version="0.1.0")]
-    table = render.clusters_table(items, now=NOW, wide=True)
+    table = clusters.table(items, now=NOW, wide=True)
     assert table.headers[-2:] == ("AGENT-VERSION", "LABELS")
     assert table.rows[0][-2:] == ("0.1.0", "env=prod,zone=a")
-    width = len(render.CLUSTER_HEADERS)
-    assert table.headers[:width] == render.CLUSTER_HEADERS  # wide appends, never reorders
+    width = len(clusters.HEADERS)
+    assert table.headers[:width] == clusters.HEADERS  # wide appends, never reorders
 
 
 def test_exports_table() -> None:
@@ -112,7 +113,7 @@ def test_exports_table() -> None:
         export(cluster="west", namespace="shop", name="cart", created=ago(days=4),
                conflict=None),
     ]
-    lines = render.format_table(render.exports_table(items, now=NOW)).splitlines()
+    lines = render.format_table(exports.table(items, now=NOW)).splitlines()
     assert lines == [
         "NAMESPACE   NAME   CLUSTER   TYPE           PORTS            CONFLICT   REASON"
         "         AGE",
@@ -125,8 +126,8 @@ def test_exports_table() -> None:
 
 def test_exports_wide_columns() -> None:
     item = export(resource_version="42", cluster_state="Stale", created=ago(minutes=1))
-    table = render.exports_table([item], now=NOW, wide=True)
-    assert table.headers == (*render.EXPORT_HEADERS, "CLUSTER-STATE", "CREATED",
+    table = exports.table([item], now=NOW, wide=True)
+    assert table.headers == (*exports.HEADERS, "CLUSTER-STATE", "CREATED",
                              "RESOURCE-VERSION")
     assert table.rows[0][-3:] == ("Stale", "2026-11-22T11:59:00.000Z", "42")
 
@@ -137,13 +138,13 @@ def test_imports_table() -> None:
                        winner="east", created=ago(hours=2)),
         service_import(name="api", clusters=["a", "b", "c", "d"], created=ago(days=1)),
     ]
-    lines = render.format_table(render.imports_table(items, now=NOW)).splitlines()
+    lines = render.format_table(imports.table(items, now=NOW)).splitlines()
     assert lines[0].split() == ["NAMESPACE", "NAME", "TYPE", "PORTS", "CLUSTERS",
                                 "CONFLICTS", "AGE"]
     assert "east,west" in lines[1] and "PortConflict,TypeConflict" in lines[1]
     assert lines[1].endswith("120m")  # kubectl: minutes up to 3 hours
     assert "a,b,c + 1 more..." in lines[2] and lines[2].endswith("24h")
-    wide = render.imports_table(items, now=NOW, wide=True)
+    wide = imports.table(items, now=NOW, wide=True)
     assert wide.rows[0][-2:] == ("east", "9")
 
 
@@ -165,7 +166,7 @@ def test_conflict_views_join_imports_and_exports() -> None:
     assert (view.namespace, view.name, view.winner) == ("demo", "web", "east")
     assert view.losing_clusters == ("west", "north")
     assert view.since == ago(minutes=9)
-    lines = render.format_table(render.conflicts_table(views, now=NOW)).splitlines()
+    lines = render.format_table(conflicts.table(views, now=NOW)).splitlines()
     assert lines == [
         "NAMESPACE   NAME   WINNER   REASONS        LOSING-CLUSTERS   SINCE",
         "demo        web    east     PortConflict   west,north        9m",
@@ -229,7 +230,7 @@ def test_yaml_keeps_timestamps_and_versions_as_strings() -> None:
 
 
 def test_empty_listing_prints_only_the_message_on_stderr() -> None:
-    out, err = render.listing_output(render.exports_table([], now=NOW))
+    out, err = render.listing_output(exports.table([], now=NOW))
     assert (out, err) == ("", "No resources found.\n")
-    out, err = render.listing_output(render.clusters_table([cluster("east")], now=NOW))
+    out, err = render.listing_output(clusters.table([cluster("east")], now=NOW))
     assert out.startswith("NAME") and err == ""

@@ -12,7 +12,9 @@ import pytest
 
 from cli.args import Options
 from cli.client import HubClient, HubError, Unreachable
-from cli.commands import Context, _shape_of, _WatchPrinter
+from cli.cmd import exports
+from cli.commands import Context
+from cli.commands import WatchPrinter as _WatchPrinter
 from cli.watch import ExportFilter, ExportView, follow
 from shared.models import to_wire
 from tests.cli.fakehub import status
@@ -77,7 +79,7 @@ def test_watch_table_keeps_its_columns_when_a_longer_event_type_follows() -> Non
         err=err,
         now=lambda: NOW,
     )
-    printer = _WatchPrinter(ctx, _shape_of(ctx, "exports"))
+    printer = _WatchPrinter(ctx, exports.shape(ctx))
     printer.batch([("ADDED", export(cluster="east"))])
     printer.emit(("DELETED", export(cluster="east")))
     printer.emit(("MODIFIED", export(cluster="west")))
@@ -89,7 +91,7 @@ def test_watch_table_keeps_its_columns_when_a_longer_event_type_follows() -> Non
 def test_conflict_watch_row_of_a_resolved_import() -> None:
     """A conflict that clears is shown as DELETED with the import as it now is, which has
     no conflicts left: its row must still be printable."""
-    from cli.commands import _ConflictRows
+    from cli.cmd.conflicts import WatchRows as _ConflictRows
     from tests.cli.samples import service_import
 
     out, err = io.StringIO(), io.StringIO()
