@@ -19,13 +19,70 @@ from datetime import datetime
 
 from cli import render
 from cli.commands import Context, print_object
+from shared.clusterselection import DEFAULT_POLICY, EndpointCounts, endpoint_is_ready, select
 from shared.importreach import NO as NO
 from shared.importreach import UNKNOWN as UNKNOWN
 from shared.importreach import YES, where_imported
-from shared.models import MemberCluster, ServiceImport
+from shared.models import EndpointSliceExport, MemberCluster, ServiceImport
 
 
-def page(item: ServiceImport, clusters: Sequence[MemberCluster], *, now: datetime) -> str:
+def selection_lines(
+    item: ServiceImport,
+    clusters: Sequence[MemberCluster],
+    slices: Sequence[EndpointSliceExport],
+    importing: Sequence[str],
+) -> list[str]:
+    """Each importing cluster's tiers and active tier (docs/reference.md#cluster-selection),
+    worked out as its agent does from what the hub holds: every cluster's properties, the
+    import's selectors and policy, and the exporters' ready endpoints (none for a cluster
+    whose endpoints are withdrawn). The agent also delays a move back to a better tier by
+    `failbackDelaySeconds`, which the hub cannot see: ACTIVE is what the endpoints choose
+    now, the page says so."""
+    selectors = item.spec.cluster_selectors
+    if not selectors:
+        return []
+    policy = item.spec.cluster_selection or DEFAULT_POLICY
+    known = {c.metadata.name: c for c in clusters}
+    exporters = sorted({s.cluster for s in item.status.clusters})
+    properties = {e: known[e].status.properties if e in known else None for e in exporters}
+    ready: dict[str, int] = dict.fromkeys(exporters, 0)
+    total: dict[str, int] = dict.fromkeys(exporters, 0)
+    for one in slices:
+        source = one.spec.cluster_id
+        if source not in total or (source in known and known[source].status.endpoints_withdrawn):
+            continue
+        for endpoint in one.spec.endpoints:
+            total[source] += 1
+            ready[source] += endpoint_is_ready(endpoint.conditions.model_dump())
+    counts = {e: EndpointCounts(ready[e], total[e]) for e in exporters}
+    rows = []
+    for name in importing:
+        own = (known[name].status.properties or {}) if name in known else {}
+        chosen = select(selectors, policy, own, properties, counts, None, 0.0)
+        tiers = "; ".join(f"{i + 1}: {','.join(t) or render.NONE}"
+                          for i, t in enumerate(chosen.tiers))
+        active = (f"tier {chosen.active + 1}" if chosen.active is not None
+                  else f"fallback {chosen.fallback}")
+        rows.append((name, tiers, active, ",".join(chosen.active_clusters) or render.NONE))
+    table = render.Table(("CLUSTER", "TIERS", "ACTIVE", "ACTIVE-CLUSTERS"), tuple(rows))
+    return [
+        f"Cluster selection (fallback {policy.fallback}, minReadyEndpoints "
+        f"{policy.min_ready_endpoints}, minReadyPercent {policy.min_ready_percent}, "
+        f"failbackDelaySeconds {policy.failback_delay_seconds}):",
+        *["  " + line for line in render.format_table(table).splitlines()],
+        "  ACTIVE is what the ready endpoints choose now; each agent waits "
+        "failbackDelaySeconds before it moves back to a better tier (its ServiceImport's "
+        "mcsync.io/active-clusters annotation says where it is).",
+    ]
+
+
+def page(
+    item: ServiceImport,
+    clusters: Sequence[MemberCluster],
+    *,
+    now: datetime,
+    slices: Sequence[EndpointSliceExport] = (),
+) -> str:
     namespace, name = item.metadata.namespace, item.metadata.name
     rows = where_imported(item, clusters, now=now)
     lines = ["Imported in:"]
@@ -41,6 +98,8 @@ def page(item: ServiceImport, clusters: Sequence[MemberCluster], *, now: datetim
             "not own; the hub sees neither (`kubectl get namespace "
             f"{namespace}` and `kubectl get serviceimport {name} -n {namespace} -o yaml` "
             "in the cluster do)")
+    importing = [cluster for cluster, imports, _ in rows if imports != NO]
+    lines += selection_lines(item, clusters, slices, importing)
     return render.describe_import(item, now=now) + "\n".join(lines) + "\n"
 
 
@@ -51,5 +110,10 @@ def describe(ctx: Context) -> int:
     item = ctx.client.get_import(opts.namespace, opts.name)
     if print_object(ctx, item):
         return 0
-    ctx.out.write(page(item, ctx.client.list_clusters().items, now=ctx.now()))
+    slices = (
+        ctx.client.list_endpoint_slices(namespace=opts.namespace, service=opts.name).items
+        if item.spec.cluster_selectors
+        else []
+    )
+    ctx.out.write(page(item, ctx.client.list_clusters().items, now=ctx.now(), slices=slices))
     return 0

@@ -58,6 +58,7 @@ from shared.clusterselection import (
     ClusterSelector,
     EndpointCounts,
     Selection,
+    endpoint_is_ready,
     select,
 )
 
@@ -156,8 +157,7 @@ def endpoint_counts(packed: bytes) -> EndpointCounts:
     ready = total = 0
     for endpoint in _unpack(packed):
         total += 1
-        conditions = endpoint.get("conditions") or {}
-        if conditions.get("ready") is not False and not conditions.get("terminating"):
+        if endpoint_is_ready(endpoint.get("conditions")):
             ready += 1
     return EndpointCounts(ready, total)
 

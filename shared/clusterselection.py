@@ -422,6 +422,13 @@ class EndpointCounts:
 NO_ENDPOINTS: Final = EndpointCounts()
 
 
+def endpoint_is_ready(conditions: Mapping[str, Any] | None) -> bool:
+    """Whether an endpoint counts as ready for selection, as consumers of a slice read it:
+    `ready` not false (absent is ready, as Kubernetes documents) and not terminating."""
+    conditions = conditions or {}
+    return conditions.get("ready") is not False and not conditions.get("terminating")
+
+
 @dataclass(frozen=True, slots=True)
 class SelectionState:
     """What one import's next evaluation needs of the last: the active tier (its index;

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cli.importpage import NO, UNKNOWN, YES, page, where_imported
-from shared.models import MemberCluster, MemberClusterSpec
+from shared.models import EndpointSliceExport, MemberCluster, MemberClusterSpec
 from tests.cli.conftest import RunningHub, ok, run_cli
 from tests.cli.samples import NOW, ago, cluster, service_import
 from tests.cli.test_cli_e2e import BASE, put_export
@@ -94,3 +94,55 @@ def test_a_cluster_import_clusters_leaves_out_is_named_with_the_selector() -> No
     assert "it has no region.topology.mcsync.io (the hub" in (not_selected(selector, member) or "")
     member.status.properties = {"region.topology.mcsync.io": "eu"}
     assert not_selected(selector, member) is None
+
+
+def _slice(source: str, name: str, ready: list[bool | None]) -> EndpointSliceExport:
+    return EndpointSliceExport.model_validate({
+        "metadata": {"name": name, "namespace": "demo"},
+        "spec": {"serviceName": "web", "clusterId": source, "addressType": "IPv4",
+                 "ports": [{"port": 80}],
+                 "endpoints": [{"addresses": [f"192.0.2.{i + 1}"],
+                                "conditions": {} if r is None else {"ready": r}}
+                               for i, r in enumerate(ready)]},
+    })
+
+
+def _regional(name: str, region: str) -> MemberCluster:
+    member = cluster(name, heartbeat=ago(seconds=3), imports=(1, 1))
+    member.status.properties = {"region.topology.mcsync.io": region}
+    return member
+
+
+@pytest.mark.parametrize(("eu_ready", "active", "active_clusters"), [
+    ([True, None], "tier 1", "eu-1"),  # eu's own endpoints serve the eu importer
+    # None ready in eu: tier 2 (every region) is active, so us-1's endpoints serve.
+    ([False, False], "tier 2", "eu-1,us-1"),
+], ids=["eu-serves", "eu-down"])
+def test_describe_import_shows_each_importers_tiers_and_active_tier(
+        eu_ready: list[bool | None], active: str, active_clusters: str) -> None:
+    from shared.clusterselection import ClusterSelector
+
+    same = ClusterSelector.model_validate(
+        {"propertySelector": {"matchProperties": {"region.topology.mcsync.io":
+                                                  "@SameAsImporter@"}}})
+    everyone = ClusterSelector.model_validate(
+        {"propertySelector": {"matchExpressions": [
+            {"key": "region.topology.mcsync.io", "operator": "Exists"}]}})
+    item = service_import(clusters=["eu-1", "us-1"])
+    item.spec.cluster_selectors = [same, everyone]
+    clusters = [_regional("eu-1", "eu"), _regional("eu-2", "eu"), _regional("us-1", "us")]
+    slices = [_slice("eu-1", "a", eu_ready), _slice("us-1", "b", [True])]
+    text = page(item, clusters, now=NOW, slices=slices)
+    section = text.split("Cluster selection (fallback AllClusters, minReadyEndpoints 1, "
+                         "minReadyPercent 0, failbackDelaySeconds 30):\n")[1]
+    rows = {line.split()[0]: line.split()[1:] for line in section.splitlines()[1:4]}
+    assert rows["eu-2"] == ["1:", "eu-1;", "2:", "eu-1,us-1", *active.split(),
+                            active_clusters]
+    # The us importer's own tier is us-1 alone, which is ready either way.
+    assert rows["us-1"] == ["1:", "us-1;", "2:", "eu-1,us-1", "tier", "1", "us-1"]
+    assert "each agent waits failbackDelaySeconds" in section
+
+
+def test_describe_import_without_selectors_has_no_selection_section() -> None:
+    text = page(service_import(), [_regional("eu-1", "eu")], now=NOW)
+    assert "Cluster selection" not in text
