@@ -21,7 +21,7 @@ from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.feed import read_current_revision
 from hub.store.locks import lock_cluster
-from hub.store.mutations import not_found
+from hub.store.mutations import SURELY_WITHIN, annotations_refusal, not_found
 from hub.store.results import Page, PutResult
 from hub.store.tables import clusters, exports
 from hub.store.usage import EXPORTS, check_sync, registered_scope
@@ -64,6 +64,8 @@ class ExportStore:
     def __init__(self, ctx: StoreContext) -> None:
         self._ctx = ctx
         self._batcher = WriteBatcher(ctx)
+        # Records stored past the annotation limit, as `check_oversized` last found them.
+        self.oversized = 0
 
     async def close(self) -> None:
         """Let the single-export writes already queued commit."""
@@ -184,6 +186,28 @@ class ExportStore:
             codec.export_model(r, cluster_state=states.of_export(r["last_heartbeat"])) for r in rows
         ]
         return Page(items=items, resource_version=str(revision), continue_token=token)
+
+    async def check_oversized(self) -> builtins.list[tuple[str, str, str]]:
+        """The records whose annotations are past what the hub now accepts, stored by an
+        older hub that judged an annotation patch without the annotations already there
+        (docs/reference.md#annotations); also kept as `oversized` for `/readyz`.
+
+        Run once at start-up: the database filters by the text's length (only a text
+        longer than a quarter of the limit can be past it), Python counts what it finds
+        as Kubernetes would. Such a record is still read, listed, watched and withdrawn;
+        it cannot be written again with its annotations as they are."""
+        query = (
+            select(exports.c.cluster_id, exports.c.namespace, exports.c.name, exports.c.annotations)
+            .where(func.length(exports.c.annotations) > SURELY_WITHIN)
+            .order_by(exports.c.cluster_id, exports.c.namespace, exports.c.name)
+        )
+        found: builtins.list[tuple[str, str, str]] = []
+        async with self._ctx.read() as conn:
+            for cluster_id, namespace, name, text in await conn.execute(query):
+                if annotations_refusal(text, "metadata.annotations") is not None:
+                    found.append((cluster_id, namespace, name))
+        self.oversized = len(found)
+        return found
 
     async def count_by_verdict(self) -> dict[bool, int]:
         """How many exports the fleet has with Conflict=True (True) and False (False).
@@ -328,6 +352,9 @@ class ExportStore:
             outcome = await write_exports(
                 conn, self._ctx, mutations, now=utcnow(), answer_records=False
             )
+            refused = next((r.error for r in outcome.results if r.error is not None), None)
+            if refused is not None:
+                raise refused  # the batch is all or nothing: it rolls back
         if outcome.newest_revision is not None:
             self._ctx.notifier.committed(outcome.newest_revision)
         return outcome.results
