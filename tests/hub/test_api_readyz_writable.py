@@ -1,7 +1,8 @@
 """`/readyz` says "writable" only when the database takes a write
-(docs/reference.md#observability): a database the hub reaches and reads but cannot write to keeps the replica out of
-rotation, with the database's own words. SQLite: a database file opened read-only;
-PostgreSQL: a role that may read the tables but not write them."""
+(docs/reference.md#observability): a database the hub reaches and reads but cannot
+write to keeps the replica out of rotation, with the database's own words. SQLite: a
+database file opened read-only; PostgreSQL: a role that may read the tables but not
+write them."""
 
 from __future__ import annotations
 
