@@ -23,6 +23,7 @@ from hub.store.feed import read_current_revision
 from hub.store.locks import lock_cluster
 from hub.store.mutations import SURELY_WITHIN, annotations_refusal, not_found
 from hub.store.results import Page, PutResult
+from hub.store.synclock import SyncLocks
 from hub.store.tables import clusters, exports
 from hub.store.usage import EXPORTS, check_sync, registered_scope
 from hub.store.writer import Mutation, MutationResult, write_exports
@@ -64,6 +65,7 @@ class ExportStore:
     def __init__(self, ctx: StoreContext) -> None:
         self._ctx = ctx
         self._batcher = WriteBatcher(ctx)
+        self._sync_locks = SyncLocks(ctx)
         # Records stored past the annotation limit, as `check_oversized` last found them.
         self.oversized = 0
 
@@ -226,6 +228,17 @@ class ExportStore:
 
     async def sync(self, cluster_id: str, exports_: Sequence[InternalServiceExport]) -> SyncResult:
         """Make the cluster's exports exactly `exports_`: upsert them, withdraw the rest.
+
+        One sync of a cluster at a time (`synclock`): concurrent syncs end with exactly
+        one of them stored, whole, never a union of them past the quota.
+        """
+        async with self._sync_locks.hold("exports", cluster_id):
+            return await self._sync(cluster_id, exports_)
+
+    async def _sync(
+        self, cluster_id: str, exports_: Sequence[InternalServiceExport]
+    ) -> SyncResult:
+        """`sync` under the cluster's sync lock.
 
         Exports already stored as given are counted unchanged from one read of the
         cluster's specs and write nothing; the rest run in transactions of `SYNC_BATCH`

@@ -5,6 +5,7 @@ stored too large by an older hub that can still be read, listed and removed."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ from tests.hub.test_api_support import (
     ADMIN,
     READER,
     Hub,
+    export_body,
     export_path,
     running_hub,
 )
@@ -181,3 +183,83 @@ async def test_a_record_stored_too_large_is_still_read_listed_watched_and_remove
         assert deleted.status_code == 200, deleted.text
         listed = await hub.client.get("/api/v1/serviceexports", headers=READER)
         assert listed.json()["items"] == []
+
+
+def _slice(name: str, service: str = "web") -> dict[str, Any]:
+    return {
+        "apiVersion": "mcsync.io/v1alpha1",
+        "kind": "EndpointSliceExport",
+        "metadata": {"name": name, "namespace": "demo"},
+        "spec": {
+            "serviceName": service,
+            "addressType": "IPv4",
+            "ports": [{"name": "http", "port": 8080}],
+            "endpoints": [{"addresses": ["10.1.0.7"], "conditions": {"ready": True}}],
+        },
+    }
+
+
+async def test_concurrent_slice_syncs_store_exactly_one_of_them(database_url: str) -> None:
+    async with running_hub(database_url, max_endpointslices_per_cluster=5) as hub:
+        member = (await hub.register("q"))["q"]
+        assert (await hub.put("q", member)).status_code == 201
+
+        async def sync(round_: int) -> int:
+            items = [_slice(f"web-r{round_}-{i}") for i in range(5)]
+            answer = await hub.client.put(
+                "/api/v1/clusters/q/endpointslices", json={"items": items}, headers=member
+            )
+            return answer.status_code
+
+        codes = await asyncio.gather(*(sync(r) for r in range(10)))
+        assert set(codes) <= {200, 403}, codes
+        listed = await hub.client.get("/api/v1/endpointslices", headers=READER)
+        names = [item["metadata"]["name"] for item in listed.json()["items"]]
+        assert len(names) == 5, names
+        assert len({name.split("-")[1] for name in names}) == 1, names  # one sync, whole
+
+
+async def test_concurrent_export_syncs_store_exactly_one_of_them(database_url: str) -> None:
+    async with running_hub(database_url, max_exports_per_cluster=5) as hub:
+        member = (await hub.register("q"))["q"]
+
+        async def sync(round_: int) -> int:
+            items = [export_body("q", name=f"svc-r{round_}-{i}") for i in range(5)]
+            answer = await hub.client.put(
+                "/api/v1/clusters/q/serviceexports", json={"items": items}, headers=member
+            )
+            return answer.status_code
+
+        codes = await asyncio.gather(*(sync(r) for r in range(10)))
+        assert set(codes) <= {200, 403}, codes
+        listed = await hub.client.get("/api/v1/clusters/q/serviceexports", headers=READER)
+        names = [item["metadata"]["name"] for item in listed.json()["items"]]
+        assert len(names) == 5, names
+        assert len({name.split("-")[1] for name in names}) == 1, names
+
+
+async def test_slice_syncs_through_two_replicas_store_exactly_one_of_them(
+    database_url: str,
+) -> None:
+    if database_url.startswith("sqlite"):
+        pytest.skip("one hub process serves a SQLite database: replicas need PostgreSQL")
+    async with (
+        running_hub(database_url, max_endpointslices_per_cluster=5) as one,
+        running_hub(database_url, max_endpointslices_per_cluster=5) as other,
+    ):
+        member = (await one.register("q"))["q"]
+        assert (await one.put("q", member)).status_code == 201
+
+        async def sync(hub: Hub, round_: int) -> int:
+            items = [_slice(f"web-r{round_}-{i}") for i in range(5)]
+            answer = await hub.client.put(
+                "/api/v1/clusters/q/endpointslices", json={"items": items}, headers=member
+            )
+            return answer.status_code
+
+        codes = await asyncio.gather(*(sync((one, other)[r % 2], r) for r in range(10)))
+        assert set(codes) <= {200, 403}, codes
+        listed = await other.client.get("/api/v1/endpointslices", headers=READER)
+        names = [item["metadata"]["name"] for item in listed.json()["items"]]
+        assert len(names) == 5, names
+        assert len({name.split("-")[1] for name in names}) == 1, names
