@@ -208,12 +208,15 @@ CLUSTER_WIDE_HEADERS: Cells = ("AGENT-VERSION", "LABELS")
 def state_cell(status: MemberClusterStatus) -> str:
     """The state, qualified as `kubectl get nodes` does (`Ready,SchedulingDisabled`) by what
     SPEC §5.1 does about it: `Stale,EndpointsWithdrawn` while the fleet sends the cluster no
-    traffic, `…,WithdrawalHeld` while its agent holds a mass withdrawal."""
+    traffic, `…,WithdrawalHeld` while its agent (or the hub) holds a mass withdrawal, and
+    `…,WithdrawalAllowed` while an admin's allowance for it is armed."""
     parts: list[str] = [status.state]
     if status.endpoints_withdrawn:
         parts.append("EndpointsWithdrawn")
     if any(c.type == CONDITION_WITHDRAWAL_HELD and c.status == "True" for c in status.conditions):
         parts.append(CONDITION_WITHDRAWAL_HELD)
+    if status.withdrawal_allowed:
+        parts.append("WithdrawalAllowed")
     return ",".join(parts)
 
 

@@ -570,6 +570,9 @@ class MemberClusterStatus(WireModel):
     # SPEC §5.1: `WithdrawalHeld` (reason `MassWithdrawal`) while the agent holds a repair
     # that would withdraw most of the cluster's exports; absent when nothing is held.
     conditions: list[Condition] = Field(default_factory=list)
+    # True while an admin's one-shot allowance for the held withdrawal is armed (given
+    # for the hold current then; used once, or lapsed when that hold clears).
+    withdrawal_allowed: bool = False
 
 
 ScopeList = Annotated[list[str], Field(max_length=1000)]

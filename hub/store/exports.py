@@ -23,6 +23,7 @@ from hub.store.feed import read_current_revision
 from hub.store.locks import lock_cluster
 from hub.store.mutations import SURELY_WITHIN, annotations_refusal, not_found
 from hub.store.results import Page, PutResult
+from hub.store.syncguard import guard_sync
 from hub.store.synclock import SyncLocks
 from hub.store.tables import clusters, exports
 from hub.store.usage import EXPORTS, check_sync, registered_scope
@@ -255,6 +256,11 @@ class ExportStore:
         result = SyncResult()
         async with self._ctx.read() as conn:
             scope_text = await registered_scope(conn, cluster_id)
+            held = (
+                await conn.execute(
+                    select(clusters.c.sync_withdrawal_held).where(clusters.c.name == cluster_id)
+                )
+            ).scalar_one_or_none() is not None
             # The cluster's stored specs, in one indexed read: an export whose spec and
             # annotations are already stored is unchanged, and needs no lock, no judge and
             # no batch at all (an agent's relist re-syncs mostly unchanged exports).
@@ -274,6 +280,14 @@ class ExportStore:
             namespaces=(ns for ns, _ in wanted),
             wanted=len(wanted),
             created=sum(1 for key in wanted if key not in stored),
+        )
+        # The mass-withdrawal guard (`syncguard`), before anything is written.
+        await guard_sync(
+            self._ctx,
+            cluster_id,
+            would_withdraw=sum(1 for key in stored if key not in wanted),
+            stored=len(stored),
+            held=held,
         )
         keys = [key for key in sorted(wanted) if not _is_stored(wanted[key], stored.get(key))]
         result.unchanged += len(wanted) - len(keys)

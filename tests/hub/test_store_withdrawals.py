@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, update
 
-from hub.store import NotFound, Store
+from hub.store import Conflict, NotFound, Store
 from hub.store.tables import clusters, endpoint_withdrawals
 from hub.store.withdrawals import check_panic_fraction
 from shared.models import EndpointSliceExport, WithdrawalHold
@@ -264,10 +264,9 @@ async def test_the_withdrawal_hold_and_its_one_shot_allowance(store: Store) -> N
     assert "12 of the cluster's 20" in condition.message
     assert "mcsync clusters allow-withdrawal beta" in condition.message
 
-    await store.clusters.allow_withdrawal("beta")
-    # A heartbeat without a hold leaves the allowance pending.
-    assert not (await store.clusters.beat("beta", agent_version=AGENT)).withdrawal_allowed
-    assert (await store.clusters.get("beta")).status.conditions == []
+    allowed = await store.clusters.allow_withdrawal("beta")
+    assert allowed.status.withdrawal_allowed  # shown while armed
+    assert "an admin allowed it" in allowed.status.conditions[0].message
     answers = [
         (
             await store.clusters.beat("beta", agent_version=AGENT, withdrawal_held=hold)
@@ -275,6 +274,21 @@ async def test_the_withdrawal_hold_and_its_one_shot_allowance(store: Store) -> N
         for _ in range(2)
     ]
     assert answers == [True, False]  # one-shot
+    assert not (await store.clusters.get("beta")).status.withdrawal_allowed
+
+    # Given for the hold current then: it lapses when that hold clears, and a later hold
+    # is not let through by it.
+    await store.clusters.allow_withdrawal("beta")
+    assert not (await store.clusters.beat("beta", agent_version=AGENT)).withdrawal_allowed
+    cleared = await store.clusters.get("beta")
+    assert cleared.status.conditions == [] and not cleared.status.withdrawal_allowed
+    later = await store.clusters.beat("beta", agent_version=AGENT, withdrawal_held=hold)
+    assert not later.withdrawal_allowed
+    await store.clusters.beat("beta", agent_version=AGENT)
+
+    # Nothing held: nothing to allow.
+    with pytest.raises(Conflict, match="holds no mass withdrawal"):
+        await store.clusters.allow_withdrawal("beta")
     with pytest.raises(NotFound, match="'nowhere'"):
         await store.clusters.allow_withdrawal("nowhere")
 
