@@ -42,13 +42,19 @@ async def age(store: Store, *names: str) -> None:
 
 
 async def export(
-    store: Store, cluster: str, service: str = "web", *, endpoints: bool = True
+    store: Store,
+    cluster: str,
+    service: str = "web",
+    *,
+    endpoints: bool = True,
+    ready: bool | None = True,
 ) -> None:
     await store.exports.put(cluster, make_export(cluster, name=service))
     addresses = (f"10.{len(cluster)}.{len(service)}.7",) if endpoints else ()
-    await store.endpointslices.put(
-        cluster, make_slice(f"{service}-{cluster}", service=service, addresses=addresses)
-    )
+    slice_ = make_slice(f"{service}-{cluster}", service=service, addresses=addresses)
+    for endpoint in slice_.spec.endpoints:
+        endpoint.conditions.ready = ready
+    await store.endpointslices.put(cluster, slice_)
 
 
 async def events_after(store: Store, revision: int) -> list[tuple[str, str, str]]:
@@ -138,6 +144,12 @@ async def test_a_stale_clusters_slices_leave_the_feed_once_and_come_back_with_it
         ("others without endpoints", {"web-beta"}),
         # alpha exports `api` with endpoints: beta's goes.
         ("another with endpoints", {"web-beta", "api-beta"}),
+        # gamma's `pay` endpoints are all `ready: false` (a crash-looping Deployment):
+        # it does not serve, so beta's, the only ready ones, stay.
+        ("others not ready", {"web-beta"}),
+        # ... but an endpoint whose readiness is unset counts as ready, as Kubernetes
+        # reads it.
+        ("others of unknown readiness", {"web-beta", "pay-beta"}),
     ],
 )
 async def test_fail_open_per_service(store: Store, case: str, withheld: set[str]) -> None:
@@ -146,6 +158,12 @@ async def test_fail_open_per_service(store: Store, case: str, withheld: set[str]
     elif case == "others without endpoints":
         await export(store, "beta", "api")
         await export(store, "gamma", "api", endpoints=False)
+    elif case == "others not ready":
+        await export(store, "beta", "pay")
+        await export(store, "gamma", "pay", ready=False)
+    elif case == "others of unknown readiness":
+        await export(store, "beta", "pay")
+        await export(store, "gamma", "pay", ready=None)
     else:
         await export(store, "beta", "api")
         await export(store, "alpha", "api")
