@@ -172,6 +172,10 @@ async def test_a_record_stored_too_large_is_still_read_listed_watched_and_remove
         assert kept.status_code == 422, kept.text
         replaced = await hub.put("p", member, resource_version="101", annotations={"a": "b"})
         assert replaced.status_code == 200, replaced.text
+        # Withdrawn by its member.
+        await _store_too_large(hub)
+        assert (await hub.client.delete(export_path("p"), headers=member)).status_code == 200
+        assert (await hub.put("p", member)).status_code == 201
         await _store_too_large(hub)
 
     # A hub starting on such a database says so (the log, and /readyz's message).
