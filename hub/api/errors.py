@@ -8,7 +8,7 @@ Three sources of failure meet here:
   unknown path, 405 …), re-shaped by `hub.api.status.validation_status`;
 * the store's exceptions, each mapped to exactly one answer: NotFound → 404,
   AlreadyExists → 409, Conflict → 409, Forbidden → 403, Invalid → 422 (naming the field),
-  Gone → 410, DatabaseUnavailable → 503 with `Retry-After` (SPEC §5: an outage is never a 500).
+  Gone → 410, DatabaseUnavailable → 503 with `Retry-After` (an outage is never a 500).
 
 Only the outage handler needs the app's context (its settings give `Retry-After`, its
 metrics count the failure), which is why the handlers live apart from the pure Status
