@@ -67,8 +67,9 @@ class ExportStore:
         self._ctx = ctx
         self._batcher = WriteBatcher(ctx)
         self._sync_locks = SyncLocks(ctx)
-        # Records stored past the annotation limit, as `check_oversized` last found them.
-        self.oversized = 0
+        # Records stored past the annotation limit, as `check_oversized` last found them
+        # (None: not checked yet, e.g. the schema was not migrated when the hub started).
+        self.oversized: int | None = None
 
     async def close(self) -> None:
         """Let the single-export writes already queued commit."""

@@ -48,6 +48,8 @@ async def report_oversized(store: Store) -> None:
     by name); `/readyz` then says how many. A database that does not answer now is the
     readiness probe's business, not a reason not to start."""
     try:
+        if not await store.schema_at_head():
+            return  # checked by the first ready probe after the migration (`readyz`)
         found = await store.exports.check_oversized()
     except DatabaseUnavailable:
         return
@@ -65,7 +67,7 @@ async def report_oversized(store: Store) -> None:
 
 
 def _oversized_note(store: Store) -> str:
-    count = store.exports.oversized
+    count = store.exports.oversized or 0
     if not count:
         return ""
     noun = "export has" if count == 1 else "exports have"
@@ -104,6 +106,8 @@ async def readyz(ctx: ContextDep) -> Response:
         at_head = await store.schema_at_head()
         if at_head:
             await store.probe_write()
+            if store.exports.oversized is None:
+                await report_oversized(store)
     except DatabaseUnavailable as exc:
         ctx.metrics.database_errors.inc()
         status, headers = unavailable_status(str(exc), retry_after_seconds=retry)
