@@ -119,7 +119,5 @@ def test_allow_withdrawal_against_a_real_hub(hub: RunningHub) -> None:
     reader = run_cli(
         "clusters", "allow-withdrawal", "held", env={**env, "MCSYNC_TOKEN": hub.reader_token}
     )
-    assert (reader.returncode, reader.stderr) == (
-        1,
-        "error: only the admin may do this; the caller is the reader\n",
-    )
+    assert reader.returncode == 1
+    assert reader.stderr.startswith("error: only the admin may do this; the caller is the reader")
