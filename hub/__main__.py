@@ -12,7 +12,8 @@ so a flag and its variable can never disagree about what is valid.
 
 Anything wrong at start ends the program with ONE line on stderr naming the flag (and the
 variable or file it came from) and the problem, never a traceback, and an exit code that
-tells a mistake from an outage: 2 for a bad value, an unusable token file or an
+tells a mistake from an outage: 2 for a bad value, an unusable token file (one that
+others could read or replace included) or an
 unsupported database URL (fix the configuration), 3 for a database that does not answer
 (a restart may succeed: an orchestrator should retry, a script should not report a typo)
 or whose server refuses the hub's database or role (the line says what to create), 4 for
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import logging
 import os
@@ -360,6 +362,8 @@ async def _serve_claimed(
         ratelimitlog.install()
         server = HubServer(server_config(settings, app), app=app)
         server.ready_line = listening_line(listening)
+        # SIGHUP reloads the admin and reader token files (docs/reference.md#credentials).
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, credentials.reload)
         # uvicorn re-raises the signal that stopped it once it has shut down; with these
         # no-op handlers in place that re-raise lands here, and a graceful stop exits 0.
         previous = {
@@ -371,6 +375,8 @@ async def _serve_claimed(
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     finally:
+        with contextlib.suppress(RuntimeError, ValueError):
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
         await store.close()
 
 
@@ -403,6 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except settingscli.UsageError as exc:
         print(exc, file=sys.stderr)
         return EXIT_CONFIG
+    # Everything the hub creates (the SQLite database, its WAL and SHM files, the generated
+    # admin token file) is its owner's alone: mode 0600 (docs/reference.md#credentials).
+    os.umask(0o077)
     try:
         configure_logging(log_format=settings.log_format, level=settings.log_level)
         if command == "migrate":

@@ -9,7 +9,7 @@
 Written out by hand, like 0001 to 0006.
 
 Revision ID: 0010
-Revises: 0006
+Revises: 0009
 Create Date: 2026-11-28
 """
 
@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0010"
-down_revision: str | None = "0006"
+down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
