@@ -34,6 +34,7 @@ from hub.api.deps import STATE_ATTR, HubContext, context_of
 from hub.api.errors import install_error_handlers
 from hub.api.observe import RequestObserverMiddleware
 from hub.api.routes import ROUTERS
+from hub.api.routes.health import report_oversized
 from hub.console import router as console_router
 from hub.logs import fields
 from hub.metrics import HubMetrics
@@ -113,6 +114,8 @@ def create_app(
         if owns_store:
             ctx.store = await open_store(settings)
             instrument_store(ctx.store)
+        if ctx.store is not None:
+            await report_oversized(ctx.store)
         log.info(
             "hub ready",
             extra=fields(version=__version__, database=settings.redacted_database_url),

@@ -56,19 +56,12 @@ from datetime import datetime
 from member.metrics import AgentMetrics
 from shared.models import WithdrawalHold
 from shared.timefmt import utcnow
+from shared.withdrawalrule import MIN_EXPORTS, should_hold
 
 __all__ = ["MIN_EXPORTS", "WithdrawalGuard", "should_hold"]
 
 logger = logging.getLogger(__name__)
 
-MIN_EXPORTS = 10
-"""Below this many exports on the hub a repair is never held (SPEC §5.1)."""
-
-
-def should_hold(*, would_withdraw: int, exports: int) -> bool:
-    """True when a repair withdrawing `would_withdraw` of the cluster's `exports` hub records
-    must withdraw none: more than half of them, and at least `MIN_EXPORTS` records."""
-    return exports >= MIN_EXPORTS and 2 * would_withdraw > exports
 
 
 @dataclass(frozen=True)

@@ -592,6 +592,9 @@ class MemberClusterStatus(WireModel):
     # SPEC §5.1: `WithdrawalHeld` (reason `MassWithdrawal`) while the agent holds a repair
     # that would withdraw most of the cluster's exports; absent when nothing is held.
     conditions: list[Condition] = Field(default_factory=list)
+    # True while an admin's one-shot allowance for the held withdrawal is armed (given
+    # for the hold current then; used once, or lapsed when that hold clears).
+    withdrawal_allowed: bool = False
     # The cluster's ClusterProperty objects (name → value) as its agent last reported them
     # (docs/reference.md#cluster-properties); None until it reports.
     properties: dict[str, str] | None = None

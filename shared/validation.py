@@ -140,7 +140,8 @@ def check_labels(labels: Mapping[str, str], what: str) -> None:
 
 def check_annotations(annotations: Mapping[str, str | None], what: str) -> None:
     """ValueError naming `what` unless every key is a qualified name (lower-cased, as
-    Kubernetes checks annotation keys) and keys and values fit in 256 KiB together."""
+    Kubernetes checks annotation keys) and keys and values fit in 256 KiB together, in
+    bytes of UTF-8 as Kubernetes counts them."""
     total = 0
     for key, value in annotations.items():
         problem = qualified_name_error(key.lower())
@@ -150,7 +151,9 @@ def check_annotations(annotations: Mapping[str, str | None], what: str) -> None:
             raise ValueError(
                 f"{what} value of {key!r} is longer than {ANNOTATION_VALUE_MAX} characters"
             )
-        total += len(key) + len(value or "")
+        # Kubernetes counts Go string lengths: bytes of UTF-8, not characters.
+        total += len(key.encode("utf-8", "surrogatepass"))
+        total += len((value or "").encode("utf-8", "surrogatepass"))
     if total > ANNOTATIONS_TOTAL_MAX:
         raise ValueError(
             f"{what} are {total} bytes together, more than Kubernetes' {ANNOTATIONS_TOTAL_MAX}"

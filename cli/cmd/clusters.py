@@ -29,13 +29,16 @@ def imports_cell(status: MemberClusterStatus) -> str:
 def state_cell(status: MemberClusterStatus) -> str:
     """The state, qualified as `kubectl get nodes` does (`Ready,SchedulingDisabled`) by what
     failover does about it (docs/reference.md#failover): `Stale,EndpointsWithdrawn` while
-    the fleet sends the cluster no traffic, `…,WithdrawalHeld` while its agent holds a mass
-    withdrawal."""
+    the fleet sends the cluster no traffic, `…,WithdrawalHeld` while its agent (or the hub)
+    holds a mass withdrawal, and `…,WithdrawalAllowed` while an admin's allowance for it is
+    armed."""
     parts: list[str] = [status.state]
     if status.endpoints_withdrawn:
         parts.append("EndpointsWithdrawn")
     if any(c.type == CONDITION_WITHDRAWAL_HELD and c.status == "True" for c in status.conditions):
         parts.append(CONDITION_WITHDRAWAL_HELD)
+    if status.withdrawal_allowed:
+        parts.append("WithdrawalAllowed")
     return ",".join(parts)
 
 

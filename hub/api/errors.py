@@ -7,8 +7,8 @@ Three sources of failure meet here:
 * FastAPI's `RequestValidationError` (422) and Starlette's `HTTPException` (404 for an
   unknown path, 405 …), re-shaped by `hub.api.status.validation_status`;
 * the store's exceptions, each mapped to exactly one answer: NotFound → 404,
-  AlreadyExists → 409, Conflict → 409, Forbidden → 403, Gone → 410, DatabaseUnavailable →
-  503 with `Retry-After` (SPEC §5: an outage is never a 500).
+  AlreadyExists → 409, Conflict → 409, Forbidden → 403, Invalid → 422 (naming the field),
+  Gone → 410, DatabaseUnavailable → 503 with `Retry-After` (an outage is never a 500).
 
 Only the outage handler needs the app's context (its settings give `Retry-After`, its
 metrics count the failure), which is why the handlers live apart from the pure Status
@@ -39,7 +39,7 @@ from hub.api.status import (
 )
 from hub.logs import fields
 from hub.store import AlreadyExists, Conflict, DatabaseUnavailable, Gone, NotFound
-from hub.store.errors import Forbidden
+from hub.store.errors import Forbidden, Invalid
 
 log = logging.getLogger("mcsync.hub.api")
 
@@ -72,6 +72,11 @@ def _store_error(code: int, reason: str) -> Any:
     return handler
 
 
+async def _invalid(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, Invalid)
+    return status_response(ApiError.invalid(exc.field, exc.message).status)
+
+
 async def _database_unavailable(request: Request, exc: Exception) -> JSONResponse:
     ctx = context_of(request.app)
     ctx.metrics.database_errors.inc()
@@ -95,4 +100,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Conflict, _store_error(409, "Conflict"))
     app.add_exception_handler(Gone, _store_error(410, "Gone"))
     app.add_exception_handler(Forbidden, _store_error(403, "Forbidden"))
+    app.add_exception_handler(Invalid, _invalid)
     app.add_exception_handler(DatabaseUnavailable, _database_unavailable)

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from opentelemetry import trace
-from sqlalchemy import text
+from sqlalchemy import false, text, update
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from hub.store import migrate
@@ -61,6 +62,8 @@ from hub.store.invalidexports import InvalidExportStore
 from hub.store.notify import ChangeNotifier
 from hub.store.primary import DEFAULT_TIMEOUT_SECONDS, PrimaryWatch
 from hub.store.results import Page, PutResult
+from hub.store.tables import REVISION_ROW_ID
+from hub.store.tables import revision as revision_table
 from hub.store.usage import Quotas
 from hub.store.withdrawals import Withdrawals, check_panic_fraction
 
@@ -252,6 +255,34 @@ class Store:
         with translate_errors():
             async with connection(self._ctx.reader) as conn:
                 await conn.execute(text("SELECT 1"))
+
+    async def probe_write(self) -> None:
+        """Raise DatabaseUnavailable unless the database takes a write now.
+
+        A write that changes nothing (the revision counter set to itself, on no row) in a
+        transaction that is rolled back: it needs what every write needs — a writer's
+        lock on SQLite (refused for a file opened read-only), write permission on the
+        tables and a transaction that may write on PostgreSQL — and it neither waits on
+        the counter's row lock nor leaves anything behind. A server that answers reads
+        but refuses this is not ready, whatever its error is called."""
+        statement = (
+            update(revision_table)
+            .where(revision_table.c.id == REVISION_ROW_ID, false())
+            .values(value=revision_table.c.value)
+        )
+        try:
+            with translate_errors():
+                async with connection(self._ctx.engine) as conn:
+                    transaction = await conn.begin()
+                    try:
+                        await conn.execute(statement)
+                    finally:
+                        await transaction.rollback()
+        except DatabaseUnavailable:
+            raise
+        except DBAPIError as exc:
+            reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+            raise DatabaseUnavailable(f"the database refuses writes: {reason}") from exc
 
     async def schema_at_head(self) -> bool:
         """True when the database's schema is at the newest migration."""

@@ -245,12 +245,14 @@ class WriteBatcher(GroupCommit[Mutation, MutationResult]):
 def _out_of_scope(
     mutations: Sequence[Mutation], registered: Mapping[str, Mapping[Any, Any]]
 ) -> dict[Hashable, Forbidden]:
-    """The PUTs outside their cluster's `spec.exportNamespaces` (SPEC §4.4), each with its
-    refusal; withdrawals and annotation patches always pass."""
+    """The PUTs and annotation patches outside their cluster's `spec.exportNamespaces`
+    (docs/reference.md#scope-and-limits), each with its refusal; withdrawals always pass
+    (a member may always take back what it has, even after the admin narrowed its
+    scope)."""
     refused: dict[Hashable, Forbidden] = {}
     for m in mutations:
         row = registered.get(m.cluster_id)
-        if row is None or m.spec is None or m.patch is not None:
+        if row is None or (m.spec is None and m.patch is None):
             continue
         refusal = scope_refusal(
             m.cluster_id, m.namespace, row["export_namespaces"], what=f"Service {m.name!r}"

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Integer, case, func, select, update
+from sqlalchemy import Integer, case, func, or_, select, update
 from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import IntegrityError
 
@@ -33,7 +33,7 @@ from hub.store import codec
 from hub.store.clusterproperties import deleted_change, record_changes, stored_properties
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
-from hub.store.errors import AlreadyExists, NotFound
+from hub.store.errors import AlreadyExists, Conflict, NotFound
 from hub.store.heartbeats import Beat, HeartbeatBatcher, HeartbeatOutcome
 from hub.store.importselection import forget_cluster, judge_new_cluster
 from hub.store.invalidexports import invalid_total
@@ -90,24 +90,46 @@ def _withdrawn_subquery() -> Any:
     )
 
 
-def held_condition(hold_text: str | None, *, cluster: str) -> list[Condition]:
-    """The MemberCluster's conditions from its stored hold: `WithdrawalHeld=True` with a
-    message an operator can act on, or none."""
-    if not hold_text:
+def held_condition(
+    hold_text: str | None,
+    *,
+    cluster: str,
+    sync_hold_text: str | None = None,
+    allowed: bool = False,
+) -> list[Condition]:
+    """The MemberCluster's conditions from its stored holds — the agent's (`hold_text`) and
+    the hub's own of a full-state sync (`sync_hold_text`, `hub.store.syncguard`):
+    `WithdrawalHeld=True` with a message an operator can act on, saying whether an
+    allowance is armed, or none."""
+    holds: list[tuple[str, WithdrawalHold]] = [
+        (who, WithdrawalHold.model_validate_json(text))
+        for who, text in (
+            ("the agent holds a repair", hold_text),
+            ("the hub held a full-state sync", sync_hold_text),
+        )
+        if text
+    ]
+    if not holds:
         return []
-    hold = WithdrawalHold.model_validate_json(hold_text)
+    said = "; ".join(
+        f"{who} that would withdraw {hold.would_withdraw} of the cluster's {hold.exports} "
+        "exports at once (more than half)"
+        for who, hold in holds
+    )
+    advice = (
+        "an admin allowed it: it goes through once (the agent's repair at its next "
+        "heartbeat, or the member's next such sync)"
+        if allowed
+        else "restore the cluster's ServiceExports, or let the withdrawal through once "
+        f"with `mcsync clusters allow-withdrawal {cluster}`"
+    )
     return [
         Condition(
             type=constants.CONDITION_WITHDRAWAL_HELD,
             status="True",
             reason=constants.REASON_MASS_WITHDRAWAL,
-            message=(
-                f"the agent holds a repair that would withdraw {hold.would_withdraw} of the "
-                f"cluster's {hold.exports} exports at once (more than half): restore the "
-                "cluster's ServiceExports, or let the withdrawal through once with "
-                f"`mcsync clusters allow-withdrawal {cluster}`"
-            ),
-            last_transition_time=hold.since,
+            message=f"{said}: {advice}",
+            last_transition_time=min(hold.since for _, hold in holds),
         )
     ]
 
@@ -140,7 +162,13 @@ class ClusterStore:
                 export_count=int(row.get("export_count") or 0),
                 conflict_count=int(row.get("conflict_count") or 0),
                 endpoints_withdrawn=row.get("withdrawn_cluster") is not None,
-                conditions=held_condition(row.get("withdrawal_held"), cluster=row["name"]),
+                conditions=held_condition(
+                    row.get("withdrawal_held"),
+                    cluster=row["name"],
+                    sync_hold_text=row.get("sync_withdrawal_held"),
+                    allowed=bool(row.get("withdrawal_allowed")),
+                ),
+                withdrawal_allowed=bool(row.get("withdrawal_allowed")),
                 properties=stored_properties(row.get("properties")),
             ),
         )
@@ -318,16 +346,39 @@ class ClusterStore:
         return await self._beats.write(Beat(name, beat, token_hash=token_hash(token)))
 
     async def allow_withdrawal(self, name: str) -> MemberCluster:
-        """Let the cluster's next held mass withdrawal through, once (SPEC §5.1): handed
-        to its agent with the next heartbeat that reports a hold. NotFound."""
+        """Let the cluster's held mass withdrawal through, once (docs/reference.md#failover):
+        the agent's, handed over with its next heartbeat that reports the hold, or the
+        hub's own of a full-state sync, taken by the next such sync (`syncguard`).
+
+        The allowance is for the hold current now: Conflict when none is held (an
+        allowance waiting for a future hold would let through a withdrawal nobody has
+        seen), shown while armed (`status.withdrawalAllowed`, the condition's message),
+        and lapsing when that hold clears. NotFound when not registered."""
         async with self._ctx.write() as conn:
             updated = await conn.execute(
                 update(clusters)
-                .where(clusters.c.name == name, clusters.c.deleting.is_(False))
+                .where(
+                    clusters.c.name == name,
+                    clusters.c.deleting.is_(False),
+                    or_(
+                        clusters.c.withdrawal_held.is_not(None),
+                        clusters.c.sync_withdrawal_held.is_not(None),
+                    ),
+                )
                 .values(withdrawal_allowed=True)
             )
             if updated.rowcount == 0:
-                raise NotFound(f"cluster {name!r} is not registered")
+                found = await conn.execute(
+                    select(clusters.c.name).where(
+                        clusters.c.name == name, clusters.c.deleting.is_(False)
+                    )
+                )
+                if found.first() is None:
+                    raise NotFound(f"cluster {name!r} is not registered")
+                raise Conflict(
+                    f"cluster {name!r} holds no mass withdrawal (no WithdrawalHeld): an "
+                    "allowance applies to a withdrawal held now, and there is none to allow"
+                )
         return await self.get(name)
 
     async def authenticate(self, token: str) -> str | None:

@@ -142,7 +142,7 @@ def export_model(
     """The InternalServiceExport of an `exports` row (`spec` when already parsed)."""
     condition = condition_from_text(row["condition"])
     return InternalServiceExport(
-        metadata=ObjectMeta(
+        metadata=stored_meta(
             name=row["name"],
             namespace=row["namespace"],
             resource_version=str(row["resource_version"]),
@@ -155,6 +155,18 @@ def export_model(
             cluster_state=cluster_state,
         ),
     )
+
+
+def stored_meta(*, annotations: dict[str, str], **fields: Any) -> ObjectMeta:
+    """The metadata of a stored record, its annotations taken as stored, not judged again.
+
+    What the hub stores now is within Kubernetes' limits (every write checks what it
+    would store), but an older hub stored an annotation merge patch without checking the
+    merged result: such a record must still be read, listed, watched and withdrawn
+    (the startup check reports it, `oversized_exports`), not fail every read with it."""
+    meta = ObjectMeta(**fields)
+    meta.annotations = annotations  # assignment is not validated (no validate_assignment)
+    return meta
 
 
 def spec_from_text(text: str) -> InternalServiceExportSpec:
@@ -219,7 +231,13 @@ def export_text(
 
 
 def export_from_text(text: str, *, cluster_state: str | None = None) -> InternalServiceExport:
-    export = InternalServiceExport.model_validate_json(text)
+    """A history row's record (its annotations as stored, `stored_meta`)."""
+    document = json.loads(text)
+    metadata = document.get("metadata") or {}
+    annotations = metadata.pop("annotations", None)
+    export = InternalServiceExport.model_validate(document)
+    if annotations is not None:
+        export.metadata.annotations = dict(annotations)
     if cluster_state is not None:
         export.status.cluster_state = cluster_state
     return export

@@ -71,6 +71,7 @@ from hub.store.importfeed import (
 from hub.store.locks import lock_clusters, lock_keys, take_revisions
 from hub.store.results import Page
 from hub.store.rows import Write
+from hub.store.synclock import SyncLocks
 from hub.store.tables import endpoint_slices, exports
 from hub.store.usage import (
     SLICES,
@@ -471,6 +472,7 @@ class EndpointSliceStore:
     def __init__(self, ctx: StoreContext) -> None:
         self._ctx = ctx
         self._batcher = SliceBatcher(ctx)
+        self._sync_locks = SyncLocks(ctx)
 
     async def close(self) -> None:
         """Wait for the single writes already queued (the store is closing)."""
@@ -529,6 +531,15 @@ class EndpointSliceStore:
 
     async def sync(self, cluster_id: str, slices: Sequence[EndpointSliceExport]) -> SyncResult:
         """Make the cluster's slices exactly `slices`: upsert them, withdraw the rest.
+
+        One sync of a cluster at a time (`synclock`): concurrent syncs end with exactly
+        one of them stored, whole, never a union of them past the quota.
+        """
+        async with self._sync_locks.hold("slices", cluster_id):
+            return await self._sync(cluster_id, slices)
+
+    async def _sync(self, cluster_id: str, slices: Sequence[EndpointSliceExport]) -> SyncResult:
+        """`sync` under the cluster's sync lock.
 
         NotFound when the cluster is not registered; Conflict (before anything is written)
         when a slice names a Service the cluster does not export; ValueError when a slice

@@ -21,8 +21,10 @@ from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.feed import read_current_revision
 from hub.store.locks import lock_cluster
-from hub.store.mutations import not_found
+from hub.store.mutations import SURELY_WITHIN, annotations_refusal, not_found
 from hub.store.results import Page, PutResult
+from hub.store.syncguard import guard_sync
+from hub.store.synclock import SyncLocks
 from hub.store.tables import clusters, exports
 from hub.store.usage import EXPORTS, check_sync, registered_scope
 from hub.store.writer import Mutation, MutationResult, write_exports
@@ -64,6 +66,10 @@ class ExportStore:
     def __init__(self, ctx: StoreContext) -> None:
         self._ctx = ctx
         self._batcher = WriteBatcher(ctx)
+        self._sync_locks = SyncLocks(ctx)
+        # Records stored past the annotation limit, as `check_oversized` last found them
+        # (None: not checked yet, e.g. the schema was not migrated when the hub started).
+        self.oversized: int | None = None
 
     async def close(self) -> None:
         """Let the single-export writes already queued commit."""
@@ -185,6 +191,28 @@ class ExportStore:
         ]
         return Page(items=items, resource_version=str(revision), continue_token=token)
 
+    async def check_oversized(self) -> builtins.list[tuple[str, str, str]]:
+        """The records whose annotations are past what the hub now accepts, stored by an
+        older hub that judged an annotation patch without the annotations already there
+        (docs/reference.md#annotations); also kept as `oversized` for `/readyz`.
+
+        Run once at start-up: the database filters by the text's length (only a text
+        longer than a quarter of the limit can be past it), Python counts what it finds
+        as Kubernetes would. Such a record is still read, listed, watched and withdrawn;
+        it cannot be written again with its annotations as they are."""
+        query = (
+            select(exports.c.cluster_id, exports.c.namespace, exports.c.name, exports.c.annotations)
+            .where(func.length(exports.c.annotations) > SURELY_WITHIN)
+            .order_by(exports.c.cluster_id, exports.c.namespace, exports.c.name)
+        )
+        found: builtins.list[tuple[str, str, str]] = []
+        async with self._ctx.read() as conn:
+            for cluster_id, namespace, name, text in await conn.execute(query):
+                if annotations_refusal(text, "metadata.annotations") is not None:
+                    found.append((cluster_id, namespace, name))
+        self.oversized = len(found)
+        return found
+
     async def count_by_verdict(self) -> dict[bool, int]:
         """How many exports the fleet has with Conflict=True (True) and False (False).
 
@@ -203,6 +231,17 @@ class ExportStore:
     async def sync(self, cluster_id: str, exports_: Sequence[InternalServiceExport]) -> SyncResult:
         """Make the cluster's exports exactly `exports_`: upsert them, withdraw the rest.
 
+        One sync of a cluster at a time (`synclock`): concurrent syncs end with exactly
+        one of them stored, whole, never a union of them past the quota.
+        """
+        async with self._sync_locks.hold("exports", cluster_id):
+            return await self._sync(cluster_id, exports_)
+
+    async def _sync(
+        self, cluster_id: str, exports_: Sequence[InternalServiceExport]
+    ) -> SyncResult:
+        """`sync` under the cluster's sync lock.
+
         Exports already stored as given are counted unchanged from one read of the
         cluster's specs and write nothing; the rest run in transactions of `SYNC_BATCH`
         keys, each one reading the batch's current rows in one query. NotFound when the
@@ -218,6 +257,11 @@ class ExportStore:
         result = SyncResult()
         async with self._ctx.read() as conn:
             scope_text = await registered_scope(conn, cluster_id)
+            held = (
+                await conn.execute(
+                    select(clusters.c.sync_withdrawal_held).where(clusters.c.name == cluster_id)
+                )
+            ).scalar_one_or_none() is not None
             # The cluster's stored specs, in one indexed read: an export whose spec and
             # annotations are already stored is unchanged, and needs no lock, no judge and
             # no batch at all (an agent's relist re-syncs mostly unchanged exports).
@@ -237,6 +281,14 @@ class ExportStore:
             namespaces=(ns for ns, _ in wanted),
             wanted=len(wanted),
             created=sum(1 for key in wanted if key not in stored),
+        )
+        # The mass-withdrawal guard (`syncguard`), before anything is written.
+        await guard_sync(
+            self._ctx,
+            cluster_id,
+            would_withdraw=sum(1 for key in stored if key not in wanted),
+            stored=len(stored),
+            held=held,
         )
         keys = [key for key in sorted(wanted) if not _is_stored(wanted[key], stored.get(key))]
         result.unchanged += len(wanted) - len(keys)
@@ -328,6 +380,9 @@ class ExportStore:
             outcome = await write_exports(
                 conn, self._ctx, mutations, now=utcnow(), answer_records=False
             )
+            refused = next((r.error for r in outcome.results if r.error is not None), None)
+            if refused is not None:
+                raise refused  # the batch is all or nothing: it rolls back
         if outcome.newest_revision is not None:
             self._ctx.notifier.committed(outcome.newest_revision)
         return outcome.results

@@ -144,6 +144,7 @@ class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | _Busy | None"]):
                     clusters.c.token_hash,
                     clusters.c.previous_token_hash,
                     clusters.c.withdrawal_allowed,
+                    clusters.c.sync_withdrawal_held,
                 )
                 .where(clusters.c.name.in_(names), clusters.c.deleting.is_(False))
                 .order_by(clusters.c.name)
@@ -196,7 +197,12 @@ class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | _Busy | None"]):
                     "b_services": beat.imported_services,
                     "b_endpoints": beat.imported_endpoints,
                     "b_held": None if held is None else codec.canonical_json(to_wire(held)),
-                    "b_allowed": bool(row.withdrawal_allowed) and held is None,
+                    # Taken by a beat that reports a hold; lapsed by one that reports
+                    # none, unless the hub's own hold of a sync (`syncguard`) is left for
+                    # it: an allowance is for the hold current when it was given.
+                    "b_allowed": bool(row.withdrawal_allowed)
+                    and held is None
+                    and row.sync_withdrawal_held is not None,
                 }
                 if beat.invalid_exports is None:
                     plain.append(values)  # SPEC §7: kept when the beat carries no list

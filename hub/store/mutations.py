@@ -26,8 +26,14 @@ from typing import Any
 
 from hub.conflicts import precedence_key
 from hub.store import codec
-from hub.store.errors import Conflict, NotFound, StoreError
+from hub.store.errors import Conflict, Invalid, NotFound, StoreError
 from shared.models import InternalServiceExport, InternalServiceExportSpec, to_wire
+from shared.validation import ANNOTATIONS_TOTAL_MAX, check_annotations
+
+# A stored annotations text this short holds at most ANNOTATIONS_TOTAL_MAX bytes of keys
+# and values (a character is at most 4 bytes of UTF-8, and the text holds every key and
+# value whole): only a longer one is worth parsing to count.
+SURELY_WITHIN = ANNOTATIONS_TOTAL_MAX // 4
 
 Key = tuple[str, str]  # (namespace, name)
 RecordId = tuple[str, str, str]  # (cluster_id, namespace, name)
@@ -146,6 +152,21 @@ def _refusal(m: Mutation, row: StoredRow | None) -> StoreError | None:
     return None
 
 
+def annotations_refusal(text: str, field: str) -> Invalid | None:
+    """Why annotations `text` (canonical JSON, as it would be stored) may not be stored:
+    past Kubernetes' limits, as an importing cluster would count them
+    (docs/reference.md#annotations). Every write checks what it would STORE, not only
+    what its request carries: a merge patch adds to what is there, and a PUT without
+    annotations keeps them. Cheap for every ordinary record (its text is short)."""
+    if len(text) <= SURELY_WITHIN:
+        return None
+    try:
+        check_annotations(codec.annotations_from_text(text), "annotations")
+    except ValueError as exc:
+        return Invalid(field, f"{exc}; the record would be stored so, which the hub refuses")
+    return None
+
+
 def plan(
     mutations: Sequence[Mutation],
     stored: Sequence[StoredRow],
@@ -173,6 +194,10 @@ def plan(
                 unchanged = codec.export_model(row, cluster_state=state)
                 out.results.append(MutationResult(unchanged, existed=True, changed=False))
                 continue
+            too_large = annotations_refusal(text, "metadata.annotations")
+            if too_large is not None:
+                out.results.append(MutationResult(None, True, False, error=too_large))
+                continue
             entries[rid] = Entry(rid, row, row["spec"], text, row["created_at"], "MODIFIED")
             out.results.append(MutationResult(None, existed=True, changed=True))
         elif m.spec is None:
@@ -190,6 +215,12 @@ def plan(
                 annotations = codec.canonical_json(dict(m.annotations))
             else:
                 annotations = row["annotations"] if row is not None else "{}"
+                # Kept as stored: stored too large by an older hub, it may not be kept
+                # under a new spec (the PUT's own annotations were checked on arrival).
+                kept = annotations_refusal(annotations, "metadata.annotations")
+                if kept is not None and (row is None or columns["spec"] != row["spec"]):
+                    out.results.append(MutationResult(None, row is not None, False, error=kept))
+                    continue
             if row is not None and (columns["spec"], annotations) == (
                 row["spec"],
                 row["annotations"],

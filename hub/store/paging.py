@@ -5,6 +5,12 @@ and which listing it belongs to. Paging by key (`WHERE (namespace, name, …) > 
 rather than by offset costs the same on page 1000 as on page 1, and never skips or
 repeats a row that existed throughout the listing.
 
+A token is the client's to send back, so a forged one is input like any other: each part
+of its key must look like the names the store keeps (empty, or lowercase alphanumerics,
+`-` and `.`, at most 253 characters). Anything else — a NUL, which PostgreSQL refuses
+in a text parameter, a control character, an over-long part — is refused here, as a
+malformed token (422), before it reaches a query.
+
 A listing reads one row more than its `limit`: that row's presence is how it knows a next
 page exists, and `cut` turns the rows read into the page and the token for the next one.
 """
@@ -14,10 +20,15 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
+
+# What every key part of every listing is: a DNS label or subdomain (namespaces, names,
+# cluster ids, slice names), or empty (a ServiceImport's own row in the import list).
+_KEY_PART = re.compile(r"(?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?)?")
 
 
 def encode(kind: str, key: tuple[str, ...]) -> str:
@@ -42,6 +53,8 @@ def decode(kind: str, token: str, *, width: int) -> tuple[str, ...]:
         or not all(isinstance(part, str) for part in key)
     ):
         raise ValueError(f"continue token does not belong to a {kind} listing")
+    if not all(_KEY_PART.fullmatch(part) for part in key):
+        raise ValueError("continue token is malformed; start the listing again")
     return tuple(key)
 
 

@@ -112,6 +112,10 @@ clusters = Table(
     Column("stale", Boolean, nullable=False, server_default=false()),
     Column("withdrawal_held", Text, nullable=True),
     Column("withdrawal_allowed", Boolean, nullable=False, server_default=false()),
+    # Migration 0010: the hub's own hold of a full-state sync that would withdraw most of
+    # the cluster's exports (JSON of a WithdrawalHold, NULL: none; `hub.store.exports`).
+    # The one allowance above lets either hold through.
+    Column("sync_withdrawal_held", Text, nullable=True),
     # SPEC §4.4 (migration 0005): the MemberCluster's spec.exportNamespaces and
     # spec.importNamespaces, JSON lists of names and `*` globs; NULL: absent (all).
     Column("export_namespaces", Text, nullable=True),

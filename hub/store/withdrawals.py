@@ -9,8 +9,10 @@ traffic; its export records, verdicts and ServiceImports stay exactly as they we
   (the panic threshold: a hub that cannot hear most of the fleet suspects itself, as the
   node lifecycle controller's unhealthy-zone rule and Envoy's panic threshold do);
 * some cluster that is not Stale has an EndpointSliceExport of that Service with at least
-  one endpoint (fail open per service: withdrawing the last endpoints of a Service would
-  black-hole it, which is worse than sending some traffic to a cluster that may be gone).
+  one READY endpoint (fail open per service: withdrawing the last ready endpoints of a
+  Service would black-hole it, which is worse than sending some traffic to a cluster that
+  may be gone; a live cluster whose endpoints are all `ready: false` serves no one,
+  `has_ready_endpoint`).
 
 **How.** A withheld export has a row in `endpoint_withdrawals`; its slices go out of the
 import feed as DELETED events and out of the import list (`importfeed` skips them), and
@@ -82,6 +84,8 @@ DEFAULT_STALE_PANIC_FRACTION = 0.5
 # compact, keys sorted; `endpoints` is always written). No string of a slice can hold a
 # double quote, so the text test cannot match inside a value.
 _NO_ENDPOINTS = '%"endpoints":[]%'
+# How a not-ready endpoint's condition reads in the same canonical text.
+_NOT_READY = '"ready":false'
 
 
 def check_panic_fraction(value: float) -> float:
@@ -211,13 +215,33 @@ async def _should_withhold(
     if not candidates:
         return set()
     keys = sorted({(ns, svc) for _, ns, svc in candidates})
-    served_elsewhere = select(endpoint_slices.c.namespace, endpoint_slices.c.service_name).where(
+    elsewhere = select(
+        endpoint_slices.c.namespace, endpoint_slices.c.service_name, endpoint_slices.c.spec
+    ).where(
         ctx.rows.where_in((endpoint_slices.c.namespace, endpoint_slices.c.service_name), keys),
         endpoint_slices.c.cluster_id.not_in(stale),
         endpoint_slices.c.spec.not_like(_NO_ENDPOINTS),
     )
-    alive: set[Key] = {(ns, svc) for ns, svc in await conn.execute(served_elsewhere.distinct())}
+    alive: set[Key] = set()
+    for ns, svc, spec in await conn.execute(elsewhere):
+        if (ns, svc) not in alive and has_ready_endpoint(spec):
+            alive.add((ns, svc))
     return {t for t in candidates if (t[1], t[2]) in alive}
+
+
+def has_ready_endpoint(spec_text: str) -> bool:
+    """Whether a stored slice (canonical JSON of its spec) has an endpoint that is ready,
+    as Kubernetes reads `conditions.ready`: unset counts as ready, only `false` does not.
+
+    Fail open counts only READY endpoints elsewhere (docs/reference.md#failover): a live
+    cluster whose endpoints are all not ready — a crash-looping Deployment — serves no
+    one, and withdrawing the Stale cluster's ready endpoints in its favour would leave
+    the Service none. A slice whose text holds no `"ready":false` has a ready endpoint
+    (its endpoints are not empty: the query left those out) and is not parsed."""
+    if _NOT_READY not in spec_text:
+        return True
+    endpoints = json.loads(spec_text).get("endpoints") or []
+    return any((e.get("conditions") or {}).get("ready") is not False for e in endpoints)
 
 
 async def _plan(conn: AsyncConnection, ctx: StoreContext, *, now: datetime, lock: bool) -> Plan:

@@ -93,6 +93,10 @@ def test_allow_withdrawal_against_a_real_hub(hub: RunningHub) -> None:
     assert allowed == (
         "cluster/held: its held withdrawal goes through at the agent's next heartbeat, once\n"
     )
+    # Shown while armed.
+    rows = {row["NAME"]: row for row in table(ok(run_cli("clusters", env=env)))}
+    assert rows["held"]["STATE"] == "Ready,WithdrawalHeld,WithdrawalAllowed"
+    assert "an admin allowed it" in ok(run_cli("describe", "cluster", "held", env=env))
     answer = hub.call(
         "POST",
         "/api/v1/clusters/held/heartbeat",
@@ -100,6 +104,15 @@ def test_allow_withdrawal_against_a_real_hub(hub: RunningHub) -> None:
         body={"agentVersion": "0.1.0", "withdrawalHeld": hold},
     )
     assert answer.json()["withdrawalAllowed"] is True
+    rows = {row["NAME"]: row for row in table(ok(run_cli("clusters", env=env)))}
+    assert rows["held"]["STATE"] == "Ready,WithdrawalHeld"  # used: no longer armed
+
+    # Nothing held: nothing to allow.
+    cleared = {"agentVersion": "0.1.0"}
+    hub.call("POST", "/api/v1/clusters/held/heartbeat", token=member, body=cleared)
+    refused = run_cli("clusters", "allow-withdrawal", "held", env=env)
+    assert refused.returncode == 1
+    assert "holds no mass withdrawal" in refused.stderr
 
     unknown = run_cli("clusters", "allow-withdrawal", "nowhere", env=env)
     assert unknown.returncode == 1

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select, update
 
-from hub.store import NotFound, Store
+from hub.store import Conflict, NotFound, Store
 from hub.store.tables import clusters, endpoint_withdrawals
 from hub.store.withdrawals import check_panic_fraction
 from shared.models import EndpointSliceExport, WithdrawalHold
@@ -42,13 +42,19 @@ async def age(store: Store, *names: str) -> None:
 
 
 async def export(
-    store: Store, cluster: str, service: str = "web", *, endpoints: bool = True
+    store: Store,
+    cluster: str,
+    service: str = "web",
+    *,
+    endpoints: bool = True,
+    ready: bool | None = True,
 ) -> None:
     await store.exports.put(cluster, make_export(cluster, name=service))
     addresses = (f"10.{len(cluster)}.{len(service)}.7",) if endpoints else ()
-    await store.endpointslices.put(
-        cluster, make_slice(f"{service}-{cluster}", service=service, addresses=addresses)
-    )
+    slice_ = make_slice(f"{service}-{cluster}", service=service, addresses=addresses)
+    for endpoint in slice_.spec.endpoints:
+        endpoint.conditions.ready = ready
+    await store.endpointslices.put(cluster, slice_)
 
 
 async def events_after(store: Store, revision: int) -> list[tuple[str, str, str]]:
@@ -138,6 +144,12 @@ async def test_a_stale_clusters_slices_leave_the_feed_once_and_come_back_with_it
         ("others without endpoints", {"web-beta"}),
         # alpha exports `api` with endpoints: beta's goes.
         ("another with endpoints", {"web-beta", "api-beta"}),
+        # gamma's `pay` endpoints are all `ready: false` (a crash-looping Deployment):
+        # it does not serve, so beta's, the only ready ones, stay.
+        ("others not ready", {"web-beta"}),
+        # ... but an endpoint whose readiness is unset counts as ready, as Kubernetes
+        # reads it.
+        ("others of unknown readiness", {"web-beta", "pay-beta"}),
     ],
 )
 async def test_fail_open_per_service(store: Store, case: str, withheld: set[str]) -> None:
@@ -146,6 +158,12 @@ async def test_fail_open_per_service(store: Store, case: str, withheld: set[str]
     elif case == "others without endpoints":
         await export(store, "beta", "api")
         await export(store, "gamma", "api", endpoints=False)
+    elif case == "others not ready":
+        await export(store, "beta", "pay")
+        await export(store, "gamma", "pay", ready=False)
+    elif case == "others of unknown readiness":
+        await export(store, "beta", "pay")
+        await export(store, "gamma", "pay", ready=None)
     else:
         await export(store, "beta", "api")
         await export(store, "alpha", "api")
@@ -264,10 +282,9 @@ async def test_the_withdrawal_hold_and_its_one_shot_allowance(store: Store) -> N
     assert "12 of the cluster's 20" in condition.message
     assert "mcsync clusters allow-withdrawal beta" in condition.message
 
-    await store.clusters.allow_withdrawal("beta")
-    # A heartbeat without a hold leaves the allowance pending.
-    assert not (await store.clusters.beat("beta", agent_version=AGENT)).withdrawal_allowed
-    assert (await store.clusters.get("beta")).status.conditions == []
+    allowed = await store.clusters.allow_withdrawal("beta")
+    assert allowed.status.withdrawal_allowed  # shown while armed
+    assert "an admin allowed it" in allowed.status.conditions[0].message
     answers = [
         (
             await store.clusters.beat("beta", agent_version=AGENT, withdrawal_held=hold)
@@ -275,6 +292,21 @@ async def test_the_withdrawal_hold_and_its_one_shot_allowance(store: Store) -> N
         for _ in range(2)
     ]
     assert answers == [True, False]  # one-shot
+    assert not (await store.clusters.get("beta")).status.withdrawal_allowed
+
+    # Given for the hold current then: it lapses when that hold clears, and a later hold
+    # is not let through by it.
+    await store.clusters.allow_withdrawal("beta")
+    assert not (await store.clusters.beat("beta", agent_version=AGENT)).withdrawal_allowed
+    cleared = await store.clusters.get("beta")
+    assert cleared.status.conditions == [] and not cleared.status.withdrawal_allowed
+    later = await store.clusters.beat("beta", agent_version=AGENT, withdrawal_held=hold)
+    assert not later.withdrawal_allowed
+    await store.clusters.beat("beta", agent_version=AGENT)
+
+    # Nothing held: nothing to allow.
+    with pytest.raises(Conflict, match="holds no mass withdrawal"):
+        await store.clusters.allow_withdrawal("beta")
     with pytest.raises(NotFound, match="'nowhere'"):
         await store.clusters.allow_withdrawal("nowhere")
 

@@ -282,8 +282,12 @@ router.add_api_route(
 @router.post(
     "/clusters/{cluster}/allow-withdrawal",
     response_model=MemberCluster,
-    summary="Let the cluster's next held mass withdrawal (SPEC §5.1) through, once",
-    responses=documented(401, 403, 404, 422, 503),
+    summary="Let the cluster's held mass withdrawal through, once",
+    description=(
+        "Applies to the hold current now (409 when nothing is held), shows as "
+        "`status.withdrawalAllowed` while armed, and lapses when that hold clears."
+    ),
+    responses=documented(401, 403, 404, 409, 422, 503),
 )
 async def allow_withdrawal(cluster: ClusterPath, _access: AdminAccess, store: StoreDep) -> Response:
     record = await store.clusters.allow_withdrawal(cluster)

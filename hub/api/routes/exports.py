@@ -372,7 +372,13 @@ router.add_api_route(
     methods=["PUT"],
     response_model=SyncResult,
     summary="Full-state sync: upsert the given exports, withdraw the cluster's others",
-    responses=documented(401, 403, 404, 413, 422, 503),
+    description=(
+        "One sync of a cluster at a time. A sync that would withdraw more than half of at "
+        "least 10 stored exports is held (409, the cluster carries `WithdrawalHeld`) until "
+        "an admin allows it once (`POST /api/v1/clusters/{cluster}/allow-withdrawal`); see "
+        "docs/reference.md#failover."
+    ),
+    responses=documented(401, 403, 404, 409, 413, 422, 503),
     route_class_override=GcPausedJsonRoute,
 )
 

@@ -9,22 +9,72 @@ has. On PostgreSQL "answers" means a writable primary answers (SPEC §5.2): duri
 failover `/readyz` is 503 and its message says "no writable primary" and why, which is
 what `mcsync status` shows, beside the metric `mcsync_hub_database_primary_writable`.
 Both answer a shared `Status` either way, so a probe's log says why.
+
+"Writable" is tried, not assumed: `/readyz` runs a write that changes nothing in a
+transaction it rolls back (`Store.probe_write`), so a database that answers reads but
+refuses writes (a read-only file, a read-only role or transaction default, a server out
+of disk that went read-only) keeps the replica out of rotation with the database's own
+words. And a record an older hub stored past the annotation limit
+(docs/reference.md#annotations), found once at start-up (`report_oversized`), is named
+in the ready answer's message: the hub serves it, but it should be fixed or withdrawn.
 """
 
 from __future__ import annotations
+
+import logging
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from hub.api.deps import ContextDep
 from hub.api.status import documented, status_response, unavailable_status
-from hub.store import DatabaseUnavailable
+from hub.logs import fields
+from hub.store import DatabaseUnavailable, Store
 from hub.store import migrate as migrations
 from shared.constants import API_PREFIX
 from shared.models import Status, VersionInfo, to_wire
+from shared.validation import ANNOTATIONS_TOTAL_MAX
 from shared.version import __version__
 
+log = logging.getLogger("mcsync.hub.health")
+
 router = APIRouter(tags=["operations"])
+
+_SHOWN = 5
+
+
+async def report_oversized(store: Store) -> None:
+    """At start-up: log each record an older hub stored past the annotation limit (a few
+    by name); `/readyz` then says how many. A database that does not answer now is the
+    readiness probe's business, not a reason not to start."""
+    try:
+        if not await store.schema_at_head():
+            return  # checked by the first ready probe after the migration (`readyz`)
+        found = await store.exports.check_oversized()
+    except DatabaseUnavailable:
+        return
+    if found:
+        log.warning(
+            "stored exports have annotations past Kubernetes' limit (an older hub stored "
+            "them); they are served, but importing clusters cannot write them: re-PUT them "
+            "with fewer annotations, or withdraw them",
+            extra=fields(
+                count=len(found),
+                limit=ANNOTATIONS_TOTAL_MAX,
+                exports=",".join(f"{c}/{ns}/{n}" for c, ns, n in found[:_SHOWN]),
+            ),
+        )
+
+
+def _oversized_note(store: Store) -> str:
+    count = store.exports.oversized or 0
+    if not count:
+        return ""
+    noun = "export has" if count == 1 else "exports have"
+    return (
+        f"; {count} stored {noun} annotations past Kubernetes' {ANNOTATIONS_TOTAL_MAX} "
+        "bytes (see the start-up log)"
+    )
 
 
 def _ok(message: str) -> JSONResponse:
@@ -54,6 +104,10 @@ async def readyz(ctx: ContextDep) -> Response:
     try:
         await store.ping()
         at_head = await store.schema_at_head()
+        if at_head:
+            await store.probe_write()
+            if store.exports.oversized is None:
+                await report_oversized(store)
     except DatabaseUnavailable as exc:
         ctx.metrics.database_errors.inc()
         status, headers = unavailable_status(str(exc), retry_after_seconds=retry)
@@ -65,7 +119,7 @@ async def readyz(ctx: ContextDep) -> Response:
         status, headers = unavailable_status(message, retry_after_seconds=retry)
         return status_response(status, headers=headers)
     primary = "a writable primary" if store.backend == "postgresql" else "writable"
-    return _ok(f"database reachable ({primary}), schema at head")
+    return _ok(f"database reachable ({primary}), schema at head{_oversized_note(store)}")
 
 
 @router.get(
