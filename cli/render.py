@@ -192,16 +192,17 @@ def conflict_condition(export: InternalServiceExport) -> Condition | None:
 # --- clusters -------------------------------------------------------------------------
 
 CLUSTER_HEADERS: Cells = (
-    "NAME", "STATE", "LAST-HEARTBEAT", "EXPORTS", "CONFLICTS", "IMPORTS", "AGE",
+    "NAME", "STATE", "LAST-HEARTBEAT", "EXPORTS", "CONFLICTS", "IMPORTED", "AGE",
 )
 
 
 def imports_cell(status: MemberClusterStatus) -> str:
-    """`services/endpoints` the cluster imports, as its agent's heartbeat said; `<none>`
-    for an agent that does not import (or has not said)."""
+    """What the cluster imports, as its agent's heartbeat said, spelled out (`12 svc/340
+    ep`: ServiceImports and mirrored endpoints), since a bare `12/340` read as "12 of
+    340"; `<none>` for an agent that does not import (or has not said)."""
     if status.imported_services is None:
         return "<none>"
-    return f"{status.imported_services}/{status.imported_endpoints or 0}"
+    return f"{status.imported_services} svc/{status.imported_endpoints or 0} ep"
 CLUSTER_WIDE_HEADERS: Cells = ("AGENT-VERSION", "LABELS")
 
 

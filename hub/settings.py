@@ -40,7 +40,7 @@ from shared.scope import DEFAULT_DENY_EXPORT_NAMESPACES, check_patterns
 from shared.settingscli import Flag, ProgramSettings
 from shared.version import DEFAULT_MIN_AGENT_VERSION, parse_version
 
-DEFAULT_ADMIN_TOKEN_FILE = Path("mcsync-admin-token")
+DEFAULT_ADMIN_TOKEN_FILE = Path(constants.ADMIN_TOKEN_FILE_NAME)
 
 
 def sqlite_file(database_url: str) -> Path | None:

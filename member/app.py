@@ -45,7 +45,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -597,7 +599,13 @@ class Agent:
 
 
 class MetricsPortError(OSError):
-    """The metrics port cannot be bound (taken, or a privileged port): `--metrics-port`."""
+    """The metrics endpoint cannot be bound. `flag` names the one to change: the host
+    (`--metrics-host`) when the address is not one of this machine's or does not resolve,
+    else the port (`--metrics-port`: taken, or privileged)."""
+
+    def __init__(self, message: str, *, flag: str) -> None:
+        super().__init__(message)
+        self.flag = flag
 
 
 class HealthServer:
@@ -617,9 +625,16 @@ class HealthServer:
         try:
             self._server = ThreadingHTTPServer((host, port), handler)
         except OSError as exc:
+            if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+                raise MetricsPortError(
+                    f"cannot listen on {host}:{port}: {exc.strerror}: {host!r} is not an "
+                    "address of this machine; choose another --metrics-host "
+                    "(MCSYNC_METRICS_HOST; 0.0.0.0 listens on every interface)",
+                    flag="--metrics-host") from exc
             raise MetricsPortError(
                 f"cannot listen on {host}:{port}: {exc.strerror}: stop what holds it, or choose "
-                "another --metrics-port (MCSYNC_METRICS_PORT; 0 picks a free one)") from exc
+                "another --metrics-port (MCSYNC_METRICS_PORT; 0 picks a free one)",
+                flag="--metrics-port") from exc
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 

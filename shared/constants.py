@@ -68,3 +68,7 @@ MANAGED_BY_MCSYNC: Final = "mcsync"
 
 # Watch (SPEC §4.3)
 WATCH_DEFAULT_TIMEOUT_SECONDS: Final = 300
+
+# The file a hub started without an admin token writes its generated one to (beside its
+# SQLite database, else in its working directory); the CLI names it in its hints.
+ADMIN_TOKEN_FILE_NAME: Final = "mcsync-admin-token"

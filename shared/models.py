@@ -564,6 +564,9 @@ class MemberClusterStatus(WireModel):
     # As the agent's last heartbeat said (None: it does not import, or has not said).
     imported_services: int | None = None
     imported_endpoints: int | None = None
+    # ServiceExports the agent could not export (`Valid=False`), as its last report said:
+    # they need a person (`mcsync exports --invalid` lists them and why).
+    invalid_export_count: int = 0
     # SPEC §5.1: True while the import feed withdraws this cluster's endpoints (it is Stale,
     # and neither fail-open nor the panic threshold gives them back).
     endpoints_withdrawn: bool = False

@@ -33,7 +33,7 @@ from hub.store import codec
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import AlreadyExists, NotFound
-from hub.store.invalidexports import stored_report
+from hub.store.invalidexports import invalid_total, stored_report
 from hub.store.tables import cluster_usage, clusters, endpoint_withdrawals, exports
 from hub.store.tokens import TokenLookup
 from hub.store.usage import scope_patterns
@@ -142,6 +142,7 @@ class ClusterStore:
                 agent_version=row["agent_version"],
                 imported_services=row.get("imported_services"),
                 imported_endpoints=row.get("imported_endpoints"),
+                invalid_export_count=invalid_total(row.get("invalid_exports")),
                 export_count=int(row.get("export_count") or 0),
                 conflict_count=int(row.get("conflict_count") or 0),
                 endpoints_withdrawn=row.get("withdrawn_cluster") is not None,

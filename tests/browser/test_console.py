@@ -283,3 +283,32 @@ def test_the_list_pages_through_the_hub_fifty_rows_at_a_time(
                what="the first page again")
     assert len(service_rows(page)) == 50
     tab.assert_clean(console_hub.url)
+
+
+@pytest.mark.parametrize("route", ["", "#/services", "#/fleet", "#/services/demo/api"])
+def test_a_420_pixel_window_never_scrolls_sideways(
+    console_hub: ConsoleHub, tab: Tab, route: str
+) -> None:
+    """A phone or a narrow side panel: wide tables scroll inside their own holder, long
+    names wrap, and the page itself is never wider than the window."""
+    page = tab.page
+    page.set_viewport_size({"width": 420, "height": 800})
+    sign_in(tab, console_hub, route=route)
+    page.locator("table").first.wait_for()
+    if "services/" in route:
+        page.locator("table.exports").wait_for()
+    widths = page.evaluate(
+        "({page: document.documentElement.scrollWidth, window: window.innerWidth})")
+    assert widths["page"] <= widths["window"], widths
+    tab.assert_clean(console_hub.url)
+
+
+def test_times_in_the_tables_read_as_ages(console_hub: ConsoleHub, tab: Tab) -> None:
+    page = sign_in(tab, console_hub, route="#/services/demo/api")
+    exports = page.locator("table.exports")
+    exports.wait_for()
+    since = row(page, exports, "east").locator("td").nth(2)
+    assert re.fullmatch(r"\d+ (s|min|h|d) ago", since.inner_text().strip())
+    # The exact moment stays one hover away.
+    assert re.match(r"\d{4}-\d\d-\d\dT", since.locator("time").get_attribute("title") or "")
+    tab.assert_clean(console_hub.url)

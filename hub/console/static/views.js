@@ -239,7 +239,8 @@ function importWhy(cluster, serviceImport, namespace) {
   }
   if (state === "Pending") return "not yet: its agent has never sent a heartbeat";
   if (state === "Stale") {
-    return `not kept current: its agent's heartbeats stopped (last ${cluster.status.lastHeartbeatTime || "never"}); it keeps what it imported`;
+    return h("span", {}, "not kept current: its agent's heartbeats stopped (last ",
+      ageOf(cluster.status.lastHeartbeatTime), "); it keeps what it imported");
   }
   return `imported: it is in the cluster's import feed; its agent writes it where ` +
     `namespace ${namespace} exists in the cluster`;
@@ -315,7 +316,7 @@ export function servicePage(namespace, name) {
           exp.spec.serviceReference.clusterId,
           stateBadge(states.get(exp.spec.serviceReference.clusterId) || exp.status.clusterState),
           exp.spec.type,
-          exp.spec.serviceReference.exportedSince,
+          ageOf(exp.spec.serviceReference.exportedSince),
           verdict(exp, winner, data.conflicts),
         ]),
         empty: "No cluster exports it.",
