@@ -3,6 +3,8 @@
 Prints exactly one ready line, `emulator listening on http://HOST:PORT`, once the socket
 accepts connections (port 0 picks a free port and the line says which), then serves until
 SIGTERM/SIGINT. With `--kubeconfig PATH` it also writes a kubeconfig for the cluster.
+`/emulator/…` (pause, inject-conflict, compact, request counters) answers 404 unless
+`--test-controls` asks for it, which only the project's tests do.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--namespaces", default="",
                         help="namespaces to create besides default, kube-system, kube-public "
                              "and kube-node-lease (comma-separated)")
+    parser.add_argument("--test-controls", action="store_true",
+                        help="serve the /emulator/... test controls (pause, inject-conflict, "
+                             "compact, request counters); default: off, a 404")
     parser.add_argument("--endpoint-cidr", default=None,
                         help="give every Service with a selector fake ready endpoints from "
                              "this IPv4 range (an EndpointSlice controller stand-in; default: "
@@ -90,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.kubeconfig is not None:
         write_kubeconfig(args.kubeconfig, name=args.name, url=url)
     print(f"emulator listening on {url}", flush=True)
-    make_server(state).run(sockets=[sock])
+    make_server(state, test_controls=args.test_controls).run(sockets=[sock])
     return 0
 
 

@@ -1,5 +1,11 @@
 """The ASGI app: Kubernetes REST paths -> registry verbs, and `/emulator/…` test controls.
 
+The test controls (pause, inject-conflict, compact, request counters …) exist for the
+project's tests only: they are served when the app is built with `test_controls=True`;
+otherwise `/emulator/…` is an unknown path like any other (404), so a cluster of
+`mcsync sandbox` is the Kubernetes API and nothing a user could pause or corrupt by accident
+(docs/reference.md#sandbox).
+
 URL layout served (namespaced resources; `{base}` is `/api/v1` or `/apis/{group}/{version}`):
     GET  {base}/{plural}                                   list / watch, all namespaces
     GET  POST  {base}/namespaces/{ns}/{plural}             list / watch, create
@@ -69,10 +75,12 @@ class ResourceRequest:
 class EmulatorApp:
     """Builds the Starlette app around one `EmulatorState`."""
 
-    def __init__(self, state: EmulatorState) -> None:
+    def __init__(self, state: EmulatorState, *, test_controls: bool = False) -> None:
         self.state = state
+        controls = [Route("/emulator/{action:path}", self.control,
+                          methods=["GET", "POST", "DELETE"])] if test_controls else []
         self.app = Starlette(routes=[
-            Route("/emulator/{action:path}", self.control, methods=["GET", "POST", "DELETE"]),
+            *controls,
             Route("/{path:path}", self.dispatch,
                   methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
         ])
@@ -429,6 +437,6 @@ def _int_param(text: str | None, name: str) -> int | None:
         raise errors.bad_request(f"invalid {name} {text!r}: must be an integer") from exc
 
 
-def create_app(state: EmulatorState) -> Starlette:
-    """The ASGI app serving `state`."""
-    return EmulatorApp(state).app
+def create_app(state: EmulatorState, *, test_controls: bool = False) -> Starlette:
+    """The ASGI app serving `state`; `/emulator/…` only with `test_controls`."""
+    return EmulatorApp(state, test_controls=test_controls).app

@@ -26,9 +26,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def make_server(state: EmulatorState) -> uvicorn.Server:
+def make_server(state: EmulatorState, *, test_controls: bool = False) -> uvicorn.Server:
     config = uvicorn.Config(
-        create_app(state),
+        create_app(state, test_controls=test_controls),
         log_level="warning",
         lifespan="off",
         access_log=False,
@@ -40,15 +40,20 @@ def make_server(state: EmulatorState) -> uvicorn.Server:
 
 
 class EmulatorServer:
-    """One emulated cluster served on a loopback port by a background uvicorn thread."""
+    """One emulated cluster served on a loopback port by a background uvicorn thread.
+
+    Only tests and benchmarks run an emulator in their own process, so its HTTP test
+    controls are on by default here; `python -m sandbox.emulator` (what `mcsync sandbox`
+    starts) serves them only with `--test-controls`.
+    """
 
     def __init__(self, state: EmulatorState | None = None, *, host: str = "127.0.0.1",
-                 port: int = 0) -> None:
+                 port: int = 0, test_controls: bool = True) -> None:
         self.state = state or EmulatorState()
         self.host = host
         self._sock = bind_socket(host, port)
         self.port: int = self._sock.getsockname()[1]
-        self._server = make_server(self.state)
+        self._server = make_server(self.state, test_controls=test_controls)
         self._thread: threading.Thread | None = None
 
     @property

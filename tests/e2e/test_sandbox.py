@@ -20,7 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+import yaml
 
 from tests.cli.conftest import REPO, clean_env, cli_command, ok, run_cli
 from tests.member.agent_support import wait_for
@@ -172,6 +174,23 @@ def test_sandbox_exports_from_one_cluster_imports_in_another_and_stops_on_ctrl_c
     assert [p for p in parts if alive(p)] == []
     assert not directory.exists()
 
+
+
+def test_the_sandboxs_clusters_serve_kubernetes_and_no_test_controls(sandbox: Launched) -> None:
+    """The emulator's test controls (pause, inject-conflict, compact, request counters) are
+    for the project's tests: in `mcsync sandbox` each cluster's `/emulator/…` is a 404, as on
+    a real API server, and nothing a user sends there pauses or changes the cluster."""
+    for cluster in ("east", "north", "west"):
+        kubeconfig = yaml.safe_load(Path(sandbox.lines[f"kubeconfig {cluster}"]).read_text())
+        server = kubeconfig["clusters"][0]["cluster"]["server"]
+        for method, action in (("GET", "state"), ("POST", "pause"), ("POST", "compact"),
+                               ("GET", "requests"), ("POST", "inject-conflict")):
+            answer = httpx.request(method, f"{server}/emulator/{action}", timeout=10,
+                                   content=b'{"resource": "services", "name": "x"}')
+            assert answer.status_code == 404, (cluster, method, action, answer.text)
+        assert httpx.get(f"{server}/version", timeout=10).status_code == 200
+        assert "namespace/probe created" in sandbox.kubectl(cluster, "create", "namespace",
+                                                            "probe")
 
 
 def test_a_part_that_dies_stops_the_sandbox_and_keeps_its_logs(sandbox: Launched) -> None:

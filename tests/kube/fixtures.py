@@ -182,8 +182,12 @@ def start_emulator_process(
     ready_timeout: float = 30.0,
     namespaces: Sequence[str] = FIXTURE_NAMESPACES,
     about_api: bool = False,
+    test_controls: bool = True,
 ) -> EmulatorProcess:
-    """Start `python -m sandbox.emulator` and wait for its ready line."""
+    """Start `python -m sandbox.emulator` and wait for its ready line.
+
+    `test_controls` (on for tests: `EmulatorProcess.control` needs them) serves `/emulator/…`.
+    """
     kubeconfig = directory / f"{name}.kubeconfig"
     cmd = [
         sys.executable, "-m", "sandbox.emulator", "--host", "127.0.0.1", "--port", str(port),
@@ -191,6 +195,7 @@ def start_emulator_process(
         "--bookmark-interval", str(bookmark_interval), "--kubeconfig", str(kubeconfig),
         "--name", name, "--namespaces", ",".join(namespaces),
         *(["--about-api"] if about_api else []),
+        *(["--test-controls"] if test_controls else []),
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)}

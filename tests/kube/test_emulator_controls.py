@@ -11,6 +11,7 @@ import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
+from sandbox.emulator import EmulatorServer
 from shared.constants import MCS_GROUP
 from tests.kube.fixtures import EmulatorProcess, KubeCluster, start_emulator_process
 from tests.kube.support import core_api, custom_api, failure, service, service_export
@@ -133,3 +134,34 @@ def test_process_mode_starts_and_answers(emulator_process: EmulatorProcess) -> N
         api.close()
     emulator_process.stop()
     assert emulator_process.process.returncode is not None
+
+
+CONTROLS = [("GET", "state"), ("POST", "pause"), ("POST", "compact"), ("GET", "requests"),
+            ("DELETE", "requests"), ("POST", "close-watches"), ("POST", "inject-conflict")]
+
+
+def test_a_process_serves_no_test_controls_unless_asked(tmp_path: Path) -> None:
+    """`python -m sandbox.emulator` as `mcsync sandbox` starts it (no `--test-controls`):
+    every `/emulator/…` control is a 404 Status like any unknown path, nothing is paused,
+    and the Kubernetes API itself answers on."""
+    process = start_emulator_process(tmp_path, "plain", namespaces=(NS,), test_controls=False)
+    try:
+        for method, action in CONTROLS:
+            answer = httpx.request(method, f"{process.url}/emulator/{action}",
+                                   content=b'{"resource": "services", "name": "x"}',
+                                   timeout=10)
+            assert answer.status_code == 404, (method, action, answer.text)
+            assert answer.json()["reason"] == "NotFound"
+        assert httpx.get(f"{process.url}/api/v1/namespaces/{NS}", timeout=10).status_code == 200
+    finally:
+        process.stop()
+
+
+def test_the_in_process_server_can_leave_the_controls_off() -> None:
+    """`EmulatorServer` keeps them on for tests and benchmarks; `test_controls=False` is
+    what every cluster of `mcsync sandbox` serves."""
+    with EmulatorServer(test_controls=False) as off, EmulatorServer() as on:
+        assert httpx.get(f"{off.url}/emulator/state", timeout=10).status_code == 404
+        assert httpx.post(f"{off.url}/emulator/pause", timeout=10).status_code == 404
+        assert not off.state.paused
+        assert httpx.get(f"{on.url}/emulator/state", timeout=10).status_code == 200
