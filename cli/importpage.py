@@ -19,11 +19,12 @@ from datetime import datetime
 
 from cli import render
 from cli.commands import Context, print_object
-from shared.clusterselection import DEFAULT_POLICY, EndpointCounts, endpoint_is_ready, select
+from shared.clusterselection import DEFAULT_POLICY
 from shared.importreach import NO as NO
 from shared.importreach import UNKNOWN as UNKNOWN
 from shared.importreach import YES, where_imported
 from shared.models import EndpointSliceExport, MemberCluster, ServiceImport
+from shared.selectionview import importer_selections
 
 
 def selection_lines(
@@ -33,37 +34,18 @@ def selection_lines(
     importing: Sequence[str],
 ) -> list[str]:
     """Each importing cluster's tiers and active tier (docs/reference.md#cluster-selection),
-    worked out as its agent does from what the hub holds: every cluster's properties, the
-    import's selectors and policy, and the exporters' ready endpoints (none for a cluster
-    whose endpoints are withdrawn). The agent also delays a move back to a better tier by
-    `failbackDelaySeconds`, which the hub cannot see: ACTIVE is what the endpoints choose
-    now, the page says so."""
-    selectors = item.spec.cluster_selectors
-    if not selectors:
+    as `shared.selectionview` works them out from what the hub holds."""
+    chosen = importer_selections(item, clusters, slices, importing)
+    if not chosen:
         return []
     policy = item.spec.cluster_selection or DEFAULT_POLICY
-    known = {c.metadata.name: c for c in clusters}
-    exporters = sorted({s.cluster for s in item.status.clusters})
-    properties = {e: known[e].status.properties if e in known else None for e in exporters}
-    ready: dict[str, int] = dict.fromkeys(exporters, 0)
-    total: dict[str, int] = dict.fromkeys(exporters, 0)
-    for one in slices:
-        source = one.spec.cluster_id
-        if source not in total or (source in known and known[source].status.endpoints_withdrawn):
-            continue
-        for endpoint in one.spec.endpoints:
-            total[source] += 1
-            ready[source] += endpoint_is_ready(endpoint.conditions.model_dump())
-    counts = {e: EndpointCounts(ready[e], total[e]) for e in exporters}
     rows = []
-    for name in importing:
-        own = (known[name].status.properties or {}) if name in known else {}
-        chosen = select(selectors, policy, own, properties, counts, None, 0.0)
+    for name, selection in chosen.items():
         tiers = "; ".join(f"{i + 1}: {','.join(t) or render.NONE}"
-                          for i, t in enumerate(chosen.tiers))
-        active = (f"tier {chosen.active + 1}" if chosen.active is not None
-                  else f"fallback {chosen.fallback}")
-        rows.append((name, tiers, active, ",".join(chosen.active_clusters) or render.NONE))
+                          for i, t in enumerate(selection.tiers))
+        active = (f"tier {selection.active + 1}" if selection.active is not None
+                  else f"fallback {selection.fallback}")
+        rows.append((name, tiers, active, ",".join(selection.active_clusters) or render.NONE))
     table = render.Table(("CLUSTER", "TIERS", "ACTIVE", "ACTIVE-CLUSTERS"), tuple(rows))
     return [
         f"Cluster selection (fallback {policy.fallback}, minReadyEndpoints "

@@ -425,6 +425,12 @@ class Importer(WireModel):
     cluster: str
     imports: ImportAnswer
     why: str
+    # With cluster selection (docs/reference.md#cluster-selection): the cluster's tiers (per
+    # selector, the exporting clusters it selects) and the tier its exporters' ready
+    # endpoints make active now (1-based; None on fallback), with the clusters it uses.
+    tiers: list[list[str]] | None = None
+    active_tier: int | None = None
+    active_clusters: list[str] | None = None
 
 
 class ImporterList(WireModel):

@@ -44,6 +44,7 @@ from shared.models import (
     ServiceImportList,
     to_wire,
 )
+from shared.selectionview import importer_selections
 from shared.timefmt import utcnow
 
 router = APIRouter(prefix=API_PREFIX, tags=["serviceimports"])
@@ -105,8 +106,22 @@ async def list_importers(
     """The rows of `mcsync describe import` (`shared.importreach`), for the console: it asks
     the hub rather than restating the scope globs and the reasons in JavaScript."""
     item = await store.imports.get(namespace, name)
-    rows = where_imported(item, await store.clusters.list(), now=utcnow())
-    importers = [Importer(cluster=c, imports=i, why=w) for c, i, w in rows]
+    clusters = await store.clusters.list()
+    rows = where_imported(item, clusters, now=utcnow())
+    slices = (
+        (await store.endpointslices.list(namespace=namespace, service_name=name)).items
+        if item.spec.cluster_selectors
+        else []
+    )
+    chosen = importer_selections(item, clusters, slices, [c for c, i, _ in rows if i != "no"])
+    importers = []
+    for cluster, imports, why in rows:
+        one = Importer(cluster=cluster, imports=imports, why=why)
+        if (selection := chosen.get(cluster)) is not None:
+            one.tiers = [list(tier) for tier in selection.tiers]
+            one.active_tier = None if selection.active is None else selection.active + 1
+            one.active_clusters = list(selection.active_clusters)
+        importers.append(one)
     return JSONResponse(to_wire(ImporterList(items=importers)))
 
 

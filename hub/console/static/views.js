@@ -270,6 +270,21 @@ export async function loadService(namespace, name) {
     slices: slices.items, clusters: clusters.items };
 }
 
+// An importing cluster's tiers, the active one marked: what the hub works out from the
+// clusters' properties and the exporters' ready endpoints (shared/selectionview.py).
+export function selectionCell(row) {
+  if (!row.tiers) return "—";
+  const tiers = row.tiers.map((clusters, i) => {
+    const text = `tier ${i + 1} (${clusters.join(", ") || "none"})`;
+    return row.activeTier === i + 1 ? h("strong", {}, `${text}: active`) : text;
+  });
+  const parts = tiers.flatMap((tier, i) => (i ? ["; ", tier] : [tier]));
+  if (row.activeTier === null || row.activeTier === undefined) {
+    parts.push(`; fallback: ${(row.activeClusters || []).join(", ") || "no cluster"}`);
+  }
+  return h("span", {}, ...parts);
+}
+
 export function servicePage(namespace, name) {
   const body = h("div", { "aria-busy": "true" }, h("p", {}, "Loading…"));
   const el = h("section", { "aria-labelledby": "service-heading" },
@@ -338,9 +353,9 @@ export function servicePage(namespace, name) {
       h("h2", { id: "imports-heading" }, "Where it is imported"),
       table({
         caption: "Each registered cluster, and why it does or does not import this service",
-        columns: ["Cluster", "State", "Import"],
+        columns: ["Cluster", "State", "Import", "Cluster selection"],
         rows: si ? data.importers.map((row) => [row.cluster, stateBadge(states.get(row.cluster)),
-          `${row.imports}: ${row.why}`]) : [],
+          `${row.imports}: ${row.why}`, selectionCell(row)]) : [],
         empty: si ? "No cluster is registered."
           : "Nowhere: no cluster exports this service now.",
       })));
