@@ -31,6 +31,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support.processes import spawn
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 DEADLINE = 60.0
@@ -132,7 +134,7 @@ class HubProcess:
             "--port", str(self.port), "--database-url", self.database_url, *self.extra_args,
         ]
         log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
+        self.process = spawn(
             cmd, cwd=REPO_ROOT,
             env=_env(MCSYNC_ADMIN_TOKEN=self.admin_token, MCSYNC_READER_TOKEN=self.reader_token),
             stdout=log, stderr=subprocess.STDOUT,
@@ -241,7 +243,7 @@ class AgentProcess:
 
     def start(self, *, wait_ready: bool = True) -> AgentProcess:
         log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
+        self.process = spawn(
             [sys.executable, "-m", "member", *self.args],
             cwd=REPO_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
         )
