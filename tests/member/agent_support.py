@@ -4,6 +4,8 @@
   tmp_path (or any `database` URL given to `HubProcess`), admin and reader tokens from
   `MCSYNC_ADMIN_TOKEN` / `MCSYNC_READER_TOKEN`; `register(cluster)` answers a member
   token. `stop()` / `start()` restart it on the same port and database (hub outages).
+  (tests/member's own `hub_process` and `backend_hub` serve the same hub from the test
+  process, `tests/support/inprocess_hub.py`: those tests do not test the hub's process.)
 * `agent_factory(...)` — `python -m member` processes against an emulated cluster
   (`tests/kube`) and the hub (`new_agent(...)` outside a test's own fixtures); `.metric()`
   reads its `/metrics`, `.settled()` says its work queue is drained, `.stop()` sends SIGTERM
@@ -11,6 +13,8 @@
 * `wait_for(...)` polls a condition with a generous deadline; tests never sleep-and-hope.
 
 Every process writes its log to a file in tmp_path; a failed wait prints the logs' tails.
+Processes start in process groups of their own (`tests.support.processes.spawn`), killed
+at the latest when pytest exits or is interrupted.
 """
 
 from __future__ import annotations
