@@ -6,8 +6,8 @@
 * `tests.support.processes`: no process a test starts outlives the run (own process groups,
   killed at exit and when pytest is interrupted).
 
-The plain helpers are re-exported here because test modules import them from
-`tests.conftest` (`make_database_url`, `postgres_admin_url`, ...).
+The plain helpers are re-exported here because test modules and bench/support.py import
+them from `tests.conftest` (`make_database_url`, `postgres_admin_url`, `_admin`, ...).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ pytest.register_assert_rewrite("tests.support")
 from tests.support.databases import (  # noqa: E402
     BACKENDS,
     DEFAULT_POSTGRES_URL,
+    _admin,
+    _with_database,
     create_postgres_database,
     dispose_database_url,
     drop_postgres_database,
@@ -33,6 +35,8 @@ pytest_plugins = ["tests.support.databases", "tests.support.processes"]
 __all__ = [
     "BACKENDS",
     "DEFAULT_POSTGRES_URL",
+    "_admin",
+    "_with_database",
     "create_postgres_database",
     "dispose_database_url",
     "drop_postgres_database",

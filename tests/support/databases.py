@@ -17,9 +17,9 @@ costs about a second, and a few hundred tests take one each. So each pytest proc
   anything else (a downgrade, a dropped table, a changed database setting) gets the
   working database dropped and cloned again. A test can therefore never see another's rows.
 
-Tests of the migrations themselves need an EMPTY database (no schema): modules named
-`test_migration*.py` get one automatically, any other test asks with
-`@pytest.mark.empty_database`, and `empty_database_url` is the fixture of its own.
+Tests of the migrations themselves need an EMPTY database (no schema): modules whose
+name says `migration` (`test_migrations.py`, `test_migration_0007.py`) get one, any
+other test asks with `@pytest.mark.empty_database`, or takes `empty_database_url`.
 `make_database_url(backend, tmp_path)` also answers an empty database (for module-scoped
 hubs that migrate at start); `dispose_database_url` drops it.
 
@@ -327,7 +327,7 @@ _postgres_working = _PostgresWorkingDatabase()
 
 def _wants_empty(request: pytest.FixtureRequest) -> bool:
     module = Path(str(request.node.fspath)).name
-    return module.startswith("test_migration") or (
+    return "migration" in module or (
         request.node.get_closest_marker(EMPTY_MARKER) is not None
     )
 
