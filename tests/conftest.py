@@ -5,6 +5,7 @@
   `empty_database_url` and the `empty_database` marker for the migration tests.
 * `tests.support.processes`: no process a test starts outlives the run (own process groups,
   killed at exit and when pytest is interrupted).
+* `tests.support.ordering`: under pytest-xdist, the longest directories start first.
 
 The plain helpers are re-exported here because test modules and bench/support.py import
 them from `tests.conftest` (`make_database_url`, `postgres_admin_url`, `_admin`, ...).
@@ -30,7 +31,11 @@ from tests.support.databases import (  # noqa: E402
     require_postgres,
 )
 
-pytest_plugins = ["tests.support.databases", "tests.support.processes"]
+pytest_plugins = [
+    "tests.support.databases",
+    "tests.support.ordering",
+    "tests.support.processes",
+]
 
 __all__ = [
     "BACKENDS",
