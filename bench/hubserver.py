@@ -67,6 +67,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-body-bytes", type=int, default=1024 * 1024)
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--cluster-ttl", type=float, default=90.0)
+    parser.add_argument("--history-limit", type=int, default=100_000)
     args = parser.parse_args(argv)
     # HubSettings built in code reads no environment (`shared.settingscli`): the admin
     # token the benchmark sets is passed on explicitly.
@@ -85,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         shutdown_grace_seconds=5,
         log_level=args.log_level,
         cluster_ttl=args.cluster_ttl,
+        history_limit=args.history_limit,
     )
     configure_logging(log_format=settings.log_format, level=settings.log_level)
     asyncio.run(serve(settings))

@@ -15,7 +15,7 @@ import os
 import ssl
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TextIO
+from typing import TextIO, cast
 
 import httpx
 
@@ -24,6 +24,7 @@ from cli.client import HubClient, HubError
 from cli.commands import CommandError, Context
 from cli.dispatch import run
 from cli.hints import next_step
+from cli.terminal import EscapingStream
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -60,8 +61,10 @@ def main(
     """Run one command. The keyword arguments exist for tests (a fake hub's transport,
     streams to read back); the program passes none."""
     args = sys.argv[1:] if argv is None else list(argv)
-    out = out or sys.stdout
-    err = err or sys.stderr
+    # Every line the CLI prints goes through one escaping layer (`cli.terminal`): much of
+    # it is text that member clusters wrote.
+    out = cast(TextIO, EscapingStream(out or sys.stdout))
+    err = cast(TextIO, EscapingStream(err or sys.stderr))
     try:
         options = parse_args(args, environ)
         verify = _verify(options)

@@ -1,4 +1,5 @@
-"""`mcsync clusters register`, `deregister` and `allow-withdrawal`: the writes the CLI
+"""`mcsync clusters register`, `deregister`, `rotate-token`, `set-scope` and
+`allow-withdrawal`: the writes the CLI
 makes, with an admin token, and the care they need.
 
 Registering answers the member token once; losing it, or clobbering a working one, costs a
@@ -20,6 +21,11 @@ refuses rather than assume.
 §4.4), as `register --export-namespace/--import-namespace` set them: a merge patch of the
 cluster's spec, so a list not named is kept; `--all-…` makes one absent (every namespace).
 
+`rotate-token` issues a cluster's member token anew (docs/reference.md#credentials) and
+writes it as `register` does, to a new file (mode 0600), never to the terminal; the old
+token keeps working until the agent first uses the new one or the hub's grace period
+ends, so the Secret can be updated without a refused request.
+
 `allow-withdrawal` lets a cluster's next held mass withdrawal through, once (SPEC §5.1):
 the agent held a repair that would withdraw most of its exports at once, and the
 cluster's `WithdrawalHeld` condition said so. It asks nothing: what it allows is what the
@@ -37,6 +43,7 @@ from cli.client import HubError
 from cli.commands import CommandError, Context, print_object
 from shared.constants import CONDITION_WITHDRAWAL_HELD
 from shared.models import MemberCluster
+from shared.timefmt import format_millis
 
 
 def _temporary_beside(target: Path) -> Path:
@@ -109,6 +116,46 @@ def register(ctx: Context) -> int:
     shown = MemberCluster.model_validate(registered.model_dump(exclude={"token"}))
     if not print_object(ctx, shown):
         ctx.out.write(f"cluster/{opts.name} registered; its token is in {target} (mode 0600)\n")
+    return 0
+
+
+def rotate_token(ctx: Context) -> int:
+    opts = ctx.options
+    assert opts.name is not None and opts.member_token_file is not None
+    target = Path(opts.member_token_file).expanduser()
+    if target.is_dir():
+        raise CommandError(f"--token-file: {target} is a directory")
+    if target.exists() and not opts.overwrite:
+        raise CommandError(f"--token-file: {target} exists; pass --overwrite to replace it")
+    temporary = _temporary_beside(target)
+    try:
+        rotated = ctx.client.rotate_token(opts.name)
+        try:
+            _store_token(temporary, target, rotated.token, overwrite=opts.overwrite)
+        except OSError as exc:
+            raise CommandError(
+                f"cluster {opts.name} has a new token, but it could not be written to "
+                f"{target}: {exc.strerror or exc}; rotate it again (the old token still works "
+                "until the grace period ends)"
+            ) from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+    shown = MemberCluster.model_validate(
+        rotated.model_dump(exclude={"token", "previous_token_expires"})
+    )
+    if not print_object(ctx, shown):
+        expires = rotated.previous_token_expires
+        until = (
+            f"the old one works until {format_millis(expires)} or until the agent first uses "
+            "the new one"
+            if expires is not None
+            else "the old one no longer works"
+        )
+        ctx.out.write(
+            f"cluster/{opts.name}: new token in {target} (mode 0600); {until}. Put it in the "
+            "agent's token Secret: the agent reads it again without a restart\n"
+        )
     return 0
 
 

@@ -58,6 +58,7 @@ Command = Literal[
     "clusters deregister",
     "clusters allow-withdrawal",
     "clusters set-scope",
+    "clusters rotate-token",
     "exports",
     "imports",
     "endpoints",
@@ -67,6 +68,8 @@ Command = Literal[
     "config",
     "completion",
     "sandbox",
+    "sandbox stop-agent",
+    "sandbox start-agent",
     "status",
 ]
 Kind = Literal["export", "import", "cluster", "conflict"]
@@ -75,7 +78,9 @@ Shell = Literal["bash", "zsh", "fish"]
 SHELLS: tuple[Shell, ...] = ("bash", "zsh", "fish")
 LIST_COMMANDS: tuple[Command, ...] = ("clusters", "exports", "imports", "endpoints", "conflicts")
 # Commands that speak to no hub: neither a token nor the config file's context is read.
-OFFLINE_COMMANDS: tuple[Command, ...] = ("config", "completion", "sandbox")
+OFFLINE_COMMANDS: tuple[Command, ...] = (
+    "config", "completion", "sandbox", "sandbox stop-agent", "sandbox start-agent"
+)
 
 T = TypeVar("T")
 
@@ -475,6 +480,26 @@ def build_parser() -> argparse.ArgumentParser:
         "admin token needed)",
     )
     allow.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
+    rotate = command(
+        "clusters rotate-token",
+        "issue a new member token and write it to a new file; the old one keeps working "
+        "until the agent uses the new one or the hub's --token-grace-seconds pass "
+        "(docs/reference.md#credentials; admin token needed)",
+        exclude=frozenset({"token_file"}),
+    )
+    rotate.add_argument("name", metavar="NAME", type=_argtype(parse_cluster))
+    rotate.add_argument(
+        "--token-file",
+        dest="member_token_file",
+        required=True,
+        type=_argtype(parse_text),
+        metavar="PATH",
+        help="where to write the new member token (mode 0600); the admin token comes from "
+        "--token, MCSYNC_TOKEN(_FILE), the context, or a --token-file given before `clusters`",
+    )
+    rotate.add_argument(
+        "--overwrite", action="store_true", help="replace the token file if it exists"
+    )
     exports = command(
         "exports",
         "list exported services (every cluster's export; --invalid: the ServiceExports "
@@ -558,6 +583,14 @@ def build_parser() -> argparse.ArgumentParser:
         "run a fleet on this machine to try mcsync without Kubernetes: a hub, three emulated "
         "clusters and their agents, until Ctrl-C (needs mcsync[hub,agent])",
     )
+    for verb, what in (("stop", "stop one agent of"), ("start", "start again one agent of")):
+        agent = command(
+            f"sandbox {verb}-agent",
+            f"{what} the sandbox running in another terminal, without ending it "
+            "(a stopped agent's cluster turns Stale and its importers fail over; "
+            "docs/reference.md#sandbox)",
+        )
+        agent.add_argument("name", metavar="NAME", help="the cluster: east, north or west")
     return parser
 
 
@@ -628,8 +661,11 @@ def _rewrite(argv: list[str]) -> list[str]:
             ["deregister"],
             ["allow-withdrawal"],
             ["set-scope"],
+            ["rotate-token"],
         ):
             return [*argv[:index], f"clusters {argv[index + 1]}", *argv[index + 2 :]]
+        if word == "sandbox" and following in (["stop-agent"], ["start-agent"]):
+            return [*argv[:index], f"sandbox {argv[index + 1]}", *argv[index + 2 :]]
         if word == "get" and following and following[0] in PLURALS:
             return [*argv[:index], PLURALS[following[0]], *argv[index + 2 :]]
         if word == "describe":
@@ -671,6 +707,7 @@ COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "clusters deregister": (),
     "clusters allow-withdrawal": (),
     "clusters set-scope": (),
+    "clusters rotate-token": (),
     "exports": ("namespace", "cluster", "conflict", "name"),
     "imports": ("namespace", "conflict"),
     "endpoints": ("namespace", "cluster"),
@@ -680,6 +717,8 @@ COMMAND_SETTINGS: Mapping[str, tuple[str, ...]] = {
     "config": (),
     "completion": (),
     "sandbox": ("hub_port",),
+    "sandbox stop-agent": (),
+    "sandbox start-agent": (),
     "status": (),
 }
 CONTEXT_DEST = "ctx:"
@@ -879,6 +918,9 @@ def parse_args(argv: Sequence[str], environ: Mapping[str, str] | None = None) ->
         "clusters deregister",
         "clusters allow-withdrawal",
         "clusters set-scope",
+        "clusters rotate-token",
+        "sandbox stop-agent",
+        "sandbox start-agent",
     ):
         name = str(namespace["name"])
     scope = _scope_options(command, namespace)

@@ -40,6 +40,7 @@ from shared.models import (
     MemberClusterList,
     MemberClusterMeta,
     RegisteredMemberCluster,
+    RotatedMemberCluster,
     ServiceImport,
     ServiceImportList,
     Status,
@@ -248,6 +249,13 @@ class HubClient:
     def deregister_cluster(self, name: str) -> MemberCluster:
         """DELETE /clusters/{name} (admin): the cluster as it was; its exports are withdrawn."""
         return self._request("DELETE", f"/clusters/{_quote(name)}", MemberCluster)
+
+    def rotate_token(self, name: str) -> RotatedMemberCluster:
+        """POST /clusters/{name}/token (admin): a new member token, shown only now; the old
+        one works until `previousTokenExpires` (docs/reference.md#credentials)."""
+        return self._request(
+            "POST", f"/clusters/{_quote(name)}/token", RotatedMemberCluster, expect=(200,)
+        )
 
     def allow_withdrawal(self, name: str) -> MemberCluster:
         """POST /clusters/{name}/allow-withdrawal (admin): the cluster's next held mass

@@ -46,6 +46,7 @@ NAME_LISTS: dict[str, str] = {
     "clusters deregister": "clusters",
     "clusters allow-withdrawal": "clusters",
     "clusters set-scope": "clusters",
+    "clusters rotate-token": "clusters",
     "get import": "imports",
     "describe import": "imports",
     "get conflict": "conflicts",

@@ -4,7 +4,8 @@ what to change (SPEC §7).
 `mcsync conflicts` says *that* a service conflicts and on what; this page answers the next
 question — "whose value is what, and which Service do I edit?". One section per disputed
 property: the winner's value, every other cluster's, which differ, and the field of the
-Service (or ServiceExport) that sets it. The hub says which exports differ from the winner
+Service (or ServiceExport) that sets it (each read off the one table of properties,
+`shared.properties`). The hub says which exports differ from the winner
 on which decided property (`GET /api/v1/conflicts`, its own judgement, normalisations
 included); the exports give every cluster's value; the ServiceImport gives the merged
 ports and which clusters serve each (ports and IP families are merged, not decided, so
@@ -22,6 +23,7 @@ from typing import Any
 from cli import render
 from cli.client import HubClient
 from cli.commands import Context, print_object
+from shared import properties
 from shared.models import (
     ExportConflict,
     ExportConflictList,
@@ -29,21 +31,6 @@ from shared.models import (
     ServiceImport,
     ServicePort,
 )
-
-# Decided property (wire name) -> (the attribute of an export's spec, what sets it).
-DECIDED: dict[str, tuple[str, str]] = {
-    "type": ("type", "the Service's spec.clusterIP (None makes it Headless, anything else "
-                     "ClusterSetIP)"),
-    "sessionAffinity": ("session_affinity", "the Service's spec.sessionAffinity"),
-    "sessionAffinityConfig": ("session_affinity_config",
-                              "the Service's spec.sessionAffinityConfig"),
-    "internalTrafficPolicy": ("internal_traffic_policy",
-                              "the Service's spec.internalTrafficPolicy"),
-    "trafficDistribution": ("traffic_distribution", "the Service's spec.trafficDistribution"),
-    "exportedLabels": ("exported_labels", "the ServiceExport's spec.exportedLabels"),
-    "exportedAnnotations": ("exported_annotations",
-                            "the ServiceExport's spec.exportedAnnotations"),
-}
 
 
 @dataclass(frozen=True)
@@ -96,7 +83,7 @@ def _table(rows: Sequence[tuple[str, ...]], headers: tuple[str, ...]) -> list[st
 
 def _decided_section(field: str, reason: str, facts: ConflictFacts,
                      ordered: list[InternalServiceExport], winner: str) -> list[str]:
-    attribute, setter = DECIDED[field]
+    prop = properties.by_name(field)
     differing = {d.cluster: p for d in facts.disputes for p in d.properties if p.field == field}
     decided = next(iter(differing.values())).decided_value if differing else None
     rows = []
@@ -105,16 +92,23 @@ def _decided_section(field: str, reason: str, facts: ConflictFacts,
         if cluster in differing:
             rows.append((cluster, _value(differing[cluster].value), "differs"))
         else:
-            own = getattr(export.spec, attribute)
+            own = prop.value(export.spec)
             rows.append((cluster, _value(own if cluster != winner or decided is None
                                          else decided),
                          "winner, decides" if cluster == winner else "agrees"))
     losers = sorted(differing)
     winner_value = _value(decided) if differing else rows[0][1]
+    change = (
+        f"recreate the Service in {', '.join(losers)} (delete it, then create it again) as "
+        f"the winner's {winner_value}: {prop.setter} cannot be changed on an existing "
+        "Service"
+        if prop.recreate
+        else f"set {prop.setter} in {', '.join(losers)} to the winner's {winner_value}"
+    )
     return [
         f"{field} ({reason}): the winner's {winner_value} is the service's",
         *_table(rows, ("CLUSTER", "VALUE", "")),
-        f"  To settle it: set {setter} in {', '.join(losers)} to the winner's {winner_value}; "
+        f"  To settle it: {change}; "
         f"or, if {_value(differing[losers[0]].value) if losers else 'another value'} is the "
         f"one you want, change it in {winner} and every cluster that agrees with it — the "
         "oldest export decides.",
@@ -186,12 +180,14 @@ def page(facts: ConflictFacts) -> str:
                           "agrees with the winner's."]) + "\n"
     sections: list[list[str]] = []
     by_field = {p.field: p.reason for d in facts.disputes for p in d.properties}
-    for field in DECIDED:
-        if field in by_field:
-            sections.append(_decided_section(field, by_field[field], facts, ordered, winner))
-    if "PortConflict" in reasons:
+    for prop in properties.DECIDED:
+        if prop.name in by_field:
+            sections.append(
+                _decided_section(prop.name, by_field[prop.name], facts, ordered, winner)
+            )
+    if properties.by_name("ports").reason in reasons:
         sections.append(_ports_section(facts, ordered))
-    if "IPFamilyConflict" in reasons:
+    if properties.by_name("ipFamilies").reason in reasons:
         sections.append(_families_section(facts, ordered))
     lines = head
     for section in sections:

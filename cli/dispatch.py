@@ -22,6 +22,16 @@ def sandbox(ctx: Context) -> int:
     return launcher.run(hub_port=ctx.options.hub_port, out=ctx.out, err=ctx.err)
 
 
+def sandbox_agent(ctx: Context) -> int:
+    """`mcsync sandbox stop-agent|start-agent NAME`: asks the running sandbox (the
+    launcher's control socket); needs nothing beyond the CLI."""
+    from sandbox import launcher
+
+    assert ctx.options.name is not None
+    verb = ctx.options.command.removeprefix("sandbox ")
+    return launcher.control(verb, ctx.options.name, out=ctx.out, err=ctx.err)
+
+
 def get(ctx: Context) -> int:
     """`get`/`describe`: the conflict page and the import's page (which says where it is
     imported) are modules of their own; the rest is `commands.get`'s."""
@@ -44,6 +54,7 @@ COMMANDS: dict[str, Callable[[Context], int]] = {
     "clusters deregister": admin.deregister,
     "clusters allow-withdrawal": admin.allow_withdrawal,
     "clusters set-scope": admin.set_scope,
+    "clusters rotate-token": admin.rotate_token,
     "exports": commands.exports,
     "imports": commands.imports,
     "endpoints": commands.endpoints,
@@ -53,6 +64,8 @@ COMMANDS: dict[str, Callable[[Context], int]] = {
     "config": contexts.config,
     "completion": completion,
     "sandbox": sandbox,
+    "sandbox stop-agent": sandbox_agent,
+    "sandbox start-agent": sandbox_agent,
     "status": status.status,
 }
 

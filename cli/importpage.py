@@ -8,7 +8,8 @@ stopped following the feed, so what it holds is what it last wrote), and whether
 reports importing at all (its heartbeat's import counts; absent with `--no-import`). The
 hub cannot see a cluster's namespaces, nor a ServiceImport there that mcsync does not own,
 so "yes" is qualified by the one condition it cannot check (namespace sameness, SPEC
-§2.8), with the command that checks it. Two requests: the import and the clusters.
+§2.8), with the command that checks it. Two requests: the import and the clusters. The
+rows are `shared.importreach.where_imported`'s, which the hub also answers the console.
 """
 
 from __future__ import annotations
@@ -18,43 +19,10 @@ from datetime import datetime
 
 from cli import render
 from cli.commands import Context, print_object
+from shared.importreach import NO as NO
+from shared.importreach import UNKNOWN as UNKNOWN
+from shared.importreach import YES, where_imported
 from shared.models import MemberCluster, ServiceImport
-from shared.scope import allows
-
-YES, NO, UNKNOWN = "yes*", "no", "unknown"
-
-
-def where_imported(item: ServiceImport, clusters: Sequence[MemberCluster], *,
-                   now: datetime) -> list[tuple[str, str, str]]:
-    """(cluster, imports, why) for every registered cluster, by name."""
-    exporters = {c.cluster for c in item.status.clusters}
-    namespace = item.metadata.namespace or ""
-    rows = []
-    for cluster in sorted(clusters, key=lambda c: c.metadata.name):
-        name, status = cluster.metadata.name, cluster.status
-        scope = cluster.spec.import_namespaces
-        if not allows(scope, namespace):
-            listed = ", ".join(scope or []) or "none"
-            rows.append((name, NO, f"its scope imports only namespaces {listed}, not "
-                                   f"{namespace} (`mcsync clusters set-scope {name}` changes "
-                                   "it)"))
-        elif status.state == "Pending":
-            rows.append((name, NO, "Pending: its agent has never sent a heartbeat, so it "
-                                   "follows no import feed"))
-        elif status.state == "Stale":
-            since = (f" for {render.age(status.last_heartbeat_time, now=now)}"
-                     if status.last_heartbeat_time else "")
-            rows.append((name, UNKNOWN, f"Stale: no heartbeat{since}; its agent does not "
-                                        "follow the feed, and what it last wrote stays as it was"))
-        elif status.imported_services is None:
-            rows.append((name, NO, "its agent reports no imports (started with --no-import, "
-                                   "or too old to import)"))
-        else:
-            why = "Ready, following the import feed"
-            if name in exporters:
-                why += "; it exports the Service too"
-            rows.append((name, YES, why))
-    return rows
 
 
 def page(item: ServiceImport, clusters: Sequence[MemberCluster], *, now: datetime) -> str:

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import yaml
 from pydantic import BaseModel
 
 from cli import jsonpath
+from cli.terminal import json_safe, yaml_dump
 from shared.conditions import CONFLICT, TRUE
 from shared.constants import CONDITION_WITHDRAWAL_HELD
 from shared.models import (
@@ -40,7 +40,7 @@ from shared.models import (
     WireModel,
     to_wire,
 )
-from shared.timefmt import format_millis
+from shared.timefmt import format_millis, human_duration
 from shared.version import __version__
 
 NONE = "<none>"
@@ -108,47 +108,6 @@ def name_of(obj: BaseModel) -> str:
 # --- cell formats ---------------------------------------------------------------------
 
 
-def human_duration(seconds: float) -> str:
-    """kubectl's age of a duration (apimachinery `duration.HumanDuration`), rule for rule.
-
-    Exact seconds up to 2 minutes; minutes with their seconds under 10 minutes (`3m12s`),
-    whole minutes up to 3 hours; hours with their minutes under 8 hours (`5h4m`), whole
-    hours up to 2 days; days with their hours under 8 days (`2d3h`), whole days up to 2
-    years; then years with their days under 8 years (`3y45d`), whole years beyond. A
-    duration a little below zero (clocks of hub and operator differ by up to 2 s) reads
-    `0s`; further below zero, `<invalid>`, as kubectl prints it.
-    """
-    whole = int(seconds)
-    if whole < -1:
-        return "<invalid>"
-    if whole < 0:
-        return "0s"
-    if whole < 60 * 2:
-        return f"{whole}s"
-    minutes = whole // 60
-    if minutes < 10:
-        rest = whole % 60
-        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
-    if minutes < 60 * 3:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 8:
-        rest = minutes % 60
-        return f"{hours}h{rest}m" if rest else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        rest = hours % 24
-        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        rest = (hours // 24) % 365
-        years = hours // 24 // 365
-        return f"{years}y{rest}d" if rest else f"{years}y"
-    return f"{hours // 24 // 365}y"
-
-
 def age(moment: datetime | None, *, now: datetime) -> str:
     """The age of `moment` at `now` as kubectl prints it (`human_duration`)."""
     if moment is None:
@@ -192,16 +151,17 @@ def conflict_condition(export: InternalServiceExport) -> Condition | None:
 # --- clusters -------------------------------------------------------------------------
 
 CLUSTER_HEADERS: Cells = (
-    "NAME", "STATE", "LAST-HEARTBEAT", "EXPORTS", "CONFLICTS", "IMPORTS", "AGE",
+    "NAME", "STATE", "LAST-HEARTBEAT", "EXPORTS", "CONFLICTS", "IMPORTED", "AGE",
 )
 
 
 def imports_cell(status: MemberClusterStatus) -> str:
-    """`services/endpoints` the cluster imports, as its agent's heartbeat said; `<none>`
-    for an agent that does not import (or has not said)."""
+    """What the cluster imports, as its agent's heartbeat said, spelled out (`12 svc/340
+    ep`: ServiceImports and mirrored endpoints), since a bare `12/340` read as "12 of
+    340"; `<none>` for an agent that does not import (or has not said)."""
     if status.imported_services is None:
         return "<none>"
-    return f"{status.imported_services}/{status.imported_endpoints or 0}"
+    return f"{status.imported_services} svc/{status.imported_endpoints or 0} ep"
 CLUSTER_WIDE_HEADERS: Cells = ("AGENT-VERSION", "LABELS")
 
 
@@ -539,6 +499,11 @@ def describe_cluster(cluster: MemberCluster, *, now: datetime) -> str:
             ("Labels", labels(cluster.metadata.labels)),
             ("Export scope", _scope(cluster.spec.export_namespaces)),
             ("Import scope", _scope(cluster.spec.import_namespaces)),
+            *(
+                [("Properties", "<not reported yet>" if status.properties is None else NONE)]
+                if not status.properties
+                else []
+            ),
             ("Registered", timestamp(cluster.metadata.creation_timestamp)),
             ("Age", age(cluster.metadata.creation_timestamp, now=now)),
             *([] if status.conditions else [("Conditions", NONE)]),
@@ -547,7 +512,22 @@ def describe_cluster(cluster: MemberCluster, *, now: datetime) -> str:
     if status.conditions:  # WithdrawalHeld (SPEC §5.1): what to do is in its message
         lines.append("Conditions:")
         lines.extend(_indented(_conditions_table(status.conditions, now=now)))
+    lines.extend(_properties(status.properties))
     return "\n".join(lines) + "\n"
+
+
+def _properties(properties: Mapping[str, str] | None) -> list[str]:
+    """The cluster's ClusterProperty objects (docs/reference.md#cluster-properties), one
+    `name=value` a line by name; a value is shown as JSON when it holds a character a
+    terminal would act on, so a property can never rewrite the page around it."""
+    if not properties:
+        return []  # said among the fields
+    out = ["Properties:"]
+    for name in sorted(properties):
+        value = properties[name]
+        shown = value if value.isprintable() else json.dumps(value)
+        out.append(f"  {name}={shown}")
+    return out
 
 
 def _scope(patterns: list[str] | None) -> str:
@@ -644,27 +624,25 @@ class VersionReport(WireModel):
 
 def to_json(model: BaseModel) -> str:
     """Indented JSON of the object as the hub sends it; ends with a newline."""
-    return json.dumps(to_wire(model), indent=2, ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(to_wire(model), indent=2, ensure_ascii=False)) + "\n"
 
 
 def to_json_line(model: BaseModel) -> str:
     """One compact line (for watch streams: one object per line)."""
-    return json.dumps(to_wire(model), separators=(",", ":"), ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(to_wire(model), separators=(",", ":"), ensure_ascii=False)) + "\n"
 
 
 def event_json_line(event_type: str, model: BaseModel) -> str:
     """One watch event as a compact line, `{"type": …, "object": …}`, for any object (a
     MemberCluster included, which the hub's WatchEvent does not carry)."""
     event = {"type": event_type, "object": to_wire(model)}
-    return json.dumps(event, separators=(",", ":"), ensure_ascii=False) + "\n"
+    return json_safe(json.dumps(event, separators=(",", ":"), ensure_ascii=False)) + "\n"
 
 
 def event_yaml(event_type: str, model: BaseModel) -> str:
     """One watch event as a YAML document (with its `---`)."""
     event: Any = {"type": event_type, "object": to_wire(model)}
-    return "---\n" + yaml.safe_dump(
-        event, sort_keys=False, default_flow_style=False, allow_unicode=True
-    )
+    return "---\n" + yaml_dump(event)
 
 
 def to_jsonpath(template: str, model: BaseModel) -> str:
@@ -676,4 +654,4 @@ def to_jsonpath(template: str, model: BaseModel) -> str:
 def to_yaml(model: BaseModel) -> str:
     """YAML of the object as the hub sends it (strings that look like dates stay quoted)."""
     data: Any = to_wire(model)
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return yaml_dump(data)

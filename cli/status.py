@@ -3,8 +3,9 @@
 What `cilium clustermesh status` is to a mesh (SPEC §7): the hub (URL, version), the
 token's role, the database (`/readyz`'s own words), the clusters by state, exports,
 conflicts and imports — then one line per thing an operator must look at, each saying
-what to do: a Stale or Pending cluster, a held mass withdrawal (§5.1), an agent older
-than the hub accepts, a conflict, a database that is not ready. Exit code 0 when there is
+what to do: a Stale or Pending cluster, a held mass withdrawal (§5.1), ServiceExports a
+member cannot export (`Valid=False`), an agent older than the hub accepts, a conflict, a
+database that is not ready. Exit code 0 when there is
 none of these, 1 when there is (so a script or a cron job can alert on it).
 
 The data is a fixed handful of requests whatever the size of the fleet: version, whoami,
@@ -94,6 +95,11 @@ def findings(fleet: Fleet, *, now: datetime) -> list[str]:
             found.append(f"cluster {name} holds a withdrawal: {held}; restore its "
                          f"ServiceExports, or let it through once with `mcsync clusters "
                          f"allow-withdrawal {name}`")
+        if status.invalid_export_count:
+            count = status.invalid_export_count
+            found.append(f"cluster {name} has {count} ServiceExport{'s' if count > 1 else ''} "
+                         "it cannot export (Valid=False): `mcsync exports --invalid` says "
+                         "why, and what to fix in the member cluster")
         if _too_old(status.agent_version, fleet.version.min_agent_version):
             found.append(f"cluster {name} runs agent {status.agent_version}, older than the "
                          f"hub's minimum {fleet.version.min_agent_version}: it does not "
@@ -148,6 +154,7 @@ def report(fleet: Fleet, *, now: datetime) -> tuple[str, list[str]]:
     exports = sum(c.status.export_count for c in clusters)
     exporting = sum(1 for c in clusters if c.status.export_count)
     in_conflict = sum(c.status.conflict_count for c in clusters)
+    invalid = sum(c.status.invalid_export_count for c in clusters)
     conflicting = sum(1 for i in fleet.imports if i.status.conflicts)
     importing = [f"{c.metadata.name} {c.status.imported_services}" for c in clusters
                  if c.status.imported_services is not None]
@@ -158,7 +165,8 @@ def report(fleet: Fleet, *, now: datetime) -> tuple[str, list[str]]:
         ("Token", _role(fleet.identity)),
         ("Database", fleet.readiness.message),
         ("Clusters", f"{len(clusters)} registered: {by_state}"),
-        ("Exports", f"{exports} from {exporting} clusters, {in_conflict} in conflict"),
+        ("Exports", f"{exports} from {exporting} clusters, {in_conflict} in conflict, "
+                    f"{invalid} invalid"),
         ("Conflicts", f"{conflicting} services"),
         ("Imports", f"{len(fleet.imports)} services"
                     + (f" (held per cluster: {', '.join(importing)})" if importing else "")),

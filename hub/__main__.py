@@ -12,7 +12,8 @@ so a flag and its variable can never disagree about what is valid.
 
 Anything wrong at start ends the program with ONE line on stderr naming the flag (and the
 variable or file it came from) and the problem, never a traceback, and an exit code that
-tells a mistake from an outage: 2 for a bad value, an unusable token file or an
+tells a mistake from an outage: 2 for a bad value, an unusable token file (one that
+others could read or replace included) or an
 unsupported database URL (fix the configuration), 3 for a database that does not answer
 (a restart may succeed: an orchestrator should retry, a script should not report a typo)
 or whose server refuses the hub's database or role (the line says what to create), 4 for
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import logging
 import os
@@ -51,7 +53,8 @@ from hub.api.credentials import (
 from hub.app import begin_shutdown, create_app, open_store
 from hub.connections import guard_for
 from hub.logs import configure_logging, fields
-from hub.settings import HubSettings
+from hub.settings import HubSettings, sqlite_file
+from hub.sqliteclaim import SQLiteClaim, SQLiteClaimError, missing_directory
 from hub.store import DatabaseUnavailable, migrate
 from hub.store.refusals import refusal
 from hub.tracing import tracer_provider_from_env
@@ -181,6 +184,8 @@ class HubServer(uvicorn.Server):
     """
 
     GC_YOUNG_THRESHOLD = 20_000
+    # Logged once uvicorn serves: where to point a browser, the CLI and an agent.
+    ready_line = ""
 
     STALLED_SECONDS = 1.0
     NOTSENT_LOWAT_BYTES = 16 * 1024
@@ -196,6 +201,8 @@ class HubServer(uvicorn.Server):
             for sock in server.sockets:
                 if option is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
                     sock.setsockopt(socket.IPPROTO_TCP, option, self.NOTSENT_LOWAT_BYTES)
+        if self.ready_line and not self.should_exit:
+            log.info(self.ready_line)
         gc.collect()
         gc.freeze()
         gc.set_threshold(self.GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
@@ -302,6 +309,31 @@ async def _serve(settings: HubSettings, tracer_provider: Any) -> None:
 
 
 async def _serve_on(settings: HubSettings, tracer_provider: Any, listening: socket.socket) -> None:
+    database = sqlite_file(settings.database_url)
+    try:
+        claim = SQLiteClaim(database) if database is not None else None
+    except SQLiteClaimError as exc:
+        raise StartupError(str(exc)) from None
+    try:
+        await _serve_claimed(settings, tracer_provider, listening)
+    finally:
+        if claim is not None:
+            claim.release()
+
+
+def listening_line(listening: socket.socket) -> str:
+    """Where the hub answers, as a person would type it: the URL, the console, the API
+    docs. A wildcard host is shown as the loopback address, which reaches it too."""
+    host, port = listening.getsockname()[:2]
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1" if host == "0.0.0.0" else "::1"
+    base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    return f"mcsync hub listening on {base} (console {base}/ui/, API docs {base}/docs)"
+
+
+async def _serve_claimed(
+    settings: HubSettings, tracer_provider: Any, listening: socket.socket
+) -> None:
     if settings.migrate:
         await _migrate(settings)
     # Alembic logs two lines per schema check; /readyz checks on every probe.
@@ -329,6 +361,9 @@ async def _serve_on(settings: HubSettings, tracer_provider: Any, listening: sock
         )
         ratelimitlog.install()
         server = HubServer(server_config(settings, app), app=app)
+        server.ready_line = listening_line(listening)
+        # SIGHUP reloads the admin and reader token files (docs/reference.md#credentials).
+        asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, credentials.reload)
         # uvicorn re-raises the signal that stopped it once it has shut down; with these
         # no-op handlers in place that re-raise lands here, and a graceful stop exits 0.
         previous = {
@@ -340,10 +375,15 @@ async def _serve_on(settings: HubSettings, tracer_provider: Any, listening: sock
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     finally:
+        with contextlib.suppress(RuntimeError, ValueError):
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
         await store.close()
 
 
 def run_serve(settings: HubSettings) -> int:
+    database = sqlite_file(settings.database_url)
+    if database is not None and (missing := missing_directory(database)) is not None:
+        raise StartupError(missing)
     try:
         check_token_sources(settings)
     except CredentialsError as exc:
@@ -369,6 +409,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except settingscli.UsageError as exc:
         print(exc, file=sys.stderr)
         return EXIT_CONFIG
+    # Everything the hub creates (the SQLite database, its WAL and SHM files, the generated
+    # admin token file) is its owner's alone: mode 0600 (docs/reference.md#credentials).
+    os.umask(0o077)
     try:
         configure_logging(log_format=settings.log_format, level=settings.log_level)
         if command == "migrate":

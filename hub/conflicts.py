@@ -15,13 +15,12 @@ Rules, in the order `judge` applies them:
 
 * **Winner**: the first export in precedence order, `(exportCreationTimestamp in UTC,
   clusterId)`; cluster ids compare as plain strings, so "cluster-10" < "cluster-9".
-* **Decided fields** (`type`, `sessionAffinity`, `sessionAffinityConfig`,
-  `internalTrafficPolicy`, `trafficDistribution`, `exportedLabels`,
-  `exportedAnnotations`): an export whose value differs from the winner's carries that
-  field's reason. Values compare exactly, with one normalisation: a
-  `sessionAffinityConfig` that carries no value (`{}` or `{clientIP: {}}`) equals none at
-  all, since both mean "no client-IP timeout configured" and differ only in how an agent
-  spelled them.
+* **Decided fields** (the DECIDED rows of `shared.properties`: `type`,
+  `sessionAffinity`, `sessionAffinityConfig`, ...): an export whose value differs from
+  the winner's carries that row's reason. Values compare in their wire form, exactly,
+  except where a row names the part compared: a `sessionAffinityConfig` that carries no
+  value (`{}` or `{clientIP: {}}`) equals none at all, since both mean "no client-IP
+  timeout configured" and differ only in how an agent spelled them.
 * **ipFamilies**: an export with an empty list places no constraint (a Service that does
   not state families can be served over any). Walking the constraining exports oldest
   first, a running set of allowed families starts at the first one's families and narrows
@@ -76,7 +75,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
-from shared import conditions
+from pydantic import BaseModel
+
+from shared import conditions, properties
 from shared.models import (
     Condition,
     ImportClusterStatus,
@@ -106,63 +107,29 @@ __all__ = [
 ]
 
 
-def _affinity_config(spec: InternalServiceExportSpec) -> int | None:
-    """The comparable value of sessionAffinityConfig: the client-IP timeout, if any."""
-    config = spec.session_affinity_config
-    if config is None or config.client_ip is None:
-        return None
-    return config.client_ip.timeout_seconds
-
-
-# Decided fields: (wire name, reason, comparable value), in the spec's field order.
-DECIDED_FIELDS: Final[tuple[tuple[str, str, Callable[[InternalServiceExportSpec], Any]], ...]] = (
-    ("type", conditions.TYPE_CONFLICT, lambda s: s.type),
-    ("sessionAffinity", conditions.SESSION_AFFINITY_CONFLICT, lambda s: s.session_affinity),
-    ("sessionAffinityConfig", conditions.SESSION_AFFINITY_CONFIG_CONFLICT, _affinity_config),
-    (
-        "internalTrafficPolicy",
-        conditions.INTERNAL_TRAFFIC_POLICY_CONFLICT,
-        lambda s: s.internal_traffic_policy,
-    ),
-    (
-        "trafficDistribution",
-        conditions.TRAFFIC_DISTRIBUTION_CONFLICT,
-        lambda s: s.traffic_distribution,
-    ),
-    ("exportedLabels", conditions.LABELS_CONFLICT, lambda s: s.exported_labels),
-    ("exportedAnnotations", conditions.ANNOTATIONS_CONFLICT, lambda s: s.exported_annotations),
+# The decided properties (`shared.properties.DECIDED`): (wire name, reason, comparable
+# value), in the spec's field order. Read off the one table; kept under this name for the
+# judge's callers.
+_Read = Callable[[InternalServiceExportSpec], Any]
+DECIDED_FIELDS: Final[tuple[tuple[str, str, _Read], ...]] = tuple(
+    (p.name, p.reason, p.compared_value) for p in properties.DECIDED
 )
 
-PORTS_FIELD: Final = "ports"
-IP_FAMILIES_FIELD: Final = "ipFamilies"
+PORTS_FIELD: Final = properties.by_name("ports").name
+IP_FAMILIES_FIELD: Final = properties.by_name("ipFamilies").name
 
 # Every disputable field in the spec's wire order: the order fields are named in messages
 # and in `ExportVerdict.overridden_fields`.
-FIELD_ORDER: Final[tuple[str, ...]] = (
-    PORTS_FIELD,
-    "type",
-    "sessionAffinity",
-    "sessionAffinityConfig",
-    "internalTrafficPolicy",
-    "trafficDistribution",
-    IP_FAMILIES_FIELD,
-    "exportedLabels",
-    "exportedAnnotations",
-)
+FIELD_ORDER: Final[tuple[str, ...]] = tuple(p.name for p in properties.PROPERTIES)
 
-_REASON_OF_FIELD: Final[dict[str, str]] = {
-    PORTS_FIELD: conditions.PORT_CONFLICT,
-    IP_FAMILIES_FIELD: conditions.IP_FAMILY_CONFLICT,
-    **{name: reason for name, reason, _ in DECIDED_FIELDS},
-}
+_REASON_OF_FIELD: Final[dict[str, str]] = {p.name: p.reason for p in properties.PROPERTIES}
 
 # Decided fields whose values are short words (an enum, or unset): a message names both
 # this cluster's value and the winner's, so a reader sees "Headless here, ClusterSetIP in
 # east" without a second lookup. Labels, annotations and the affinity config can be long
 # and are only named (`mcsync describe conflict` shows them).
-_VALUED_FIELDS: Final[dict[str, Callable[[InternalServiceExportSpec], Any]]] = {
-    name: read for name, _, read in DECIDED_FIELDS
-    if name in ("type", "sessionAffinity", "internalTrafficPolicy", "trafficDistribution")
+_VALUED_FIELDS: Final[dict[str, _Read]] = {
+    p.name: p.value for p in properties.DECIDED if p.short
 }
 
 # At most this many rejected ports are spelled out in a message; the rest are counted.
@@ -325,18 +292,8 @@ def judge(exports: Sequence[InternalServiceExportSpec]) -> KeyJudgement:
     # validating them again (once per judged key, thousands per sync batch) buys nothing.
     import_spec = ServiceImportSpec.model_construct(
         ports=[port.model_copy() for port, _ in merged],
-        type=winner.type,
-        session_affinity=winner.session_affinity,
-        session_affinity_config=(
-            winner.session_affinity_config.model_copy(deep=True)
-            if winner.session_affinity_config is not None
-            else None
-        ),
-        internal_traffic_policy=winner.internal_traffic_policy,
-        traffic_distribution=winner.traffic_distribution,
         ip_families=families,
-        labels=dict(winner.exported_labels),
-        annotations=dict(winner.exported_annotations),
+        **_winners_values(winner),
     )
     port_clusters = [
         ImportPortStatus.model_construct(
@@ -356,6 +313,26 @@ def judge(exports: Sequence[InternalServiceExportSpec]) -> KeyJudgement:
         import_spec=import_spec,
         port_clusters=port_clusters,
     )
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a winner's value for the import, so the two never share a mutable part."""
+    if isinstance(value, BaseModel):
+        return value.model_copy(deep=True)
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, (list, tuple)):
+        return [_copied(item) for item in value]
+    return value
+
+
+def _winners_values(winner: InternalServiceExportSpec) -> dict[str, Any]:
+    """The import spec's decided fields (attribute names): the winner's values."""
+    return {
+        imported: _copied(getattr(winner, exported))
+        for p in properties.DECIDED
+        for exported, imported in zip(p.export_attributes, p.import_attributes, strict=True)
+    }
 
 
 def sole_verdict(spec: InternalServiceExportSpec) -> ExportVerdict:
@@ -430,17 +407,10 @@ def import_documents(judgement: KeyJudgement) -> tuple[str, str]:
     return _canonical(to_wire(judgement.import_spec)), _canonical(to_wire(status))
 
 
-# The ServiceImport spec fields a lone export gives as they are (wire names); absent
-# ones are None and left out, as `to_wire` leaves them out.
-_SOLE_IMPORT_FIELDS: Final = (
-    "ports",
-    "type",
-    "sessionAffinity",
-    "sessionAffinityConfig",
-    "internalTrafficPolicy",
-    "trafficDistribution",
-    "ipFamilies",
-)
+# The ServiceImport spec fields a lone export gives as they are: (export wire name, import
+# wire name), every property of the table; absent ones are left out, as `to_wire` leaves
+# them out.
+_SOLE_IMPORT_FIELDS: Final = tuple(pair for p in properties.PROPERTIES for pair in p.fields)
 
 
 def sole_import_documents(spec_wire: Mapping[str, Any], cluster: str) -> tuple[str, str]:
@@ -452,9 +422,11 @@ def sole_import_documents(spec_wire: Mapping[str, Any], cluster: str) -> tuple[s
     and annotations. Building the documents from the wire dict the writer has already
     dumped saves the judge's import models and two model dumps per key.
     """
-    spec = {name: spec_wire[name] for name in _SOLE_IMPORT_FIELDS if name in spec_wire}
-    spec["labels"] = spec_wire["exportedLabels"]
-    spec["annotations"] = spec_wire["exportedAnnotations"]
+    spec = {
+        imported: spec_wire[exported]
+        for exported, imported in _SOLE_IMPORT_FIELDS
+        if exported in spec_wire
+    }
     status = {
         "clusters": [{"cluster": cluster}],
         "ports": [{**port, "clusters": [cluster]} for port in spec_wire["ports"]],

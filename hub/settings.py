@@ -40,7 +40,7 @@ from shared.scope import DEFAULT_DENY_EXPORT_NAMESPACES, check_patterns
 from shared.settingscli import Flag, ProgramSettings
 from shared.version import DEFAULT_MIN_AGENT_VERSION, parse_version
 
-DEFAULT_ADMIN_TOKEN_FILE = Path("mcsync-admin-token")
+DEFAULT_ADMIN_TOKEN_FILE = Path(constants.ADMIN_TOKEN_FILE_NAME)
 
 
 def sqlite_file(database_url: str) -> Path | None:
@@ -101,6 +101,17 @@ class HubSettings(ProgramSettings):
         "SQLite database (else in the working directory), is generated (mode 0600) when absent",
     )
     reader_token_file: Path | None = Field(default=None, description="reader token file")
+    # docs/reference.md#credentials: how long a rotated member token keeps working beside
+    # its replacement, unless the agent uses the new one first. An hour covers a Secret
+    # update reaching a pod (kubelet syncs mounted Secrets within a minute or two) with
+    # room for an agent that is restarting meanwhile.
+    token_grace_seconds: float = Field(
+        default=3600.0,
+        ge=0,
+        le=86400 * 365,
+        description="seconds a rotated member token stays valid beside the new one "
+        "(0: it stops at once)",
+    )
     cluster_ttl: float = Field(
         default=90.0, gt=0, le=86400 * 365, description="seconds without a heartbeat → Stale"
     )
@@ -160,12 +171,16 @@ class HubSettings(ProgramSettings):
     # connection): 10 s, Go's usual ReadHeaderTimeout, is ample on any network a member
     # agent uses. keep_alive_timeout_seconds closes idle connections; above the 5 s after
     # which httpx clients (the agent's, the CLI's) drop an idle connection themselves, so
-    # the client closes first (the hub closing first races a request sent on it).
+    # the client closes first (the hub closing first races a request sent on it). The agent
+    # keeps its idle connection past its longest wait between heartbeats (41 s at the
+    # default 30 s interval, `member.hubclient.idle_connection_seconds`), so the default is
+    # above that: a quiet agent's heartbeats reuse one connection instead of opening a new
+    # one per beat (docs/reference.md#fleet-scale).
     header_timeout_seconds: float = Field(
         default=10.0, gt=0, le=3600, description="time a client has to send a request head"
     )
     keep_alive_timeout_seconds: int = Field(
-        default=15, ge=1, le=3600, description="idle time before a kept-alive connection closes"
+        default=75, ge=1, le=3600, description="idle time before a kept-alive connection closes"
     )
     # At most this many client connections; lowered at start to what the file-descriptor
     # limit allows after the hub's own reserve (`hub.connections.fd_ceiling`).

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     except ClusterIdentityError as exc:
         return _fail(str(exc))
     except MetricsPortError as exc:
-        return _fail(f"argument --metrics-port: {exc}")
+        return _fail(f"argument {exc.flag}: {exc}")
     except OSError as exc:
         # Not a flag's fault as far as we can tell: say what failed, and on which file,
         # rather than blame a flag that had nothing to do with it.

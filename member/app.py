@@ -45,7 +45,9 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -56,9 +58,10 @@ from opentelemetry import trace
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from member.clusteridentity import AboutApi, ClustersetProperty, resolve_cluster_id
+from member.clusterproperties import FleetPropertiesView
 from member.duration import DurationRecorder
 from member.heartbeat import HeartbeatLoop, VersionGate
-from member.hubclient import HubClient, HubClientConfig
+from member.hubclient import HubClient, HubClientConfig, idle_connection_seconds
 from member.hubfeed import HubExportListWatch, HubView, record_key
 from member.importer import Importer
 from member.informer import Informer, namespaced_key
@@ -74,6 +77,8 @@ from member.kube.listwatch import (
 from member.kube.resources import ServiceExportClient
 from member.metrics import AgentMetrics
 from member.namespaced import NamespacedLister, per_namespace
+from member.propertiesfeed import PropertiesFeed
+from member.propertiesreport import PropertiesReporter
 from member.reconcilers.export import ExportReconciler, NotLeading
 from member.reconcilers.sliceexport import (
     REPAIR_KEY,
@@ -160,7 +165,10 @@ class Agent:
                 base_url=settings.hub_url,
                 cluster_id=self.cluster_id,
                 token=token,
+                # A rotated token reaches the agent through this file, without a restart.
+                token_file=settings.token_file,
                 verify=str(settings.hub_ca_file) if settings.hub_ca_file else True,
+                keepalive_expiry=idle_connection_seconds(settings.heartbeat_interval),
             ),
             metrics=self.metrics.hub,
         )
@@ -228,6 +236,9 @@ class Agent:
             leading=self._leading.is_set,
         )
         self.events = EventRecorder(api=self.api, host=settings.identity)
+        # docs/reference.md#cluster-properties: this cluster's properties (its About API)
+        # and the fleet's (the hub's feed), which cluster selection reads.
+        self.fleet_properties = FleetPropertiesView(self.cluster_id)
         # Import (SPEC §2.8): its own informers, queues and reconcilers (`member.importer`).
         self.importer: Importer | None = None
         if not settings.no_import:
@@ -245,6 +256,21 @@ class Agent:
                 tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
                 other_services=self.services,
             )
+        # docs/reference.md#cluster-properties: while importing, the fleet's properties
+        # come from the hub's feed into `fleet_properties` (made before the importer).
+        self.properties_feed: PropertiesFeed | None = None
+        if self.importer is not None:
+            self.properties_feed = PropertiesFeed(
+                self.hub, self.fleet_properties, watch_timeout=timeout
+            )
+        self.properties = PropertiesReporter(
+            api=self.api,
+            about=self.about,
+            hub=self.hub,
+            cluster_id=self.cluster_id,
+            view=self.fleet_properties,
+            watch_timeout=timeout,
+        )
         self.heartbeat = HeartbeatLoop(
             hub=self.hub,
             interval=settings.heartbeat_interval,
@@ -330,6 +356,7 @@ class Agent:
             self.health.port,
         )
         self.heartbeat.start(background)
+        self.properties.start(background)
         threads = [informer.start(background) for informer in self._informers()]
         elector_stop = threading.Event()
         elector_thread: threading.Thread | None = None
@@ -586,6 +613,8 @@ class Agent:
             *self.slice_informers.values(),
             self.hub_informer,
             *(self.importer.informers() if self.importer is not None else []),
+            *([self.properties_feed.informer] if self.properties_feed is not None else []),
+            *([self.properties.informer] if self.properties.informer is not None else []),
         ]
 
     def _wait_for_sync(self, stop: threading.Event) -> bool:
@@ -597,7 +626,13 @@ class Agent:
 
 
 class MetricsPortError(OSError):
-    """The metrics port cannot be bound (taken, or a privileged port): `--metrics-port`."""
+    """The metrics endpoint cannot be bound. `flag` names the one to change: the host
+    (`--metrics-host`) when the address is not one of this machine's or does not resolve,
+    else the port (`--metrics-port`: taken, or privileged)."""
+
+    def __init__(self, message: str, *, flag: str) -> None:
+        super().__init__(message)
+        self.flag = flag
 
 
 class HealthServer:
@@ -617,9 +652,16 @@ class HealthServer:
         try:
             self._server = ThreadingHTTPServer((host, port), handler)
         except OSError as exc:
+            if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+                raise MetricsPortError(
+                    f"cannot listen on {host}:{port}: {exc.strerror}: {host!r} is not an "
+                    "address of this machine; choose another --metrics-host "
+                    "(MCSYNC_METRICS_HOST; 0.0.0.0 listens on every interface)",
+                    flag="--metrics-host") from exc
             raise MetricsPortError(
                 f"cannot listen on {host}:{port}: {exc.strerror}: stop what holds it, or choose "
-                "another --metrics-port (MCSYNC_METRICS_PORT; 0 picks a free one)") from exc
+                "another --metrics-port (MCSYNC_METRICS_PORT; 0 picks a free one)",
+                flag="--metrics-port") from exc
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 

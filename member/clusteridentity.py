@@ -86,6 +86,11 @@ class AboutApi:
             raise
         return _value(obj)
 
+    @property
+    def collection_path(self) -> str:
+        """The ClusterProperty collection's path at the served version (installed only)."""
+        return self._path()
+
     def create(self, name: str, value: str) -> str:
         """Create the property unless it exists; answers the value it now holds."""
         body = {"apiVersion": f"{ABOUT_GROUP}/{self.version}", "kind": CLUSTER_PROPERTY_KIND,

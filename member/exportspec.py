@@ -5,8 +5,10 @@ Two questions, kept apart because they fail differently:
 * `validate()` answers SPEC §2.2 — may this ServiceExport be exported at all? The answer
   is a `Validity` that becomes the `Valid` condition as is (reason + one actionable
   sentence). Checks run in a fixed order — deny list, then the Service's existence, then its
-  type — so a ServiceExport in `kube-system` is told about the deny list even when its
-  Service is missing too (the first thing the user must fix).
+  type, then the ServiceExport's cluster-selection annotations (`InvalidClusterSelector`,
+  with the parser's sentence naming the annotation) — so a ServiceExport in `kube-system`
+  is told about the deny list even when its Service is missing too (the first thing the
+  user must fix).
 * `derive_export()` answers SPEC §2.3 — what exactly do other clusters see? Only the
   exported fields are copied (ports lose `targetPort` and `nodePort`, which are local). The
   result is validated by the same `shared.models` the hub uses, so an odd Service shape
@@ -40,6 +42,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from shared import conditions as c
+from shared.clusterselection import InvalidClusterSelector, parse_selection_annotations
 from shared.models import InternalServiceExport, InternalServiceExportSpec, to_wire
 from shared.timefmt import parse_rfc3339
 
@@ -82,8 +85,12 @@ def validate(
     name: str,
     service: Mapping[str, Any] | None,
     deny_namespaces: Iterable[str],
+    service_export: Mapping[str, Any] | None = None,
 ) -> Validity:
-    """SPEC §2.2: may the ServiceExport `namespace/name` be exported, given its Service?"""
+    """May the ServiceExport `namespace/name` be exported, given its Service
+    (docs/reference.md#conditions)? `service_export`: the ServiceExport itself, whose
+    cluster-selection annotations must be well-formed (docs/reference.md#cluster-selection).
+    """
     denied = sorted(set(deny_namespaces))
     if namespace in denied:
         return Validity(
@@ -107,7 +114,38 @@ def validate(
             f"Service {namespace}/{name} is of type ExternalName, which cannot be exported; "
             "use a ClusterIP, NodePort, LoadBalancer or headless Service.",
         )
+    try:
+        parse_selection_annotations(_annotations(service_export))
+    except InvalidClusterSelector as exc:
+        return Validity(
+            False,
+            c.REASON_INVALID_CLUSTER_SELECTOR,
+            f"ServiceExport {namespace}/{name} has a malformed annotation: {exc}.",
+        )
     return Validity(True, c.REASON_VALID, f"Service {namespace}/{name} is valid for export.")
+
+
+def _annotations(service_export: Mapping[str, Any] | None) -> Mapping[str, str]:
+    metadata = (service_export or {}).get("metadata")
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    return annotations if isinstance(annotations, Mapping) else {}
+
+
+def _selection_fields(service_export: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The export spec's cluster-selection fields from the ServiceExport's annotations
+    (those present), in wire form."""
+    try:
+        parsed = parse_selection_annotations(_annotations(service_export))
+    except InvalidClusterSelector as exc:
+        raise InvalidExport(f"{where} cannot be exported: {exc}.") from None
+    fields: dict[str, Any] = {}
+    if parsed.cluster_selectors is not None:
+        fields["clusterSelectors"] = [to_wire(s) for s in parsed.cluster_selectors]
+    if parsed.cluster_selection is not None:
+        fields["clusterSelection"] = to_wire(parsed.cluster_selection)
+    if parsed.import_clusters is not None:
+        fields["importClusters"] = to_wire(parsed.import_clusters)
+    return fields
 
 
 def derive_export(
@@ -155,6 +193,7 @@ def derive_export(
         "sessionAffinity": svc_spec.get("sessionAffinity") or "None",
         "exportedLabels": se_spec.get("exportedLabels") or {},
         "exportedAnnotations": se_spec.get("exportedAnnotations") or {},
+        **_selection_fields(service_export, f"ServiceExport {namespace}/{name}"),
         "serviceReference": reference,
     }
     # Optional fields are sent only when the Service sets them: an absent field and an

@@ -46,14 +46,15 @@ from collections.abc import Callable
 from member.hubclient import HubClient, HubError, HubRejected
 from member.invalidexports import InvalidExportsReporter
 from member.metrics import AgentMetrics
+from shared import constants
 from shared.models import WithdrawalHold
 from shared.version import __version__, is_older
 
 __all__ = ["BEATS_PER_TTL", "HEARTBEAT_JITTER", "HeartbeatLoop", "VersionGate"]
 
-HEARTBEAT_JITTER = 0.2
+HEARTBEAT_JITTER = constants.HEARTBEAT_JITTER
 """Each wait between heartbeats is the interval times a factor drawn from 1 ± this."""
-BEATS_PER_TTL = 3
+BEATS_PER_TTL = constants.HEARTBEATS_PER_TTL
 """The agent beats at least this often per hub TTL (SPEC §5.1): no wait exceeds TTL / this."""
 _MIN_WAIT_SECONDS = 0.1
 """No wait is shorter, whatever TTL a hub answers: a bad answer must not make a busy loop."""

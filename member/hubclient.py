@@ -22,8 +22,11 @@ caller accepts, PATCH carries a precondition), so a retry after a lost answer is
 worst a precondition turns into a 409 that the caller re-reads.
 
 The bearer token is sent in the Authorization header and nowhere else: it is not in
-`repr(config)`, log lines or metric labels. A W3C `traceparent` header is added when a span
-is active (the reconcile's), so the hub's request span joins the agent's trace.
+`repr(config)`, log lines or metric labels. With `token_file` the token is the file's
+content, re-read when the file changes (a rotated Secret) and after a 401, which is then
+retried once with the new token (`member.hubtoken`), so a rotation refuses no request.
+A W3C `traceparent` header is added when a span is active (the reconcile's), so the
+hub's request span joins the agent's trace.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -43,13 +47,22 @@ from opentelemetry import propagate
 from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel, ValidationError
 
+from member.hubtoken import TokenSource
 from member.metrics import HubRequestMetrics
 from shared.backoff import Backoff, retry_after
-from shared.constants import API_PREFIX, WATCH_DEFAULT_TIMEOUT_SECONDS
+from shared.constants import (
+    API_PREFIX,
+    HEARTBEAT_JITTER,
+    IDLE_CONNECTION_MARGIN_SECONDS,
+    WATCH_DEFAULT_TIMEOUT_SECONDS,
+)
 from shared.models import (
     AnnotationPatch,
     AnnotationPatchMeta,
     ClusterImportList,
+    ClusterProperties,
+    ClusterPropertiesList,
+    ClusterPropertiesReport,
     EndpointSliceExport,
     EndpointSliceExportList,
     Heartbeat,
@@ -57,6 +70,7 @@ from shared.models import (
     InternalServiceExport,
     InternalServiceExportList,
     InvalidExports,
+    MemberCluster,
     ServiceImport,
     VersionInfo,
     WatchEvent,
@@ -76,6 +90,7 @@ __all__ = [
     "HubRejected",
     "HubUnavailable",
     "HubWatchStream",
+    "idle_connection_seconds",
 ]
 
 logger = logging.getLogger(__name__)
@@ -86,6 +101,8 @@ ROUTE_SLICE = API_PREFIX + "/clusters/{cluster}/endpointslices/{namespace}/{name
 ROUTE_SLICES = API_PREFIX + "/clusters/{cluster}/endpointslices"
 ROUTE_IMPORTS = API_PREFIX + "/clusters/{cluster}/imports"
 ROUTE_HEARTBEAT = API_PREFIX + "/clusters/{cluster}/heartbeat"
+ROUTE_PROPERTIES = API_PREFIX + "/clusters/{cluster}/properties"
+ROUTE_FLEET_PROPERTIES = API_PREFIX + "/clusters/{cluster}/fleetproperties"
 ROUTE_VERSION = API_PREFIX + "/version"
 # Every (method, route) this client calls, and the failures an agent meets in normal work
 # (no connection; a conflict, gone, throttled or unavailable hub): their error series exist
@@ -108,6 +125,14 @@ EXPECTED_ERROR_CODES = ("connection", "409", "410", "429", "500", "503")
 M = TypeVar("M", bound=BaseModel)
 
 
+def idle_connection_seconds(heartbeat_interval: float) -> float:
+    """How long the agent keeps an idle connection to the hub: its longest wait between
+    heartbeats (the interval plus its jitter) and a margin, so that every beat of a quiet
+    agent goes over the connection the last one used. The hub keeps idle connections
+    longer (`--keep-alive-timeout-seconds`, above this for the default interval)."""
+    return heartbeat_interval * (1 + HEARTBEAT_JITTER) + IDLE_CONNECTION_MARGIN_SECONDS
+
+
 @dataclass(frozen=True)
 class HubClientConfig:
     """How to reach the hub, and how patient to be with it."""
@@ -115,6 +140,8 @@ class HubClientConfig:
     base_url: str
     cluster_id: str
     token: str = field(repr=False)
+    # Where `token` was read from; watched for changes (docs/reference.md#credentials).
+    token_file: Path | None = None
     connect_timeout: float = 5.0
     read_timeout: float = 30.0
     # A watch's read gives up this long after the hub's own stream timeout: a silently
@@ -125,6 +152,10 @@ class HubClientConfig:
     backoff_max: float = 5.0
     retry_after_max: float = 15.0
     page_size: int = 500
+    # How long an idle connection is kept for the next request: past the agent's longest
+    # wait between heartbeats (`idle_connection_seconds`), or a quiet agent opens a new
+    # TCP connection for every beat. httpx's own default is 5 s.
+    keepalive_expiry: float = 5.0
     verify: bool | str = True
     user_agent: str = f"mcsync-agent/{__version__}"
 
@@ -198,6 +229,7 @@ class HubClient:
         self._metrics = metrics
         self._backoff = config.backoff
         self._sleep = sleep
+        self._token = TokenSource(config.token, path=config.token_file)
         if metrics is not None:
             for method, route in CALLS:
                 for code in EXPECTED_ERROR_CODES:
@@ -206,13 +238,13 @@ class HubClient:
             base_url=config.base_url.rstrip("/"),
             timeout=httpx.Timeout(config.read_timeout, connect=config.connect_timeout),
             headers={
-                "Authorization": f"Bearer {config.token}",
                 "User-Agent": config.user_agent,
                 "Accept": "application/json",
             },
             verify=config.verify,
             transport=transport,
             follow_redirects=False,
+            limits=httpx.Limits(keepalive_expiry=config.keepalive_expiry),
         )
 
     def instrument(self, tracer_provider: TracerProvider) -> None:
@@ -367,15 +399,23 @@ class HubClient:
         timeout = httpx.Timeout(
             timeout_seconds + self.config.watch_read_grace, connect=self.config.connect_timeout
         )
-        request = self._http.build_request(
-            "GET", path, params=params, headers=self._headers(), timeout=timeout
-        )
         started = time.monotonic()
-        try:
-            response = self._http.send(request, stream=True)
-        except httpx.TransportError as exc:
-            self._observe("GET", route, "connection", started, error=True)
-            raise HubUnavailable(f"hub watch at {self.config.base_url}: {_short(exc)}") from None
+        for renewed in (False, True):
+            request = self._http.build_request(
+                "GET", path, params=params, headers=self._headers(), timeout=timeout
+            )
+            started = time.monotonic()
+            try:
+                response = self._http.send(request, stream=True)
+            except httpx.TransportError as exc:
+                self._observe("GET", route, "connection", started, error=True)
+                raise HubUnavailable(
+                    f"hub watch at {self.config.base_url}: {_short(exc)}"
+                ) from None
+            if response.status_code != 401 or renewed or not self._renewed(request.headers):
+                break
+            response.close()
+            self._observe("GET", route, "401", started, error=False)  # retried at once
         if response.status_code != 200:
             try:
                 response.read()
@@ -450,6 +490,27 @@ class HubClient:
         answer = self._call("POST", ROUTE_HEARTBEAT, json_body=to_wire(beat))
         return self._parse(answer, HeartbeatResponse, ROUTE_HEARTBEAT)
 
+    # -- cluster properties (docs/reference.md#cluster-properties) ---------------------------
+
+    def put_properties(self, properties: Mapping[str, str]) -> MemberCluster:
+        """Report every ClusterProperty of this cluster (replacing the hub's)."""
+        body = to_wire(ClusterPropertiesReport(properties=dict(properties)))
+        answer = self._call("PUT", ROUTE_PROPERTIES, json_body=body)
+        return self._parse(answer, MemberCluster, ROUTE_PROPERTIES)
+
+    def list_fleet_properties(self) -> tuple[list[ClusterProperties], str]:
+        """Every cluster's reported properties, and the revision to watch them from."""
+        answer = self._call("GET", ROUTE_FLEET_PROPERTIES)
+        page = self._parse(answer, ClusterPropertiesList, ROUTE_FLEET_PROPERTIES)
+        return page.items, page.metadata.resource_version or "0"
+
+    def watch_fleet_properties(
+        self, *, resource_version: str, timeout_seconds: int = WATCH_DEFAULT_TIMEOUT_SECONDS
+    ) -> HubWatchStream:
+        """The fleet's cluster-properties changes after `resource_version`; raises as
+        `watch_exports`."""
+        return self._watch(ROUTE_FLEET_PROPERTIES, resource_version, timeout_seconds)
+
     def version(self) -> VersionInfo:
         answer = self._call("GET", ROUTE_VERSION)
         return self._parse(answer, VersionInfo, ROUTE_VERSION)
@@ -460,9 +521,15 @@ class HubClient:
         values = {"cluster": self.config.cluster_id, **params}
         return route.format(**{k: quote(v, safe="") for k, v in values.items()})
 
-    @staticmethod
-    def _headers() -> dict[str, str]:
-        headers: dict[str, str] = {}
+    def _renewed(self, sent: Mapping[str, str]) -> bool:
+        """After a 401: whether the token file holds another token than the one `sent`
+        carried (read again now). A request sent with the old token while another one
+        already used the new token (and so retired the old one) is retried too."""
+        self._token.refresh()
+        return sent.get("Authorization") != f"Bearer {self._token.token}"
+
+    def _headers(self) -> dict[str, str]:
+        headers: dict[str, str] = {"Authorization": f"Bearer {self._token.current()}"}
         # Adds `traceparent` (and `tracestate`) when a span is active; nothing otherwise.
         propagate.inject(headers)
         return headers
@@ -481,7 +548,10 @@ class HubClient:
         path = self._path(route, **path_params)
         content = None if json_body is None else json.dumps(json_body).encode("utf-8")
         last_problem = "no attempt made"
-        for attempt in range(1, self.config.max_attempts + 1):
+        renewed = False  # a 401 is retried once, when the token file holds a new token
+        attempt = 0
+        while attempt < self.config.max_attempts:
+            attempt += 1
             headers = self._headers()
             if content is not None:
                 headers["Content-Type"] = content_type
@@ -499,6 +569,11 @@ class HubClient:
                 if 200 <= code < 300:
                     self._observe(method, route, str(code), started, error=False)
                     return response
+                if code == 401 and not renewed and self._renewed(headers):
+                    self._observe(method, route, str(code), started, error=False)
+                    renewed = True
+                    attempt -= 1  # not the hub's fault: this attempt does not count
+                    continue
                 self._observe(method, route, str(code), started, error=True)
                 if code < 500 and code != 429:
                     raise self._rejection(response, route)

@@ -13,6 +13,12 @@
   feed event's `mcsync.io/changed-at`) to this cluster's objects written for it (SPEC §6),
   in the export-duration buckets. Observed once per change and kind: a repair of a user's
   edit, or a cold start's import from a list, is not a lag.
+* `mcs_endpointslice_sync_latency_seconds{source_cluster}` — end to end, from the source
+  agent's first sight of an EndpointSlice change (the slice export's
+  `spec.sourceObservedTime`) to its mirrored slice written here (SPEC §6; the figure
+  mcs-api#160 asks implementations to standardise). Observed once per source slice version
+  written by a live change; a source cluster's series appears, at 0, when its slices are
+  first mirrored here.
 
 Reconcile duration, outcomes and errors use the agent's common series, labelled by the
 controllers named in `IMPORT_CONTROLLERS`, created here at 0.
@@ -26,7 +32,12 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from member.metrics import AgentMetrics
 from member.reconcilers.instrumented import declare_series
-from shared.metrics import EXPORT_DURATION_BUCKETS_MS
+from shared.metrics import (
+    EXPORT_DURATION_BUCKETS_MS,
+    SYNC_LATENCY_BUCKETS_SECONDS,
+    SYNC_LATENCY_LABEL,
+    SYNC_LATENCY_METRIC,
+)
 
 __all__ = ["IMPORT_CONTROLLERS", "IMPORT_KINDS", "IMPORT_OPERATIONS", "ImportMetrics"]
 
@@ -73,6 +84,14 @@ class ImportMetrics:
         )
         for kind in IMPORT_KINDS:
             self.lag.labels(kind)
+        self.sync_latency = Histogram(
+            SYNC_LATENCY_METRIC,
+            "From the source agent's observation of an EndpointSlice change to the mirrored "
+            "slice written in this cluster, by source cluster (SPEC §6).",
+            [SYNC_LATENCY_LABEL],
+            buckets=SYNC_LATENCY_BUCKETS_SECONDS,
+            registry=registry,
+        )
         for controller in IMPORT_CONTROLLERS:
             declare_series(metrics, controller, ())
 

@@ -41,11 +41,12 @@ import json
 import sys
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter
 
+from shared import properties
 from shared.constants import (
     ENDPOINTSLICE_MANAGER,
     LABEL_ENDPOINTSLICE_MANAGED_BY,
@@ -56,7 +57,7 @@ from shared.constants import (
     MANAGED_BY_MCSYNC,
     MCS_GROUP,
 )
-from shared.models import Endpoint, EndpointSliceExport, ServiceImport
+from shared.models import Endpoint, EndpointSliceExport, ServiceImport, ServiceImportSpec
 
 __all__ = [
     "DERIVED_PREFIX",
@@ -340,9 +341,12 @@ class HeldImport:
     and read by every reconcile of its key: exactly the fields the three desired objects
     are built from, every string interned, labels and annotations as sorted pairs, the
     status as the sorted exporting clusters and, per import port name, the clusters that
-    serve it. A validated pydantic model of the same import held ~5 KB; this is a tenth
-    of it, which at 10,000 imported keys is ~45 MB of agent memory (docs/benchmarks.md
-    §11). `session_affinity_config` is the config's JSON (rare; kept exact).
+    serve it. Each field of each property of the one table (`shared.properties`) is an
+    attribute named as the import spec's, in the form its row's `held` says. It holds a
+    tenth of what a validated pydantic model of the same import does, which counts at tens
+    of thousands of imported keys (docs/benchmarks.md §11). JSON-valued fields
+    (`session_affinity_config`, the cluster selection) are held as canonical JSON bytes
+    (rare; kept exact).
     """
 
     namespace: str
@@ -358,37 +362,38 @@ class HeldImport:
     annotations: tuple[tuple[str, str], ...]
     clusters: tuple[str, ...]
     served: tuple[tuple[str, tuple[str, ...]], ...]
+    # The winner's cluster selection (docs/reference.md#cluster-selection), each field's
+    # canonical JSON; None where absent (`member.importselection` reads them).
+    cluster_selectors: bytes | None = None
+    cluster_selection: bytes | None = None
+    import_clusters: bytes | None = None
 
     @classmethod
     def of(cls, imported: ServiceImport | HeldImport) -> HeldImport:
-        """`imported` held compactly (a `HeldImport` is answered as it is)."""
+        """`imported` held compactly (a `HeldImport` is answered as it is).
+
+        Each property of the one table is held as its row says (`_held`); the ports and
+        the status are the agent's own forms.
+        """
         if isinstance(imported, HeldImport):
             return imported
         spec, status = imported.spec, imported.status
-        config = spec.session_affinity_config
+        held: dict[str, Any] = {}
+        for prop in properties.PROPERTIES:
+            if prop.held is not properties.Held.OWN:
+                held.update(_held(prop, spec))
         return cls(
             namespace=sys.intern(imported.metadata.namespace or ""),
             name=sys.intern(imported.metadata.name),
-            type=sys.intern(spec.type),
             ports=tuple(
                 SlicePort(sys.intern(p.name), sys.intern(p.protocol), p.port, p.app_protocol)
                 for p in spec.ports
             ),
-            session_affinity=sys.intern(spec.session_affinity),
-            session_affinity_config=(
-                None
-                if config is None
-                else config.model_dump_json(by_alias=True, exclude_none=True).encode()
-            ),
-            internal_traffic_policy=spec.internal_traffic_policy,
-            traffic_distribution=spec.traffic_distribution,
-            ip_families=tuple(sys.intern(f) for f in spec.ip_families),
-            labels=_interned(spec.labels),
-            annotations=_interned(spec.annotations),
             clusters=tuple(sorted({sys.intern(c.cluster) for c in status.clusters})),
             served=tuple(
                 (sys.intern(p.name), tuple(sys.intern(c) for c in p.clusters)) for p in status.ports
             ),
+            **held,
         )
 
     def affinity_config(self) -> dict[str, Any] | None:
@@ -398,6 +403,42 @@ class HeldImport:
         config: dict[str, Any] = json.loads(self.session_affinity_config)
         return config
 
+
+def _held(prop: properties.ImportProperty, spec: ServiceImportSpec) -> dict[str, Any]:
+    """`prop`'s fields in `spec`, by attribute, in the form its row says the agent holds
+    them."""
+    return {
+        attribute: _hold(prop, value) for attribute, value in prop.import_fields(spec).items()
+    }
+
+
+def _hold(prop: properties.ImportProperty, value: Any) -> Any:
+    kind = prop.held
+    if kind is properties.Held.WORD:
+        return sys.intern(str(prop.absent if value is None else value))
+    if kind is properties.Held.OPTIONAL_WORD:
+        return None if value is None else str(value)
+    if kind is properties.Held.WORDS:
+        return tuple(sys.intern(str(item)) for item in value or ())
+    if kind is properties.Held.PAIRS:
+        return _interned(value or {})
+    if kind is properties.Held.JSON:
+        if value is None:
+            return None
+        return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+    raise ValueError(f"{prop.name} is held by the agent in its own way, not by its row")
+
+
+# Every held property of the table has its attribute here: a row added without one fails
+# at import, not in a reconcile.
+_MISSING = {
+    attribute
+    for p in properties.PROPERTIES
+    if p.held is not properties.Held.OWN
+    for attribute in p.import_attributes
+} - set(HeldImport.__dataclass_fields__)
+if _MISSING:
+    raise TypeError(f"HeldImport lacks the held properties {sorted(_MISSING)}")
 
 _ENDPOINTS: TypeAdapter[list[Endpoint]] = TypeAdapter(list[Endpoint])
 
@@ -421,6 +462,10 @@ class SourceSlice:
     ports: tuple[SlicePort, ...]
     endpoints: bytes
     mirrored: str
+    # When the source agent saw this version (`spec.sourceObservedTime`): where the sync
+    # latency starts. Not part of what is mirrored, so not of equality.
+    # Seconds since the epoch (a float is a third of a datetime's size, per source slice).
+    observed: float | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, export: EndpointSliceExport) -> SourceSlice:
@@ -439,6 +484,11 @@ class SourceSlice:
                 )
             ),
             mirrored=mirrored_slice_name(spec.service_name, cluster, export.metadata.name),
+            observed=(
+                spec.source_observed_time.timestamp()
+                if spec.source_observed_time is not None
+                else None
+            ),
         )
 
 

@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
-from shared import settingscli
+from shared import constants, settingscli
 from shared.constants import DEFAULT_DENY_NAMESPACES
 from shared.models import is_dns1123_label
 from shared.settingscli import Flag, ProgramSettings, UsageError
@@ -112,7 +112,7 @@ class AgentSettings(ProgramSettings):
         default=False, description="do not import the fleet's ServiceImports (SPEC §2.8)"
     )
     heartbeat_interval: float = Field(
-        default=30.0,
+        default=constants.HEARTBEAT_INTERVAL_DEFAULT_SECONDS,
         gt=0,
         le=3600.0,
         description="seconds between heartbeats to the hub (shortened to a third of the hub's "

@@ -10,12 +10,21 @@ waits.
 
 Every part is a child process, so that the hub and the agents run exactly as installed
 and the launcher holds no thread of its own (which makes the fork of each child safe).
-Ctrl-C (SIGINT) or SIGTERM stops them all: agents first (they stop exporting cleanly),
-then the hub and the clusters, each with SIGTERM and, after a grace period, SIGKILL; the
-directory goes with them. On Linux each child also gets SIGTERM from the kernel if the
-launcher itself dies (`PR_SET_PDEATHSIG`), so not even a `kill -9` of the launcher
-leaves a process behind. A part that exits by itself stops the sandbox, with its log's
-path (the directory is then kept).
+Ctrl-C (SIGINT), SIGTERM or SIGHUP (the terminal closed) stops them all: agents first
+(they stop exporting cleanly), then the hub and the clusters, each with SIGTERM and,
+after a grace period, SIGKILL; the directory (tokens, database, logs) goes with them.
+Whatever way the launcher ends, nothing stays: on Linux each child gets SIGTERM from the
+kernel if the launcher dies (`PR_SET_PDEATHSIG`), and a small reaper process of its own
+session (`sandbox.reaper`) removes the directory and anything still running when the
+launcher was killed without cleaning up (`kill -9`). A part that exits by itself stops
+the sandbox, with its log's path (the directory is then kept, for that log).
+
+One agent can be stopped and started again while the sandbox runs, from another
+terminal (`mcsync sandbox stop-agent NAME` / `start-agent NAME`), to show a lost cluster:
+it turns Stale, its endpoints are withdrawn and importers fail over
+(docs/reference.md#sandbox). Those commands talk to the launcher over a Unix socket in
+its directory (mode 0700, so only its user reaches it); the launcher answers between
+its half-second looks at its parts, so it still needs no thread.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import ctypes
 import ctypes.util
 import os
 import secrets
+import select
 import shutil
 import signal
 import socket
@@ -48,7 +58,19 @@ CLUSTERS: dict[str, str] = {
     "north": "198.51.100.0/24",
     "west": "203.0.113.0/24",
 }
+# Each cluster's ClusterProperty objects (docs/reference.md#sandbox): where it runs, so that
+# cluster selection (`mcsync.io/cluster-selectors`, `mcsync.io/import-clusters`) can be
+# tried here. east and north share a region, west is another.
+REGION_PROPERTY = "region.topology.mcsync.io"
+ZONE_PROPERTY = "zone.topology.mcsync.io"
+CLUSTER_PROPERTIES: dict[str, dict[str, str]] = {
+    "east": {REGION_PROPERTY: "us-east", ZONE_PROPERTY: "us-east-1a"},
+    "north": {REGION_PROPERTY: "us-east", ZONE_PROPERTY: "us-east-1b"},
+    "west": {REGION_PROPERTY: "us-west", ZONE_PROPERTY: "us-west-2a"},
+}
 DEMO_NAMESPACE = "demo"  # created in every cluster, so an export is imported everywhere
+CONTROL_SOCKET = "control.sock"
+CONTROL_TIMEOUT = 60.0
 CLUSTER_TTL_SECONDS = 15  # a stopped agent shows Stale within seconds, not the default 90
 START_TIMEOUT = 90.0
 STOP_GRACE = 10.0
@@ -128,6 +150,9 @@ class Sandbox:
     admin_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     reader_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     children: list[Child] = field(default_factory=list)
+    # The write end of the reaper's pipe (`sandbox.reaper`): each part's pid goes there.
+    reaper: TextIO | None = None
+    control: socket.socket | None = None
     # Set by the SIGINT/SIGTERM handler; the loops below look at it between short sleeps
     # (a signal also cuts a sleep short), so a handler never has to take a lock.
     stop_requested: bool = False
@@ -164,6 +189,10 @@ class Sandbox:
             )
         child = Child(name, process, log)
         self.children.append(child)
+        if self.reaper is not None:
+            with contextlib.suppress(OSError):
+                self.reaper.write(f"pid {process.pid}\n")
+                self.reaper.flush()
         return child
 
     def _wait(self, what: str, ready: Callable[[], bool], *, children: Sequence[Child]) -> None:
@@ -194,7 +223,8 @@ class Sandbox:
             emulators[cluster] = (port, self._spawn(f"cluster-{cluster}", [
                 "-m", "sandbox.emulator", "--host", "127.0.0.1", "--port", str(port),
                 "--name", cluster, "--kubeconfig", str(self.kubeconfig(cluster)),
-                "--namespaces", DEMO_NAMESPACE, "--endpoint-cidr", cidr]))
+                "--namespaces", DEMO_NAMESPACE, "--endpoint-cidr", cidr,
+                *_property_flags(cluster)]))
         self._wait("the hub's /readyz answering 200", lambda: _answers(f"{self.hub_url}/readyz"),
                    children=[hub])
         for cluster, (port, emulator) in emulators.items():
@@ -204,18 +234,28 @@ class Sandbox:
         self._wait("a heartbeat from every agent", self._all_ready, children=agents)
 
     def _start_agent(self, cluster: str) -> Child:
+        self._register(cluster)
+        return self._spawn_agent(cluster)
+
+    def token_file(self, cluster: str) -> Path:
+        return self.directory / f"{cluster}.token"
+
+    def _register(self, cluster: str) -> None:
         answer = httpx.post(f"{self.hub_url}/api/v1/clusters",
                             json={"metadata": {"name": cluster}},
                             headers={"Authorization": f"Bearer {self.admin_token}"}, timeout=30)
         if answer.status_code not in (200, 201):
             raise SandboxError(f"the hub refused to register {cluster}: "
                                f"{answer.status_code} {answer.text}")
-        token_file = self.directory / f"{cluster}.token"
+        token_file = self.token_file(cluster)
         token_file.touch(mode=0o600)
         token_file.write_text(answer.json()["token"])
+
+    def _spawn_agent(self, cluster: str) -> Child:
         return self._spawn(f"agent-{cluster}", [
             "-m", "member", "--hub-url", self.hub_url, "--cluster-id", cluster,
-            "--token-file", str(token_file), "--kubeconfig", str(self.kubeconfig(cluster)),
+            "--token-file", str(self.token_file(cluster)),
+            "--kubeconfig", str(self.kubeconfig(cluster)),
             "--metrics-host", "127.0.0.1", "--metrics-port", "0", "--log-format", "text",
             # Three beats per TTL (SPEC §5.1), whether or not the hub's answer says its TTL.
             "--heartbeat-interval", str(CLUSTER_TTL_SECONDS / 3)])
@@ -235,13 +275,73 @@ class Sandbox:
     # -- running and stopping -----------------------------------------------------------------
 
     def wait(self) -> Child | None:
-        """Block until a stop is asked (None) or a part exits by itself (that part)."""
+        """Block until a stop is asked (None) or a part exits by itself (that part),
+        answering `stop-agent` / `start-agent` requests meanwhile."""
         while not self.stop_requested:
             for child in self.children:
                 if child.process.poll() is not None:
                     return child
-            time.sleep(0.5)
+            if self.control is None:
+                time.sleep(0.5)
+                continue
+            readable, _, _ = select.select([self.control], [], [], 0.5)
+            if readable:
+                self._answer_control()
         return None
+
+    def listen(self) -> None:
+        """Open the control socket `stop-agent` / `start-agent` connect to."""
+        control = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        control.bind(str(self.directory / CONTROL_SOCKET))
+        control.listen(4)
+        control.setblocking(False)
+        self.control = control
+
+    def _answer_control(self) -> None:
+        assert self.control is not None
+        try:
+            conn, _ = self.control.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        with conn:
+            conn.settimeout(5.0)
+            try:
+                request = conn.recv(1024).decode("utf-8", "replace").split()
+                answer = self.handle(request)
+                conn.sendall(answer.encode("utf-8") + b"\n")
+            except OSError:
+                return
+
+    def _agent(self, cluster: str) -> Child | None:
+        return next((c for c in self.children if c.name == f"agent-{cluster}"), None)
+
+    def handle(self, request: Sequence[str]) -> str:
+        """One control request, `stop-agent NAME` or `start-agent NAME`; the answer line
+        (starting `ok:` or `error:`)."""
+        if len(request) != 2 or request[0] not in ("stop-agent", "start-agent"):
+            return "error: expected stop-agent NAME or start-agent NAME"
+        verb, cluster = request
+        if cluster not in self.clusters:
+            return (f"error: the sandbox has no cluster {cluster!r}; its clusters: "
+                    f"{', '.join(self.clusters)}")
+        agent = self._agent(cluster)
+        if verb == "stop-agent":
+            if agent is None:
+                return f"error: the agent of {cluster} is not running"
+            self.children.remove(agent)  # its exit is asked for, not a failure
+            agent.process.terminate()
+            try:
+                agent.process.wait(STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                agent.process.kill()
+                agent.process.wait()
+            return (f"ok: the agent of {cluster} stopped; the hub shows {cluster} Stale "
+                    f"within {CLUSTER_TTL_SECONDS} s and withdraws its endpoints "
+                    f"(mcsync sandbox start-agent {cluster} starts it again)")
+        if agent is not None:
+            return f"error: the agent of {cluster} is running already"
+        self._spawn_agent(cluster)
+        return f"ok: the agent of {cluster} started; its cluster is Ready at its first heartbeat"
 
     def stop(self) -> None:
         """SIGTERM to the agents, then to the hub and the clusters; SIGKILL to any part
@@ -259,6 +359,19 @@ class Sandbox:
                 except subprocess.TimeoutExpired:
                     child.process.kill()
                     child.process.wait()
+
+
+def _property_flags(cluster: str) -> list[str]:
+    """The emulator's flags that serve the About API with the cluster's properties."""
+    flags = ["--about-api"]
+    for name, value in CLUSTER_PROPERTIES.get(cluster, {}).items():
+        flags += ["--cluster-property", f"{name}={value}"]
+    return flags
+
+
+def _properties_line(cluster: str) -> str:
+    values = CLUSTER_PROPERTIES.get(cluster, {})
+    return ", ".join(f"{name}={values[name]}" for name in sorted(values)) or "<none>"
 
 
 def _last_line(log: Path) -> str:
@@ -301,12 +414,15 @@ def run(*, hub_port: int = 0, out: TextIO, err: TextIO) -> int:
     def request_stop(signum: int, frame: FrameType | None) -> None:
         sandbox.stop_requested = True
 
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, request_stop)
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    reaper = _start_reaper(sandbox)
     keep = False
     try:
         print(f"starting a hub and {len(sandbox.clusters)} emulated clusters "
               f"({', '.join(sandbox.clusters)}) in {directory} ...", file=err, flush=True)
         try:
+            sandbox.listen()
             sandbox.start()
         except Stopped:
             return 0
@@ -326,13 +442,93 @@ def run(*, hub_port: int = 0, out: TextIO, err: TextIO) -> int:
         return 0
     finally:
         sandbox.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        if sandbox.control is not None:
+            sandbox.control.close()
         if keep:
             print(f"the sandbox's files are kept in {directory}", file=err)
         else:
             with contextlib.suppress(OSError):
                 shutil.rmtree(directory)
+        _release_reaper(sandbox, reaper)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _start_reaper(sandbox: Sandbox) -> subprocess.Popen[bytes] | None:
+    """`sandbox.reaper` in a session of its own, reading the pipe the launcher writes."""
+    read_end, write_end = os.pipe()
+    try:
+        reaper = subprocess.Popen(
+            [sys.executable, "-m", "sandbox.reaper", str(sandbox.directory)],
+            stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=sandbox._env, start_new_session=True,
+        )
+    except OSError:
+        os.close(write_end)
+        return None  # the launcher still cleans up after itself; only a kill -9 is not
+    finally:
+        os.close(read_end)
+    sandbox.reaper = os.fdopen(write_end, "w")
+    return reaper
+
+
+def _release_reaper(sandbox: Sandbox, reaper: subprocess.Popen[bytes] | None) -> None:
+    """Tell the reaper the launcher cleaned up itself; it exits without touching anything."""
+    if sandbox.reaper is not None:
+        with contextlib.suppress(OSError):
+            sandbox.reaper.write("done\n")
+            sandbox.reaper.close()
+        sandbox.reaper = None
+    if reaper is not None:
+        try:
+            reaper.wait(10)
+        except subprocess.TimeoutExpired:
+            reaper.kill()
+            reaper.wait()
+
+
+def running_sandboxes() -> list[Path]:
+    """The control sockets of this user's running sandboxes (newest first)."""
+    found = []
+    for path in Path(tempfile.gettempdir()).glob(f"mcsync-sandbox-*/{CONTROL_SOCKET}"):
+        try:
+            if path.stat().st_uid != os.geteuid():
+                continue
+            mtime = path.stat().st_mtime
+        except OSError:
+            continue
+        found.append((mtime, path))
+    return [path for _, path in sorted(found, reverse=True)]
+
+
+def control(verb: str, cluster: str, *, out: TextIO, err: TextIO) -> int:
+    """`mcsync sandbox stop-agent|start-agent NAME`, run beside a running sandbox: asks
+    it over its control socket. 0 when done, 1 when refused or no sandbox runs."""
+    answers = []
+    for path in running_sandboxes():
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(CONTROL_TIMEOUT)
+            try:
+                conn.connect(str(path))
+            except OSError:
+                continue  # a sandbox that is gone (killed before its reaper cleaned up)
+            try:
+                conn.sendall(f"{verb} {cluster}\n".encode())
+                answer = conn.makefile("r", encoding="utf-8").readline().strip()
+            except OSError as exc:
+                answer = f"error: the sandbox in {path.parent} did not answer: {exc}"
+        answers.append((path.parent, answer))
+        break  # the newest running sandbox
+    if not answers:
+        print("error: no running sandbox found; start one with `mcsync sandbox` (in another "
+              "terminal)", file=err)
+        return 1
+    _, answer = answers[0]
+    if answer.startswith("ok: "):
+        print(answer.removeprefix("ok: "), file=out)
+        return 0
+    print(answer if answer.startswith("error: ") else f"error: {answer}", file=err)
+    return 1
 
 
 def _print_ready(sandbox: Sandbox, out: TextIO) -> None:
@@ -345,6 +541,7 @@ def _print_ready(sandbox: Sandbox, out: TextIO) -> None:
         f"reader token: {sandbox.reader_token}",
         f"admin token file: {admin_file}",
         *(f"kubeconfig {cluster}: {sandbox.kubeconfig(cluster)}" for cluster in sandbox.clusters),
+        *(f"properties {cluster}: {_properties_line(cluster)}" for cluster in sandbox.clusters),
         f"logs: {sandbox.directory}",
     ]
     out.write("\n".join(lines) + "\n")

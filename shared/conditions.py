@@ -22,6 +22,8 @@ REASON_VALID: Final = "Valid"
 REASON_NO_SERVICE: Final = "NoService"
 REASON_INVALID_SERVICE_TYPE: Final = "InvalidServiceType"
 REASON_NAMESPACE_NOT_ALLOWED: Final = "NamespaceNotAllowed"
+# A cluster-selection annotation is malformed (docs/reference.md#cluster-selection).
+REASON_INVALID_CLUSTER_SELECTOR: Final = "InvalidClusterSelector"
 
 # Conflict reasons (SPEC §3), one per disputed property
 TYPE_CONFLICT: Final = "TypeConflict"
@@ -33,6 +35,7 @@ TRAFFIC_DISTRIBUTION_CONFLICT: Final = "TrafficDistributionConflict"
 IP_FAMILY_CONFLICT: Final = "IPFamilyConflict"
 LABELS_CONFLICT: Final = "LabelsConflict"
 ANNOTATIONS_CONFLICT: Final = "AnnotationsConflict"
+CLUSTER_SELECTORS_CONFLICT: Final = "ClusterSelectorsConflict"
 NO_CONFLICTS: Final = "NoConflicts"
 
 CONFLICT_REASONS: Final[tuple[str, ...]] = tuple(
@@ -47,6 +50,7 @@ CONFLICT_REASONS: Final[tuple[str, ...]] = tuple(
             IP_FAMILY_CONFLICT,
             LABELS_CONFLICT,
             ANNOTATIONS_CONFLICT,
+            CLUSTER_SELECTORS_CONFLICT,
         )
     )
 )

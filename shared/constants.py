@@ -16,6 +16,10 @@ KIND_ENDPOINT_SLICE_LIST: Final = "EndpointSliceExportList"
 KIND_CLUSTER_IMPORT_LIST: Final = "ClusterImportList"
 KIND_CLUSTER: Final = "MemberCluster"
 KIND_CLUSTER_LIST: Final = "MemberClusterList"
+# One cluster's ClusterProperty objects as its agent reported them, and the fleet's, as
+# one member reads them (docs/reference.md#cluster-properties).
+KIND_CLUSTER_PROPERTIES: Final = "ClusterProperties"
+KIND_CLUSTER_PROPERTIES_LIST: Final = "ClusterPropertiesList"
 
 # Annotations and finalizer (SPEC §2.3, §2.6)
 ANNOTATION_EXPORTED_SINCE: Final = "mcsync.io/exported-since"
@@ -48,10 +52,25 @@ REASON_MASS_WITHDRAWAL: Final = "MassWithdrawal"
 # The most `Valid=False` ServiceExports one heartbeat lists (SPEC §7 `exports --invalid`);
 # the rest are only counted. 1,000 reports are ~200 KB, well under the hub's 1 MiB bodies.
 INVALID_EXPORTS_MAX: Final = 1000
+# What a cluster may report of its ClusterProperty objects (docs/reference.md#cluster-properties):
+# at most this many, each value at most this many characters. Cluster selection reads them
+# on every importing cluster, so they are kept small; an agent with more or longer ones
+# says which and reports none of them rather than a subset a selector would misjudge.
+CLUSTER_PROPERTIES_MAX: Final = 64
+CLUSTER_PROPERTY_VALUE_MAX: Final = 1024
 # SPEC §5.1: an agent beats at least this many times per TTL, and never more often than
 # once a this many seconds; so the hub's --cluster-ttl may not be shorter than their product.
 HEARTBEATS_PER_TTL: Final = 3
 HEARTBEAT_INTERVAL_MIN_SECONDS: Final = 1.0
+HEARTBEAT_INTERVAL_DEFAULT_SECONDS: Final = 30.0
+# Each wait between an agent's heartbeats is its interval times a factor drawn from 1 ± this.
+HEARTBEAT_JITTER: Final = 0.2
+# An agent keeps its idle connection to the hub this long past its longest wait between
+# beats, so that a quiet agent's heartbeats reuse one TCP connection
+# (`member.hubclient.idle_connection_seconds`). The hub keeps an idle connection longer than
+# that (`--keep-alive-timeout-seconds`), so that the client, not the hub, closes it: a hub
+# closing first races a request the client is sending on it.
+IDLE_CONNECTION_MARGIN_SECONDS: Final = 5.0
 
 # EndpointSlices (SPEC §2.8). Kubernetes' own limits: 1,000 endpoints a slice, 100 addresses
 # an endpoint, 100 ports a slice.
@@ -68,3 +87,7 @@ MANAGED_BY_MCSYNC: Final = "mcsync"
 
 # Watch (SPEC §4.3)
 WATCH_DEFAULT_TIMEOUT_SECONDS: Final = 300
+
+# The file a hub started without an admin token writes its generated one to (beside its
+# SQLite database, else in its working directory); the CLI names it in its hints.
+ADMIN_TOKEN_FILE_NAME: Final = "mcsync-admin-token"

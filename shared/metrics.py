@@ -32,6 +32,17 @@ EXPORT_DURATION_RIGHT_BOUND_MS: Final = 100000.0
 # A non-positive duration (clock skew between the stamp and the observer) is recorded as this.
 EXPORT_DURATION_NON_POSITIVE_MS: Final = 1000.0
 
+# End-to-end sync latency (SPEC §6, mcs-api#160), in the importing agent: from the source
+# agent's first sight of an EndpointSlice change (`spec.sourceObservedTime`) to the mirrored
+# slice written in the importing cluster; labelled by source cluster only. Wall clocks of
+# two clusters: a negative difference (skew) is recorded as 0.
+SYNC_LATENCY_METRIC: Final = "mcs_endpointslice_sync_latency_seconds"
+SYNC_LATENCY_LABEL: Final = "source_cluster"
+SYNC_LATENCY_BUCKETS_SECONDS: Final[tuple[float, ...]] = (
+    *(ms / 1000 for ms in EXPORT_DURATION_BUCKETS_MS),
+    EXPORT_DURATION_RIGHT_BOUND_MS / 1000,
+)
+
 
 # Hub requests, seen from either end: indexed statements in the milliseconds, the tail for
 # lock waits and retries.

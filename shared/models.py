@@ -20,15 +20,18 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     AwareDatetime,
-    BaseModel,
     ConfigDict,
     Field,
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
 from shared import constants
+from shared.clusterselection import (
+    ClusterSelectionPolicy,
+    ClusterSelectors,
+    ImportClustersSelector,
+)
 from shared.scope import check_patterns
 from shared.validation import (
     DNS1035_LABEL_RE,
@@ -53,6 +56,9 @@ from shared.validation import (
 from shared.validation import (
     is_dns1035_label as is_dns1035_label,
 )
+from shared.wirebase import StrictWireModel as StrictWireModel
+from shared.wirebase import WireModel as WireModel
+from shared.wirebase import to_wire as to_wire
 
 # --- name rules (Kubernetes' own): `shared.validation`, re-exported for existing callers --
 
@@ -100,29 +106,6 @@ def _app_protocol(value: str | None) -> str | None:
 AppProtocol = Annotated[
     str | None, Field(min_length=1, max_length=316), AfterValidator(_app_protocol)
 ]
-
-
-class WireModel(BaseModel):
-    """Base of every wire model: camelCase aliases, accepted by name or alias."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-        extra="ignore",
-    )
-
-
-class StrictWireModel(WireModel):
-    """A wire model that rejects unknown fields (used for `spec`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-def to_wire(model: BaseModel) -> dict[str, Any]:
-    """The JSON-ready dict of a model as it travels: camelCase, no null fields."""
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 # --- common pieces ----------------------------------------------------------------------
@@ -250,6 +233,11 @@ class InternalServiceExportSpec(StrictWireModel):
     ip_families: list[IPFamily] = Field(default_factory=list, max_length=2)
     exported_labels: dict[str, str] = Field(default_factory=dict)
     exported_annotations: dict[str, str] = Field(default_factory=dict)
+    # Cluster selection (docs/reference.md#cluster-selection): the three ServiceExport
+    # annotations as the agent parsed them; None where the annotation is absent.
+    cluster_selectors: ClusterSelectors | None = None
+    cluster_selection: ClusterSelectionPolicy | None = None
+    import_clusters: ImportClustersSelector | None = None
     service_reference: ServiceReference
 
     @field_validator("ports")
@@ -391,6 +379,10 @@ class ServiceImportSpec(WireModel):
     ip_families: list[IPFamily] = Field(default_factory=list)
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+    # The winner's cluster selection (docs/reference.md#cluster-selection); None: absent.
+    cluster_selectors: ClusterSelectors | None = None
+    cluster_selection: ClusterSelectionPolicy | None = None
+    import_clusters: ImportClustersSelector | None = None
 
 
 class ImportClusterStatus(WireModel):
@@ -419,6 +411,29 @@ class ServiceImport(WireModel):
     metadata: ObjectMeta
     spec: ServiceImportSpec = Field(default_factory=ServiceImportSpec)
     status: ServiceImportStatus = Field(default_factory=ServiceImportStatus)
+
+
+# Whether a cluster imports a Service: yes (qualified: where the namespace exists there),
+# no, or unknown (its agent stopped following the feed).
+ImportAnswer = Literal["yes*", "no", "unknown"]
+
+
+class Importer(WireModel):
+    """One registered cluster: whether it imports a Service, and why
+    (`shared.importreach.where_imported`)."""
+
+    cluster: str
+    imports: ImportAnswer
+    why: str
+
+
+class ImporterList(WireModel):
+    """`GET /api/v1/serviceimports/{namespace}/{name}/importers`: every registered cluster,
+    by name."""
+
+    api_version: str = constants.API_VERSION
+    kind: Literal["ImporterList"] = "ImporterList"
+    items: list[Importer] = Field(default_factory=list)
 
 
 class ServiceImportList(WireModel):
@@ -483,6 +498,10 @@ class EndpointSliceExportSpec(StrictWireModel):
     # The source slice's resourceVersion, so an agent can tell an unchanged slice after a
     # restart without comparing contents.
     source_resource_version: str | None = Field(default=None, max_length=128)
+    # When the source agent saw this version of the slice (its informer's event): where the
+    # importing agents' `mcs_endpointslice_sync_latency_seconds` starts
+    # (docs/reference.md#observability). Absent from older agents.
+    source_observed_time: Timestamp | None = None
 
     @field_validator("ports")
     @classmethod
@@ -564,12 +583,18 @@ class MemberClusterStatus(WireModel):
     # As the agent's last heartbeat said (None: it does not import, or has not said).
     imported_services: int | None = None
     imported_endpoints: int | None = None
+    # ServiceExports the agent could not export (`Valid=False`), as its last report said:
+    # they need a person (`mcsync exports --invalid` lists them and why).
+    invalid_export_count: int = 0
     # SPEC §5.1: True while the import feed withdraws this cluster's endpoints (it is Stale,
     # and neither fail-open nor the panic threshold gives them back).
     endpoints_withdrawn: bool = False
     # SPEC §5.1: `WithdrawalHeld` (reason `MassWithdrawal`) while the agent holds a repair
     # that would withdraw most of the cluster's exports; absent when nothing is held.
     conditions: list[Condition] = Field(default_factory=list)
+    # The cluster's ClusterProperty objects (name → value) as its agent last reported them
+    # (docs/reference.md#cluster-properties); None until it reports.
+    properties: dict[str, str] | None = None
 
 
 ScopeList = Annotated[list[str], Field(max_length=1000)]
@@ -586,6 +611,77 @@ class MemberClusterSpec(StrictWireModel):
     @classmethod
     def _patterns(cls, value: list[str] | None) -> list[str] | None:
         return None if value is None else check_patterns(value, "namespace pattern")
+
+
+def properties_problem(properties: dict[str, str]) -> str | None:
+    """Why `properties` cannot be a cluster's reported ClusterProperty set, or None: at
+    most `CLUSTER_PROPERTIES_MAX` of them, names KEP-2149's (DNS subdomains), values of 1
+    to `CLUSTER_PROPERTY_VALUE_MAX` characters without NUL (docs/reference.md#cluster-properties).
+    The agent checks with this before it sends, the hub when it stores: one rule."""
+    if len(properties) > constants.CLUSTER_PROPERTIES_MAX:
+        return (
+            f"{len(properties)} ClusterProperty objects, at most "
+            f"{constants.CLUSTER_PROPERTIES_MAX} may be reported"
+        )
+    for name in sorted(properties):
+        value = properties[name]
+        if not is_dns1123_subdomain(name):
+            return f"property name {name!r} is not a DNS-1123 subdomain"
+        if not isinstance(value, str) or not value:
+            return f"property {name!r}: the value is empty"
+        if len(value) > constants.CLUSTER_PROPERTY_VALUE_MAX:
+            return (
+                f"property {name!r}: the value is {len(value)} characters long, at most "
+                f"{constants.CLUSTER_PROPERTY_VALUE_MAX}"
+            )
+        if "\x00" in value:
+            return f"property {name!r}: the value holds a NUL character"
+    return None
+
+
+class ClusterPropertiesReport(StrictWireModel):
+    """`PUT /api/v1/clusters/{cluster}/properties`: every ClusterProperty of the agent's
+    cluster, replacing what the hub had (docs/reference.md#cluster-properties)."""
+
+    properties: dict[str, str]
+
+    @field_validator("properties")
+    @classmethod
+    def _check(cls, value: dict[str, str]) -> dict[str, str]:
+        problem = properties_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+
+class ClusterPropertiesMeta(WireModel):
+    # The cluster's name.
+    name: str = Field(min_length=1, max_length=63)
+    resource_version: str | None = None
+    annotations: dict[str, str] | None = None
+
+
+class ClusterPropertiesSpec(WireModel):
+    properties: dict[str, str] = Field(default_factory=dict)
+
+
+class ClusterProperties(WireModel):
+    """One cluster's reported properties as the fleet-properties feed carries them
+    (`GET /api/v1/clusters/{cluster}/fleetproperties`): `metadata.name` is the cluster."""
+
+    api_version: str = constants.API_VERSION
+    kind: Literal["ClusterProperties"] = constants.KIND_CLUSTER_PROPERTIES  # type: ignore[assignment]
+    metadata: ClusterPropertiesMeta
+    spec: ClusterPropertiesSpec = Field(default_factory=ClusterPropertiesSpec)
+
+
+class ClusterPropertiesList(WireModel):
+    """Every cluster's reported properties, and the revision to watch them from."""
+
+    api_version: str = constants.API_VERSION
+    kind: Literal["ClusterPropertiesList"] = constants.KIND_CLUSTER_PROPERTIES_LIST  # type: ignore[assignment]
+    metadata: ListMeta = Field(default_factory=ListMeta)
+    items: list[ClusterProperties] = Field(default_factory=list)
 
 
 class MemberCluster(WireModel):
@@ -626,6 +722,13 @@ class RegisteredMemberCluster(MemberCluster):
     """The answer of `POST /api/v1/clusters`: the only place the member token is ever shown."""
 
     token: str
+
+
+class RotatedMemberCluster(RegisteredMemberCluster):
+    """The answer of `POST /api/v1/clusters/{cluster}/token`: the new member token, shown
+    once, and until when the token it replaces is still accepted (absent: no longer)."""
+
+    previous_token_expires: Timestamp | None = None
 
 
 class MemberClusterList(WireModel):
@@ -797,7 +900,14 @@ class WatchEvent(WireModel):
     type: WatchEventType
     # The export feed carries InternalServiceExports; the import feed (SPEC §4.3)
     # ServiceImports and EndpointSliceExports. Each object's `kind` says which.
-    object: InternalServiceExport | ServiceImport | EndpointSliceExport | BookmarkObject | Status
+    object: (
+        InternalServiceExport
+        | ServiceImport
+        | EndpointSliceExport
+        | ClusterProperties
+        | BookmarkObject
+        | Status
+    )
 
     @property
     def resource_version(self) -> str | None:

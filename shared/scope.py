@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
 
 # What the hub denies by default: the namespaces Kubernetes itself owns.
 DEFAULT_DENY_EXPORT_NAMESPACES: tuple[str, ...] = ("kube-system", "kube-public", "kube-node-lease")
@@ -46,15 +45,38 @@ def check_patterns(patterns: Iterable[str], what: str) -> list[str]:
     return checked
 
 
-@lru_cache(maxsize=4096)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
+def glob_matches(pattern: str, name: str) -> bool:
+    """Whether `pattern` (where `*` stands for any run of characters) matches all of `name`.
+
+    Two pointers, no regex: on a mismatch only the last `*` seen takes one more character
+    and the match resumes just after it; earlier stars are never revisited, so the work is
+    bounded by len(pattern) * len(name) (both at most 63) whatever the pattern. A regex
+    translation (`.*` per star) backtracks through every way of sharing the name among
+    the stars: a many-star pattern against a long name that almost matches held the hub's
+    event loop, and every other request with it (docs/reference.md#scope-and-limits).
+    """
+    p = n = 0
+    star = -1  # index in `pattern` of the last `*` seen
+    resume = 0  # index in `name` where that star's run currently ends
+    while n < len(name):
+        if p < len(pattern) and pattern[p] == "*":
+            star, resume = p, n
+            p += 1
+        elif p < len(pattern) and pattern[p] == name[n]:
+            p += 1
+            n += 1
+        elif star >= 0:
+            resume += 1
+            p, n = star + 1, resume
+        else:
+            return False
+    return all(c == "*" for c in pattern[p:])
 
 
 def matching_pattern(namespace: str, patterns: Sequence[str]) -> str | None:
     """The first of `patterns` that matches `namespace` whole, or None."""
     for pattern in patterns:
-        if pattern == namespace or ("*" in pattern and _compiled(pattern).fullmatch(namespace)):
+        if pattern == namespace or ("*" in pattern and glob_matches(pattern, namespace)):
             return pattern
     return None
 

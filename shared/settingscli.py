@@ -30,6 +30,8 @@ the environment is read in one place, from a mapping a test can pass.
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -167,7 +169,27 @@ class OneLineParser(argparse.ArgumentParser):
     usage and exiting, so that each program owns its exit codes."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog.split()[0]}: error: {message}")
+        raise UsageError(f"{self.prog.split()[0]}: error: {message}{self._did_you_mean(message)}")
+
+    def _did_you_mean(self, message: str) -> str:
+        """"; did you mean --port?" for an unrecognised flag close to one this program (or
+        any of its sub-commands) knows: a typo should cost one glance, not a `--help`."""
+        found = re.match(r"unrecognized arguments: (-[^\s=]+)", message)
+        if found is None:
+            return ""
+        close = difflib.get_close_matches(found.group(1), sorted(_option_strings(self)), n=1)
+        return f"; did you mean {close[0]}?" if close else ""
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every long flag of `parser` and of its sub-commands' parsers."""
+    flags: set[str] = set()
+    for action in parser._actions:
+        flags.update(flag for flag in action.option_strings if flag.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                flags |= _option_strings(sub)
+    return flags
 
 
 def add_flags(

@@ -96,3 +96,23 @@ def test_credentials_the_quickstart_writes_are_never_committed(path: str) -> Non
         ["git", "check-ignore", "--no-index", "-q", path], cwd=REPO, timeout=30, check=False
     )
     assert result.returncode == 0, f"{path} is not ignored by .gitignore"
+
+
+def test_its_sample_outputs_are_what_the_programs_print_today() -> None:
+    """The samples a newcomer compares their screen with: the clusters table's columns,
+    `/readyz`'s words, the schema revision the hub logs, the line saying where the hub
+    listens, and one MCS API version throughout."""
+    from cli import render
+    from hub.store import migrate
+
+    text = QUICKSTART.read_text()
+    header = re.compile(r"^NAME\s+STATE\s+LAST-HEARTBEAT\b.*$", re.M)
+    tables = header.findall(text)
+    assert tables, "the quickstart shows `mcsync clusters`"
+    for line in tables:
+        assert tuple(line.split()) == render.CLUSTER_HEADERS, line
+    for revision in re.findall(r"database schema at head .*revision=(\S+)", text):
+        assert revision == migrate.head()
+    assert '"message":"database reachable (writable), schema at head"' in text
+    assert "mcsync hub listening on http://127.0.0.1:8080 (console " in text
+    assert "multicluster.x-k8s.io/v1alpha1" not in text

@@ -7,8 +7,9 @@ registration, stored by the hub only as a hash) acts only under its own
 is 403. No token, a malformed header or an unknown token is 401 with
 `WWW-Authenticate: Bearer`.
 
-Configured tokens are compared with `hmac.compare_digest` so the comparison takes the
-same time however many leading characters match. The token itself never leaves this
+Configured tokens (several per role while one is rotated, `hub.api.credentials`) are
+compared with `hmac.compare_digest`, every one of them, so the comparison takes the same
+time however many leading characters match. The token itself never leaves this
 module: nothing here logs, and errors name the role, never the token.
 
 Routes pick one of the `Annotated` aliases at the bottom, so the access rule of each
@@ -17,7 +18,6 @@ endpoint is visible in its signature (and OpenAPI shows the bearer scheme).
 
 from __future__ import annotations
 
-import hmac
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -46,17 +46,11 @@ class Principal:
         return f"member of cluster {self.cluster!r}" if self.role == "member" else self.role
 
 
-def _matches(candidate: str, configured: str) -> bool:
-    return hmac.compare_digest(candidate.encode("utf-8"), configured.encode("utf-8"))
-
-
 async def principal_of(ctx: HubContext, store: Store, token: str) -> Principal | None:
     """The role `token` (already stripped, non-empty) gives, or None when it is unknown."""
-    if _matches(token, ctx.credentials.admin.get_secret_value()):
-        return Principal("admin")
-    reader = ctx.credentials.reader
-    if reader is not None and _matches(token, reader.get_secret_value()):
-        return Principal("reader")
+    role = ctx.credentials.role_of(token)
+    if role is not None:
+        return Principal(role)
     cluster = await store.clusters.authenticate(token)
     if cluster is not None:
         return Principal("member", cluster)

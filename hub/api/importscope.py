@@ -4,34 +4,21 @@ The import feed is the same for every cluster and a replica reads and encodes ea
 once for all its watchers (`hub.store.fanout`); a cluster with an import scope must see
 only its namespaces' ServiceImports and EndpointSliceExports. `ScopedImportFeedSource`
 wraps the fleet-wide source: the history replay answers other namespaces' events as
-BOOKMARKs at their revisions, and the live subscription's `take` skips their lines (each
-line's namespace read from its bytes; an unscoped cluster's watch pays nothing). A skipped
-line leaves the watch's buffer as it is taken, so it costs no more than an unscoped one's.
+BOOKMARKs at their revisions, and the live subscription is made with the scope, so the
+replica's fan-out hands it only its namespaces' lines (`hub.store.fanout` indexes watches
+by scope: a change costs only the watches that want it).
 The import list is cut in SQL (`ImportFeed.list_imports(namespaces=…)`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
-
-import orjson
 
 from hub.api.watch import ImportFeedSource
-from hub.store.fanout import BufferLimits, FeedLine, Subscription
+from hub.store.fanout import BufferLimits, Subscription
 from shared import scope
 from shared.models import BookmarkMeta, BookmarkObject, WatchEvent
-
-
-def line_namespace(data: bytes) -> str | None:
-    """The namespace of a watch line's object (None: it names none, e.g. a BOOKMARK)."""
-    try:
-        metadata = orjson.loads(data)["object"]["metadata"]
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        return None
-    namespace = metadata.get("namespace") if isinstance(metadata, dict) else None
-    return namespace if isinstance(namespace, str) else None
 
 
 def _bookmark(event: WatchEvent) -> WatchEvent:
@@ -40,27 +27,6 @@ def _bookmark(event: WatchEvent) -> WatchEvent:
         type="BOOKMARK",
         object=BookmarkObject(metadata=BookmarkMeta(resource_version=revision)),
     )
-
-
-class _ScopedSubscription:
-    """A subscription whose `take` answers only lines of allowed namespaces; everything
-    else is the wrapped subscription's."""
-
-    def __init__(self, inner: Subscription, patterns: Sequence[str]) -> None:
-        self._inner = inner
-        self._patterns = list(patterns)
-
-    def take(self) -> FeedLine | None:
-        while True:
-            line = self._inner.take()
-            if line is None:
-                return None
-            namespace = line_namespace(line.data)
-            if namespace is None or scope.allows(self._patterns, namespace):
-                return line
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 @dataclass(frozen=True)
@@ -86,8 +52,7 @@ class ScopedImportFeedSource:
         return [event if self._allowed(event) else _bookmark(event) for event in events]
 
     def subscribe(self, *, limits: BufferLimits, on_overflow: Callable[[], object]) -> Subscription:
-        inner = self.inner.subscribe(limits=limits, on_overflow=on_overflow)
-        return cast(Subscription, _ScopedSubscription(inner, self.patterns))
+        return self.inner.subscribe(limits=limits, on_overflow=on_overflow, scope=self.patterns)
 
     def _allowed(self, event: WatchEvent) -> bool:
         metadata = getattr(event.object, "metadata", None)

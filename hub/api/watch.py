@@ -91,7 +91,7 @@ from hub.api.params import WatchOptions
 from hub.api.status import ApiError, make_status
 from hub.logs import fields
 from hub.store import DatabaseUnavailable, Feed, Gone, ImportFeed
-from hub.store.fanout import BufferLimits, Subscription, right_sized
+from hub.store.fanout import BufferLimits, FeedLine, Subscription, right_sized
 from hub.store.feed import event_line
 from shared.constants import WATCH_DEFAULT_TIMEOUT_SECONDS
 from shared.models import BookmarkMeta, BookmarkObject, Status, WatchEvent
@@ -198,8 +198,43 @@ class ImportFeedSource:
     async def changes_since(self, revision: int, limit: int) -> list[WatchEvent]:
         return await self.feed.changes_since(revision=revision, limit=limit)
 
-    def subscribe(self, *, limits: BufferLimits, on_overflow: Callable[[], object]) -> Subscription:
-        return self.feed.subscribe(limits=limits, on_overflow=on_overflow)
+    def subscribe(
+        self,
+        *,
+        limits: BufferLimits,
+        on_overflow: Callable[[], object],
+        scope: Sequence[str] | None = None,
+    ) -> Subscription:
+        return self.feed.subscribe(scope=scope, limits=limits, on_overflow=on_overflow)
+
+
+class _Batch:
+    """Shared lines gathered for one write (at most about SLICE_BYTES), and their counts
+    for the events metric."""
+
+    def __init__(self, ctx: HubContext) -> None:
+        self._ctx = ctx
+        self._lines: list[bytes] = []
+        self._bytes = 0
+        self._types: dict[str, int] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._lines)
+
+    def add(self, line: FeedLine) -> bool:
+        """Gather `line`; True when the batch is full and must be written now."""
+        self._lines.append(line.data)
+        self._bytes += len(line.data)
+        self._types[line.type] = self._types.get(line.type, 0) + 1
+        return self._bytes >= SLICE_BYTES
+
+    def flush(self) -> bytes:
+        """The gathered lines as one write (the shared bytes themselves when only one)."""
+        for kind, count in self._types.items():
+            self._ctx.metrics.watch_events.labels(kind).inc(count)
+        data = self._lines[0] if len(self._lines) == 1 else b"".join(self._lines)
+        self._lines, self._bytes, self._types = [], 0, {}
+        return data
 
 
 class WatchStream:
@@ -380,20 +415,29 @@ class WatchStream:
 
                 # Attached: send the shared lines the reader handed over, skipping what the
                 # replay already sent, and stop at once when the watch must end.
+                # Lines taken together go out as one write of up to SLICE_BYTES: a fleet's
+                # convergence hands a watch many lines per wake, and each write costs the
+                # server's send path once, whatever its size (docs/reference.md#fleet-scale).
                 sub.wake.clear()
+                batch = _Batch(self.ctx)
                 while (line := sub.take()) is not None:
                     if line.revision <= self._position:
                         continue
-                    self.ctx.metrics.watch_events.labels(line.type).inc()
-                    sliced = len(line.data) > SLICE_BYTES
-                    for chunk in slices(line.data):
-                        if sliced:
+                    if len(line.data) > SLICE_BYTES:
+                        if batch:
+                            yield batch.flush()
+                        self.ctx.metrics.watch_events.labels(line.type).inc()
+                        for chunk in slices(line.data):
                             await self._write_turn()
-                        yield chunk
+                            yield chunk
+                    elif batch.add(line):
+                        yield batch.flush()
                     self._position = line.revision
                     last_sent = loop.time()
                     if self.ending():
                         return
+                if batch:
+                    yield batch.flush()
                 if sub.detached:
                     continue
                 caught = sub.caught_up_to

@@ -2,7 +2,10 @@
 
 Only the files shipped in `static/` are served, by exact name (the set is read once at
 import), so the route is no file server: any other name is a 404 Status, and no path
-can climb out of the directory. Every answer carries the console's security headers:
+can climb out of the directory. Besides them, `words.json` answers the words for people
+of the ServiceImport properties (`shared.properties.words_document`): the console asks
+the hub for them instead of restating Python in JavaScript. Every answer carries the
+console's security headers:
 
 * `Content-Security-Policy` allowing this origin only (`default-src 'self'`), no inline
   script or style (no `'unsafe-inline'`: the page's script and style are files), no
@@ -27,9 +30,10 @@ from pathlib import Path
 from typing import Final
 
 from fastapi import APIRouter
-from fastapi.responses import FileResponse, RedirectResponse
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 
 from hub.api.status import ApiError
+from shared import properties
 
 PREFIX: Final = "/ui"
 STATIC_DIR: Final = Path(__file__).with_name("static")
@@ -73,6 +77,8 @@ def shipped_files(directory: Path = STATIC_DIR) -> dict[str, Path]:
 
 FILES: Final = shipped_files()
 INDEX: Final = "index.html"
+# Not a file: the words of `shared.properties`, answered by the hub (`console_words`).
+WORDS: Final = "words.json"
 
 router = APIRouter(include_in_schema=False)
 
@@ -92,6 +98,13 @@ async def console_redirect() -> RedirectResponse:
 @router.get(PREFIX + "/")
 async def console_page() -> FileResponse:
     return _file(INDEX)
+
+
+@router.get(PREFIX + "/" + WORDS)
+async def console_words() -> JSONResponse:
+    """The words for people of every ServiceImport property and conflict reason, read off
+    the one table (`shared.properties`), so the console never restates them in JS."""
+    return JSONResponse(properties.words_document(), headers=SECURITY_HEADERS)
 
 
 @router.get(PREFIX + "/{name}")

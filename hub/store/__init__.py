@@ -32,6 +32,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from hub.store import migrate
+from hub.store.clusterproperties import ClusterPropertiesStore
 from hub.store.clusters import ClusterStore
 from hub.store.conflictquery import ConflictQuery
 from hub.store.context import StoreContext
@@ -104,6 +105,7 @@ class Store:
     feed: Feed
     withdrawals: Withdrawals
     invalid_exports: InvalidExportStore
+    cluster_properties: ClusterPropertiesStore
 
     def __init__(self, *, url: str, ctx: StoreContext) -> None:
         self.url = url
@@ -117,6 +119,7 @@ class Store:
         self.feed = Feed(ctx)
         self.withdrawals = Withdrawals(ctx)
         self.invalid_exports = InvalidExportStore(ctx)
+        self.cluster_properties = ClusterPropertiesStore(ctx)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -199,6 +202,7 @@ class Store:
         await self.clusters.close()
         await self.feed.close()
         await self.import_feed.close()
+        await self.cluster_properties.close()
         await self._ctx.notifier.close()
         if self._ctx.primary is not None:
             await self._ctx.primary.close()

@@ -20,7 +20,7 @@ import orjson
 from pydantic import TypeAdapter
 
 from hub.store.clusterstate import export_cluster_state
-from shared import constants
+from shared import constants, properties
 from shared.models import (
     Condition,
     InternalServiceExport,
@@ -55,44 +55,65 @@ def canonical_json(value: Any) -> str:
         return _CANONICAL.encode(value)
 
 
+# The `exports` columns that hold the spec: the precedence timestamp, each property of the
+# one table (`shared.properties`) in its own column, and the whole spec.
 SPEC_COLUMNS: tuple[str, ...] = (
     "export_creation_timestamp",
-    "type",
-    "session_affinity",
-    "session_affinity_config",
-    "internal_traffic_policy",
-    "traffic_distribution",
-    "ip_families",
-    "exported_labels",
-    "exported_annotations",
-    "ports",
+    *(p.column for p in properties.PROPERTIES),
     "spec",
+)
+
+
+def property_column(prop: properties.ImportProperty, wire: Mapping[str, Any]) -> str | None:
+    """What `prop`'s column holds for an export spec's wire dict: the word, or the
+    canonical JSON of its value; NULL (None) for an absent value where the column allows."""
+    value = prop.wire_value(wire)
+    if prop.storage is properties.Storage.WORD:
+        return None if value is None else str(value)
+    if value is None and prop.storage is properties.Storage.JSON_OR_NULL:
+        return None
+    return canonical_json(value)
+
+
+# (column, export wire field or None for a property of several, stored as a word, its
+# absent value): the table read once, so that each write reads a wire dict's fields
+# without a call per property (`spec_columns` runs once per written export).
+_PLAN: tuple[tuple[properties.ImportProperty, str, str | None, bool, Any], ...] = tuple(
+    (
+        prop,
+        prop.column,
+        prop.export_names[0] if len(prop.export_names) == 1 else None,
+        prop.storage is properties.Storage.WORD,
+        prop.absent,
+    )
+    for prop in properties.PROPERTIES
 )
 
 
 def spec_columns(
     spec: InternalServiceExportSpec, wire: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The `exports` columns that hold the spec: each decided property, ports, the whole.
+    """The `exports` columns that hold the spec: each property of the table, the whole.
 
     `wire` is `to_wire(spec)` when the caller has it already (the writer keeps it for a
-    lone export's ServiceImport): dumping a spec costs as much as all six texts.
+    lone export's ServiceImport): dumping a spec costs as much as all the texts.
     """
     if wire is None:
         wire = to_wire(spec)
-    return {
+    columns: dict[str, Any] = {
         "export_creation_timestamp": spec.service_reference.export_creation_timestamp,
-        "type": spec.type,
-        "session_affinity": spec.session_affinity,
-        "session_affinity_config": canonical_json(wire.get("sessionAffinityConfig")),
-        "internal_traffic_policy": spec.internal_traffic_policy,
-        "traffic_distribution": spec.traffic_distribution,
-        "ip_families": canonical_json(wire.get("ipFamilies", [])),
-        "exported_labels": canonical_json(wire.get("exportedLabels", {})),
-        "exported_annotations": canonical_json(wire.get("exportedAnnotations", {})),
-        "ports": canonical_json(wire.get("ports", [])),
-        "spec": canonical_json(wire),
     }
+    for prop, column, name, word, absent in _PLAN:
+        if name is None:
+            columns[column] = property_column(prop, wire)
+            continue
+        value = wire.get(name)
+        if word:
+            columns[column] = value if value is not None else absent
+        else:
+            columns[column] = canonical_json(absent if value is None else value)
+    columns["spec"] = canonical_json(wire)
+    return columns
 
 
 def spec_text(spec: InternalServiceExportSpec) -> str:

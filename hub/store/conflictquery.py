@@ -22,10 +22,11 @@ that keep or drop whole keys (namespace, name, the continue token's key) go insi
 window; the cluster filter and the page's exact start go outside it, so that a cluster's
 exports are still compared with a winner in another cluster.
 
-The properties are exactly the judge's decided fields (`hub.conflicts.DECIDED_FIELDS`),
-compared as the judge compares them: plain text for the enumerations, canonical JSON for
-the label and annotation maps (sorted keys, so equal maps are equal texts), and the
-client-IP timeout alone for `sessionAffinityConfig` (`{}` and `null` both mean none).
+The properties are exactly the judge's decided fields, the DECIDED rows of the one table
+(`shared.properties`), compared as the judge compares them: plain text for the
+enumerations, canonical JSON for the rest (sorted keys, so equal values are equal texts),
+and only the part a row names where it names one (`compare_path`: the client-IP timeout
+of `sessionAffinityConfig`, where `{}` and `null` both mean none).
 Ports and IP families are not decided by the winner but merged (SPEC §3), so no export
 "disagrees with the decided value" there; their conflicts stay in each export's verdict.
 """
@@ -41,38 +42,60 @@ from sqlalchemy import Column, ColumnElement, or_, select, tuple_
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement, func
+from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import Text
 
-from hub.conflicts import DECIDED_FIELDS
 from hub.store import paging
 from hub.store.context import StoreContext
 from hub.store.feed import read_current_revision
 from hub.store.results import Page
 from hub.store.tables import exports
+from shared import properties
 from shared.models import ExportConflict, PropertyConflict
 
 _LIST_KIND = "conflicts"
 
 
-class ClientIPTimeout(FunctionElement[str]):
-    """`sessionAffinityConfig.clientIP.timeoutSeconds` of a canonical-JSON column, as text
-    (NULL when unset): the part of the config the judge compares."""
+class JsonPathText(FunctionElement[str]):
+    """The value at a path inside a canonical-JSON column, as text (NULL when missing):
+    the part of a property that the judge compares when its row names one
+    (`ImportProperty.compare_path`, e.g. `sessionAffinityConfig`'s client-IP timeout)."""
 
     type = Text()
     inherit_cache = True
-    name = "client_ip_timeout"
+    name = "json_path_text"
+    # The path is part of the compiled SQL, so it is part of the statement's cache key.
+    _traverse_internals = [
+        *FunctionElement._traverse_internals,
+        ("path", InternalTraversal.dp_plain_obj),
+    ]
+
+    def __init__(self, column: ColumnElement[Any], path: tuple[str, ...]) -> None:
+        self.path = path
+        super().__init__(column)
 
 
-@compiles(ClientIPTimeout, "sqlite")
-def _sqlite_timeout(element: ClientIPTimeout, compiler: SQLCompiler, **kw: Any) -> str:
+def _json_path_literal(path: tuple[str, ...], *, sqlite: bool) -> str:
+    for step in path:
+        # The path comes from the table in code, never from a request; refuse anything
+        # that would need quoting rather than quote it.
+        if not step.isidentifier():
+            raise ValueError(f"compare path step {step!r} is not a plain name")
+    return "$." + ".".join(path) if sqlite else "{" + ",".join(path) + "}"
+
+
+@compiles(JsonPathText, "sqlite")
+def _sqlite_path(element: JsonPathText, compiler: SQLCompiler, **kw: Any) -> str:
     column = compiler.process(element.clauses, **kw)
-    return f"CAST(json_extract({column}, '$.clientIP.timeoutSeconds') AS TEXT)"
+    path = _json_path_literal(element.path, sqlite=True)
+    return f"CAST(json_extract({column}, '{path}') AS TEXT)"
 
 
-@compiles(ClientIPTimeout, "postgresql")
-def _postgresql_timeout(element: ClientIPTimeout, compiler: SQLCompiler, **kw: Any) -> str:
+@compiles(JsonPathText, "postgresql")
+def _postgresql_path(element: JsonPathText, compiler: SQLCompiler, **kw: Any) -> str:
     column = compiler.process(element.clauses, **kw)
-    return f"(CAST({column} AS jsonb) #>> '{{clientIP,timeoutSeconds}}')"
+    path = _json_path_literal(element.path, sqlite=False)
+    return f"(CAST({column} AS jsonb) #>> '{path}')"
 
 
 def _winners(value: ColumnElement[Any]) -> ColumnElement[Any]:
@@ -131,20 +154,22 @@ class DecidedColumn:
         return json.loads(text) if self.json and text is not None else text
 
 
-# field: (column, holds JSON, the part compared when not the whole value)
-_COLUMNS: dict[str, tuple[Column[Any], bool, _Part | None]] = {
-    "type": (exports.c.type, False, None),
-    "sessionAffinity": (exports.c.session_affinity, False, None),
-    "sessionAffinityConfig": (exports.c.session_affinity_config, True, ClientIPTimeout),
-    "internalTrafficPolicy": (exports.c.internal_traffic_policy, False, None),
-    "trafficDistribution": (exports.c.traffic_distribution, False, None),
-    "exportedLabels": (exports.c.exported_labels, True, None),
-    "exportedAnnotations": (exports.c.exported_annotations, True, None),
-}
-# In the judge's order; a decided field without a column here fails at import, not later.
+def _decided_column(index: int, prop: properties.ImportProperty) -> DecidedColumn:
+    path = prop.compare_path
+    return DecidedColumn(
+        index=index,
+        field=prop.name,
+        reason=prop.reason,
+        column=exports.c[prop.column],
+        json=prop.storage is not properties.Storage.WORD,
+        compared_part=(lambda column: JsonPathText(column, path)) if path else None,
+    )
+
+
+# The decided rows of the one table, in its order; a row whose column the table module
+# lacks fails here, at import, not in a query.
 DECIDED: tuple[DecidedColumn, ...] = tuple(
-    DecidedColumn(i, field, reason, *_COLUMNS[field])
-    for i, (field, reason, _) in enumerate(DECIDED_FIELDS)
+    _decided_column(i, prop) for i, prop in enumerate(properties.DECIDED)
 )
 
 

@@ -16,8 +16,17 @@ watches (fewer: wake-ups that arrive while a read is in flight are served by the
 With nobody subscribed the reader does not read at all; it only moves its position.
 
 Nothing here knows what a row is: `FeedFanout` takes its row source (`read_page`) and
-routes by each row's `key`, so the export feed (keys are clusters) and a fleet-wide feed
-(every subscriber keyed None) are two instances of this class, with the same guarantees.
+routes by each row's `key`, so the export feed (keys are clusters) and the import feed
+(keys are namespaces) are two instances of this class, with the same guarantees.
+
+A subscriber names what it wants: one key (a cluster's export watch), every key (None: an
+unscoped import watch), or a scope of namespaces (`subscribe(scope=…)`: a cluster with
+`spec.importNamespaces`). A scope of plain names is indexed under each name, so a change
+reaches exactly the subscribers whose scope holds its key, in a dictionary lookup; a scope
+with `*` globs is grouped with every subscriber of the same patterns, and each change asks
+each distinct group once. What a change costs the reader is therefore its own subscribers,
+never the replica's other watches: at 10,000 clusters each importing 10 of 1,000
+namespaces, one change is ~100 deliveries, not 10,000 looks (docs/reference.md#fleet-scale).
 
 The invariant (single event loop: everything between two awaits is atomic). `position` is
 a revision P such that every change ≤ P has been appended to every subscriber that was
@@ -64,10 +73,11 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from hub.store.errors import DatabaseUnavailable, Gone
 from hub.store.notify import ChangeNotifier
+from shared import scope
 from shared.backoff import Backoff, Retries
 
 log = logging.getLogger(__name__)
@@ -140,8 +150,11 @@ class Subscription:
         fanout: FeedFanout,
         limits: BufferLimits,
         on_overflow: Callable[[], object] | None = None,
+        scope: tuple[str, ...] | None = None,
     ) -> None:
         self.key = key
+        # A scope of namespaces instead of one key (see the module doc); None: `key` alone.
+        self.scope = scope
         # Every change of this key after `joined_at` reaches `buffer` (until detached).
         self.joined_at = joined_at
         self.limits = limits
@@ -218,46 +231,71 @@ class FeedFanout:
         self.deliveries = 0  # lines handed to a subscriber's buffer (the fan-out's work)
         self.overflows = 0  # subscribers ended for a full buffer
         self._subscribers: dict[str | None, set[Subscription]] = {}
-        self._count = 0
+        # Subscribers whose scope has `*` globs, by their patterns: asked once per group.
+        self._patterned: dict[tuple[str, ...], set[Subscription]] = {}
+        self._live: set[Subscription] = set()  # every attached subscription
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
     @property
     def subscriber_count(self) -> int:
-        return self._count
+        return len(self._live)
 
     def subscribe(
         self,
-        key: str | None,
+        key: str | None = None,
         *,
+        scope: Sequence[str] | None = None,
         limits: BufferLimits | None = None,
         on_overflow: Callable[[], object] | None = None,
     ) -> Subscription:
-        """Subscribe to the changes of `key` (None: every key) after the reader's current
-        position, which the subscription records as `joined_at`. `on_overflow` is called
-        when the subscription is ended for a full buffer (the hub counts it)."""
+        """Subscribe to the changes of `key` (None: every key), or of every key `scope`
+        allows (names and `*` globs, `shared.scope`), after the reader's current position,
+        which the subscription records as `joined_at`. `on_overflow` is called when the
+        subscription is ended for a full buffer (the hub counts it)."""
         if self._closed:
             raise DatabaseUnavailable("the hub's store is closed")
         if self._task is None or self._task.done():
             self._start()
+        patterns = None if scope is None else tuple(dict.fromkeys(scope))
         sub = Subscription(
             key=key,
             joined_at=self.position,
             fanout=self,
             limits=limits or self.limits,
             on_overflow=on_overflow,
+            scope=patterns,
         )
-        self._subscribers.setdefault(key, set()).add(sub)
-        self._count += 1
+        for group in self._groups(sub):
+            group.add(sub)
+        self._live.add(sub)
         return sub
 
+    def _groups(self, sub: Subscription) -> list[set[Subscription]]:
+        """The registry's sets `sub` belongs in (made when missing)."""
+        if sub.scope is None:
+            return [self._subscribers.setdefault(sub.key, set())]
+        if any("*" in p for p in sub.scope):
+            return [self._patterned.setdefault(sub.scope, set())]
+        return [self._subscribers.setdefault(name, set()) for name in sub.scope]
+
     def unsubscribe(self, sub: Subscription) -> None:
-        group = self._subscribers.get(sub.key)
-        if group is not None and sub in group:
-            group.discard(sub)
-            self._count -= 1
-            if not group:
-                del self._subscribers[sub.key]
+        if sub in self._live:
+            self._live.discard(sub)
+            if sub.scope is None:
+                where: list[tuple[dict[Any, set[Subscription]], Any]] = [
+                    (self._subscribers, sub.key)
+                ]
+            elif any("*" in p for p in sub.scope):
+                where = [(self._patterned, sub.scope)]
+            else:
+                where = [(self._subscribers, name) for name in sub.scope]
+            for registry, key in where:
+                group = registry.get(key)
+                if group is not None and sub in group:
+                    group.discard(sub)
+                    if not group:
+                        del registry[key]
         sub.detached = True
         sub.buffer.clear()
         sub.buffered_bytes = 0
@@ -285,7 +323,7 @@ class FeedFanout:
     async def _run(self) -> None:
         retries = Retries(_RETRY)
         while not self._closed:
-            if not self._subscribers:
+            if not self._subscribers and not self._patterned:
                 # Nobody to feed: a later subscriber replays from the database up to here.
                 self.position = max(self.position, self._notifier.known)
                 await self._notifier.wait(after=self.position, timeout=_IDLE_CHECK_SECONDS)
@@ -321,15 +359,19 @@ class FeedFanout:
 
     def _dispatch(self, rows: Sequence[FeedRow]) -> None:
         fleet = self._subscribers.get(None)
+        patterned = list(self._patterned.items())
         for row in rows:
             key = row.key
-            own = self._subscribers.get(key) if key is not None else None
-            if not own and not fleet:
+            groups = [self._subscribers.get(key)] if key is not None else []
+            groups.append(fleet)
+            if key is not None:
+                groups += [subs for patterns, subs in patterned if scope.allows(patterns, key)]
+            if not any(groups):
                 continue
             # Encoded once; every buffer holds this same object.
             line = FeedLine(revision=row.revision, type=row.type, data=right_sized(row.line()))
             self.encodings += 1
-            for group in (own, fleet):
+            for group in groups:
                 if not group:
                     continue
                 for sub in list(group):
@@ -340,8 +382,7 @@ class FeedFanout:
                         sub._overflow()
 
     def _detach_all(self, *, error: BaseException | None) -> None:
-        for group in list(self._subscribers.values()):
-            for sub in list(group):
-                self.unsubscribe(sub)
-                sub.error = error
-                sub.wake.set()
+        for sub in list(self._live):
+            self.unsubscribe(sub)
+            sub.error = error
+            sub.wake.set()

@@ -43,7 +43,7 @@ from typing import Any
 
 import orjson
 from pydantic import TypeAdapter
-from sqlalchemy import and_, delete, false, or_, select, tuple_
+from sqlalchemy import and_, delete, exists, false, or_, select, tuple_
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -56,9 +56,16 @@ from hub.store.feed import (
     read_current_revision,
     read_retained,
 )
+from hub.store.importselection import ANNOTATION_AUDIENCE, excluded_at, judge_key
 from hub.store.locks import KeyRow
 from hub.store.results import Page
-from hub.store.tables import changes, endpoint_slices, endpoint_withdrawals, service_imports
+from hub.store.tables import (
+    changes,
+    endpoint_slices,
+    endpoint_withdrawals,
+    import_exclusions,
+    service_imports,
+)
 from shared import constants
 from shared.models import EndpointSliceExport, ServiceImport, WatchEvent
 from shared.timefmt import format_millis, utcnow
@@ -115,6 +122,15 @@ def _change_type(before: bool | None, after: bool) -> str:
 # --- the texts of the history rows ----------------------------------------------------------
 
 
+def _annotations(changed_at: datetime | None, audience: str | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    if changed_at is not None:
+        out[constants.ANNOTATION_CHANGED_AT] = format_millis(changed_at)
+    if audience is not None:
+        out[ANNOTATION_AUDIENCE] = audience
+    return out
+
+
 def _timestamp(value: datetime | None) -> Any:
     return None if value is None else _TIMESTAMP.dump_python(value, mode="json")
 
@@ -127,17 +143,20 @@ def slice_text(
     created_at: datetime,
     spec: Mapping[str, Any],
     changed_at: datetime | None = None,
+    audience: str | None = None,
 ) -> str:
     """The canonical JSON of an EndpointSliceExport (as `to_wire` gives it); a change of
-    the feed carries its commit time in `mcsync.io/changed-at` (`changed_at`)."""
+    the feed carries its commit time in `mcsync.io/changed-at` (`changed_at`), a row for
+    one cluster's feed alone its name in `mcsync.io/audience` (`importselection`)."""
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
         "resourceVersion": str(resource_version),
         "creationTimestamp": _timestamp(created_at),
     }
-    if changed_at is not None:
-        metadata["annotations"] = {constants.ANNOTATION_CHANGED_AT: format_millis(changed_at)}
+    annotations = _annotations(changed_at, audience)
+    if annotations:
+        metadata["annotations"] = annotations
     return codec.canonical_json(
         {
             "apiVersion": constants.API_VERSION,
@@ -157,6 +176,7 @@ def import_text(
     spec_text: str,
     status_text: str,
     changed_at: datetime | None = None,
+    audience: str | None = None,
 ) -> str:
     """The canonical JSON of a ServiceImport from its stored texts, without building it;
     a change of the feed carries its commit time in `mcsync.io/changed-at`.
@@ -167,11 +187,7 @@ def import_text(
         "name": name,
         "namespace": namespace,
         "resourceVersion": str(resource_version),
-        "annotations": (
-            {}
-            if changed_at is None
-            else {constants.ANNOTATION_CHANGED_AT: format_millis(changed_at)}
-        ),
+        "annotations": _annotations(changed_at, audience),
     }
     if created_at is not None:
         metadata["creationTimestamp"] = _timestamp(created_at)
@@ -209,6 +225,8 @@ class SliceChange:
     created_at: datetime
     view: Mapping[str, Any]
     stamp: bool
+    # The one cluster whose feed carries this row (`importselection`); None: every one.
+    audience: str | None = None
 
 
 @dataclass(frozen=True)
@@ -221,6 +239,8 @@ class ImportChange:
     created_at: datetime | None
     spec_text: str
     status_text: str
+    # The one cluster whose feed carries this row (`importselection`); None: every one.
+    audience: str | None = None
 
 
 @dataclass
@@ -255,10 +275,18 @@ class ImportChanges:
                     spec_text=item.spec_text,
                     status_text=item.status_text,
                     changed_at=changed_at,
+                    audience=item.audience,
                 )
-                import_revisions[(item.namespace, item.name)] = rev
+                if item.audience is None:
+                    import_revisions[(item.namespace, item.name)] = rev
                 record = ChangeRecord(
-                    item.type, FLEET, item.namespace, item.name, None, text, constants.KIND_IMPORT
+                    item.type,
+                    FLEET if item.audience is None else item.audience,
+                    item.namespace,
+                    item.name,
+                    None,
+                    text,
+                    constants.KIND_IMPORT,
                 )
             else:
                 text = slice_text(
@@ -268,6 +296,7 @@ class ImportChanges:
                     created_at=item.created_at,
                     spec=item.view,
                     changed_at=changed_at,
+                    audience=item.audience,
                 )
                 record = ChangeRecord(
                     item.type,
@@ -278,7 +307,7 @@ class ImportChanges:
                     text,
                     constants.KIND_ENDPOINT_SLICE,
                 )
-                if item.stamp:
+                if item.stamp and item.audience is None:
                     stamps[(item.cluster_id, item.namespace, item.name)] = {
                         "cluster_id": item.cluster_id,
                         "namespace": item.namespace,
@@ -377,15 +406,32 @@ async def follow_exports(
     for key in deletes:
         last = before.get(key)
         if last is not None and last["created_at"] is not None:
+            await judge_key(conn, ctx, key, before=last["spec"], after=None)
             out.items.append(
                 ImportChange("DELETED", *key, last["created_at"], last["spec"], last["status"])
             )
     resend: dict[Triple, tuple[frozenset[str] | None, frozenset[str] | None]] = {}
     gone = set(withdrawn)
+    let_in: list[tuple[Mapping[str, Any], set[str]]] = []
     for upsert in upserts:
         key = (upsert["namespace"], upsert["name"])
         stored = before.get(key)
         existed = stored is not None and stored["created_at"] is not None
+        # 2a. `mcsync.io/import-clusters` (`importselection`): the clusters the key's new
+        #     selector leaves out hear of it first, so no event of this write reaches them.
+        left, admitted = await judge_key(
+            conn,
+            ctx,
+            key,
+            before=stored["spec"] if existed and stored is not None else None,
+            after=upsert["spec"],
+        )
+        if left:
+            last = stored if existed and stored is not None else upsert
+            held = (await keys_slices(conn, ctx, [key])).get(key, [])
+            out.items.extend(exclusion(key, last, held, left))
+        if admitted:
+            let_in.append((upsert, admitted))
         out.items.append(
             ImportChange(
                 "MODIFIED" if existed else "ADDED",
@@ -438,7 +484,97 @@ async def follow_exports(
                     stamp=True,
                 )
             )
+
+    # 5. The clusters the key's new selector lets in get it whole, as it is now.
+    if let_in:
+        held_of = await keys_slices(
+            conn, ctx, [(u["namespace"], u["name"]) for u, _ in let_in]
+        )
+        for upsert, admitted in let_in:
+            key = (upsert["namespace"], upsert["name"])
+            out.items.extend(admission(key, upsert, held_of.get(key, []), admitted))
     return out
+
+
+async def keys_slices(
+    conn: AsyncConnection, ctx: StoreContext, keys: Sequence[Key]
+) -> dict[Key, list[RowMapping]]:
+    """Each key's stored slices whose export is not withheld, in list order: one read of
+    the slices and one of the withheld exports, however many keys."""
+    if not keys:
+        return {}
+    where = ctx.rows.where_in(
+        (endpoint_slices.c.namespace, endpoint_slices.c.service_name), sorted(set(keys))
+    )
+    rows = (
+        await conn.execute(
+            select(endpoint_slices)
+            .where(where)
+            .order_by(
+                endpoint_slices.c.namespace,
+                endpoint_slices.c.service_name,
+                endpoint_slices.c.cluster_id,
+                endpoint_slices.c.name,
+            )
+        )
+    ).mappings().all()
+    triples = sorted({(r["cluster_id"], r["namespace"], r["service_name"]) for r in rows})
+    withheld = await withheld_among(conn, ctx, triples)
+    out: dict[Key, list[RowMapping]] = {}
+    for r in rows:
+        if (r["cluster_id"], r["namespace"], r["service_name"]) not in withheld:
+            out.setdefault((r["namespace"], r["service_name"]), []).append(r)
+    return out
+
+
+def admission(
+    key: Key,
+    stored: Mapping[str, Any],
+    held: Sequence[RowMapping],
+    clusters: set[str],
+) -> list[SliceChange | ImportChange]:
+    """What each of `clusters`, let in to `key`, must hear (`importselection`): the
+    ServiceImport (`stored`: its row as it is now) and its imported slices (`held`, from
+    `keys_slices`), ADDED."""
+    served = served_ports(stored["status"])
+    items: list[SliceChange | ImportChange] = []
+    for cluster in sorted(clusters):
+        items.append(ImportChange(
+            "ADDED", *key, stored["created_at"], stored["spec"], stored["status"],
+            audience=cluster,
+        ))
+        for row in held:
+            imported, view = importer_view(json.loads(row["spec"]), served.get(row["cluster_id"]))
+            if imported:
+                items.append(SliceChange(
+                    "ADDED", row["cluster_id"], row["namespace"], row["name"],
+                    row["created_at"], view, stamp=False, audience=cluster,
+                ))
+    return items
+
+
+def exclusion(
+    key: Key,
+    stored: Mapping[str, Any],
+    held: Sequence[RowMapping],
+    clusters: set[str],
+) -> list[SliceChange | ImportChange]:
+    """What each of `clusters`, left out of `key`, must hear: a DELETED of each slice it
+    held (`held`, from `keys_slices`), then of the ServiceImport (`stored`: its row)."""
+    served = served_ports(stored["status"])
+    items: list[SliceChange | ImportChange] = []
+    for cluster in sorted(clusters):
+        for row in held:
+            _, view = importer_view(json.loads(row["spec"]), served.get(row["cluster_id"]))
+            items.append(SliceChange(
+                "DELETED", row["cluster_id"], row["namespace"], row["name"],
+                row["created_at"], view, stamp=False, audience=cluster,
+            ))
+        items.append(ImportChange(
+            "DELETED", *key, stored["created_at"], stored["spec"], stored["status"],
+            audience=cluster,
+        ))
+    return items
 
 
 # --- reading the feed --------------------------------------------------------------------
@@ -452,6 +588,15 @@ def namespace_filter(column: Any, patterns: Sequence[str]) -> Any:
     parts = [column.in_(exact)] if exact else []
     parts += [column.like(p.replace("*", "%")) for p in globs]
     return or_(*parts) if parts else false()
+
+
+def _not_excluded(cluster: str, namespace: Any, name: Any) -> Any:
+    """The key (`namespace`, `name` columns) does not leave `cluster` out."""
+    return ~exists().where(
+        import_exclusions.c.cluster_id == cluster,
+        import_exclusions.c.namespace == namespace,
+        import_exclusions.c.name == name,
+    )
 
 
 @dataclass(frozen=True)
@@ -468,11 +613,13 @@ class ImportRow:
     type: str
     kind: str
     text: str
+    namespace: str = ""
 
     @property
     def key(self) -> str | None:
-        """The fan-out's routing key: None, since every cluster imports every change."""
-        return None
+        """The fan-out's routing key: the namespace, since a cluster's import scope is a
+        set of namespaces (`hub.store.fanout` indexes watches by it)."""
+        return self.namespace
 
     def event(self) -> WatchEvent:
         obj: ServiceImport | EndpointSliceExport
@@ -502,6 +649,10 @@ class ImportFeed:
         async with self._ctx.read() as conn:
             return await read_current_revision(conn)
 
+    async def excluded_at(self, cluster: str, revision: int) -> set[Key]:
+        """The keys `cluster` was left out of at `revision` (`importselection`)."""
+        return await excluded_at(self._ctx, cluster, revision)
+
     async def changes_since(self, *, revision: int, limit: int = 500) -> list[WatchEvent]:
         """`imports_since`, decoded: what a watch replays from the history."""
         return [row.event() for row in await self.imports_since(revision, limit)]
@@ -517,12 +668,14 @@ class ImportFeed:
     def subscribe(
         self,
         *,
+        scope: Sequence[str] | None = None,
         limits: BufferLimits | None = None,
         on_overflow: Callable[[], object] | None = None,
     ) -> Subscription:
         """Receive every import change after `joined_at` as shared wire lines (the
-        contract of `Feed.subscribe`, fleet-wide)."""
-        return self.fanout.subscribe(None, limits=limits, on_overflow=on_overflow)
+        contract of `Feed.subscribe`), fleet-wide, or of the namespaces `scope` allows
+        (a cluster's `spec.importNamespaces`): only those are handed to it."""
+        return self.fanout.subscribe(None, scope=scope, limits=limits, on_overflow=on_overflow)
 
     async def close(self) -> None:
         if self._fanout is not None:
@@ -543,6 +696,7 @@ class ImportFeed:
                 changes.c.type,
                 changes.c.kind,
                 changes.c.object,
+                changes.c.namespace,
             )
             .where(changes.c.revision > revision, changes.c.kind.in_(IMPORT_KINDS))
             .order_by(changes.c.revision)
@@ -561,6 +715,7 @@ class ImportFeed:
                 type=r.type,
                 kind=r.kind,
                 text=r.object,
+                namespace=r.namespace,
             )
             for r in rows
         ]
@@ -571,6 +726,7 @@ class ImportFeed:
         limit: int | None = None,
         continue_token: str | None = None,
         namespaces: Sequence[str] | None = None,
+        cluster: str | None = None,
     ) -> Page[ImportItem]:
         """Everything a cluster must import (the same for every cluster): each
         ServiceImport followed by the slices of its key, in (namespace, name, cluster,
@@ -583,6 +739,8 @@ class ImportFeed:
 
         `namespaces`: the importing cluster's `spec.importNamespaces` (names and `*`
         globs, SPEC §4.4): only those namespaces' imports and slices are read (None: all).
+        `cluster`: the importing cluster; the keys whose `mcsync.io/import-clusters` leaves
+        it out are not read (`importselection`).
         """
         paging.check_limit(limit)
         after: tuple[str, ...] | None = None
@@ -636,6 +794,13 @@ class ImportFeed:
             )
             slices_query = slices_query.where(
                 namespace_filter(endpoint_slices.c.namespace, namespaces)
+            )
+        if cluster is not None:
+            imports_query = imports_query.where(
+                _not_excluded(cluster, service_imports.c.namespace, service_imports.c.name)
+            )
+            slices_query = slices_query.where(
+                _not_excluded(cluster, endpoint_slices.c.namespace, endpoint_slices.c.service_name)
             )
         if limit is not None:
             # Every slice the page can hold may be invisible, so slices are read in pages

@@ -11,6 +11,8 @@ namespace here (a cluster lists at most `INVALID_EXPORTS_MAX`).
 
 from __future__ import annotations
 
+import json
+
 from sqlalchemy import select
 
 from hub.store import codec
@@ -27,6 +29,14 @@ from shared.models import (
 def stored_report(report: InvalidExports) -> str:
     """What `clusters.invalid_exports` holds for `report`."""
     return codec.canonical_json(to_wire(report))
+
+
+def invalid_total(stored: str | None) -> int:
+    """How many invalid ServiceExports a stored report counts (listed or not)."""
+    if not stored:
+        return 0
+    total = json.loads(stored).get("total", 0)
+    return total if isinstance(total, int) else 0
 
 
 class InvalidExportStore:

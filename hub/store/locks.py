@@ -95,6 +95,12 @@ class KeyLocks(Protocol):
         first step, which excludes every write of that cluster (step 1 of the writes)."""
         ...
 
+    def exclusive_unlocked(self, query: Select[Any], *, of: Table) -> Select[Any]:
+        """`exclusive`, answering only the rows no other transaction holds (the rest are
+        left out, not waited for): the heartbeat batch's, so that one cluster whose export
+        write holds its row does not hold up the beats of every other cluster."""
+        ...
+
     async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, KeyRow]:
         """Lock `keys` until commit (step 2); answers the ServiceImport rows they have
         (a key without one is absent)."""
@@ -102,6 +108,11 @@ class KeyLocks(Protocol):
 
     async def revisions(self, conn: AsyncConnection, *, count: int, history_limit: int) -> int:
         """Take `count` revisions (step 3); answers the newest."""
+        ...
+
+    async def selection(self, conn: AsyncConnection) -> None:
+        """Take the import-selection lock exclusive until commit: no key writer runs
+        meanwhile (each holds it shared, see `_TAKE_KEY_LOCKS`)."""
         ...
 
     async def sweep(self, conn: AsyncConnection) -> bool:
@@ -128,11 +139,18 @@ def key_lock_number(key: Key) -> int:
 # read of the rows after it (`PostgresRows.select_in`) and the revision counter's
 # statement, it goes on the driver's connection (`rows.fetch`): fixed text, no
 # SQLAlchemy statement work per write.
+#
+# The same statement then takes the import-selection lock SHARED (`SELECTION_LOCK_NUMBER`),
+# after the keys (the outer row needs the inner one first): every key writer holds it until
+# commit, and a change of a cluster's properties takes it EXCLUSIVE
+# (`lock_selection_exclusive`), so that change judges and records the keys it lets in or
+# leaves out (`hub.store.importselection`) while no key is being written, without taking
+# any key's lock (it never waits for a key, so no order can cycle).
 _TAKE_KEY_LOCKS = (
-    "SELECT count(*) FROM ("
+    "SELECT pg_advisory_xact_lock_shared($2) FROM (SELECT count(*) FROM ("
     "SELECT pg_advisory_xact_lock(k.number) FROM unnest($1::BIGINT[])"
     " WITH ORDINALITY AS k(number, position) ORDER BY k.position"
-    ") AS locked"
+    ") AS locked) AS keys"
 )
 
 # The counter's statement carries the NOTIFY (one round trip fewer per write); it is
@@ -146,6 +164,8 @@ _TAKE_REVISIONS = (
 # locks share: a fixed number no key's hash is expected to meet (a key meeting it would
 # only make one sweep skip its turn).
 SWEEP_LOCK_NUMBER = key_lock_number(("mcsync.io", "staleness-sweep"))
+SELECTION_LOCK_NUMBER = key_lock_number(("mcsync.io", "import-selection"))
+_TAKE_SELECTION_EXCLUSIVE = "SELECT pg_advisory_xact_lock($1)"
 _TRY_SWEEP_LOCK = "SELECT pg_try_advisory_xact_lock($1) AS taken"
 
 _POSTGRES_ROWS = PostgresRows()
@@ -160,11 +180,14 @@ class PostgresLocks:
     def exclusive(self, query: Select[Any], *, of: Table) -> Select[Any]:
         return query.with_for_update(of=of)
 
+    def exclusive_unlocked(self, query: Select[Any], *, of: Table) -> Select[Any]:
+        return query.with_for_update(of=of, skip_locked=True)
+
     async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, KeyRow]:
         if not keys:
             return {}
         numbers = sorted({key_lock_number(key) for key in keys})  # not key order: see above
-        await fetch(conn, _TAKE_KEY_LOCKS, numbers)
+        await fetch(conn, _TAKE_KEY_LOCKS, numbers, SELECTION_LOCK_NUMBER)
         found = await _POSTGRES_ROWS.select_in(conn, service_imports, ("namespace", "name"), keys)
         return {(r["namespace"], r["name"]): r for r in found}
 
@@ -177,6 +200,9 @@ class PostgresLocks:
     async def sweep(self, conn: AsyncConnection) -> bool:
         (row,) = await fetch(conn, _TRY_SWEEP_LOCK, SWEEP_LOCK_NUMBER)
         return bool(row["taken"])
+
+    async def selection(self, conn: AsyncConnection) -> None:
+        await fetch(conn, _TAKE_SELECTION_EXCLUSIVE, SELECTION_LOCK_NUMBER)
 
 
 _SQLITE_ROWS = SQLiteRows()
@@ -191,6 +217,9 @@ class SQLiteLocks:
     def exclusive(self, query: Select[Any], *, of: Table) -> Select[Any]:
         return query
 
+    def exclusive_unlocked(self, query: Select[Any], *, of: Table) -> Select[Any]:
+        return query
+
     async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, KeyRow]:
         if not keys:
             return {}
@@ -203,6 +232,9 @@ class SQLiteLocks:
 
     async def sweep(self, conn: AsyncConnection) -> bool:
         return True  # BEGIN IMMEDIATE holds the only writer lock
+
+    async def selection(self, conn: AsyncConnection) -> None:
+        return None  # BEGIN IMMEDIATE holds the only writer lock
 
 
 # --- the order, step by step ------------------------------------------------------------------
@@ -263,3 +295,9 @@ async def lock_keys(
 async def take_revisions(conn: AsyncConnection, ctx: StoreContext, count: int) -> int:
     """Step 3, LAST: take `count` revisions; answers the newest."""
     return await ctx.locks.revisions(conn, count=count, history_limit=ctx.history_limit)
+
+
+async def lock_selection_exclusive(conn: AsyncConnection, ctx: StoreContext) -> None:
+    """After step 1 (the changed cluster's row), instead of step 2: wait until no key is
+    being written and keep it so until commit (`hub.store.importselection`)."""
+    await ctx.locks.selection(conn)

@@ -46,6 +46,8 @@ from sqlalchemy import (
     false,
 )
 
+from shared import properties
+
 NAME_LENGTH = 63
 # An EndpointSlice's name is a DNS-1123 subdomain, not a label.
 SUBDOMAIN_LENGTH = 253
@@ -77,6 +79,12 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)  # type: ignore[no-any-return]
         return value.astimezone(UTC)  # type: ignore[no-any-return]
+
+
+def _property_column(prop: properties.ImportProperty) -> Column[Any]:
+    """The `exports` column of a property, as its row declares it is stored."""
+    kind = String(32) if prop.storage is properties.Storage.WORD else Text()
+    return Column(prop.column, kind, nullable=prop.nullable)
 
 
 metadata = MetaData()
@@ -111,6 +119,13 @@ clusters = Table(
     # SPEC §7 (migration 0006): the cluster's Valid=False ServiceExports as its agent last
     # reported them (JSON of an InvalidExports); NULL until it reports.
     Column("invalid_exports", Text, nullable=True),
+    # docs/reference.md#cluster-properties (migration 0007): the cluster's ClusterProperty
+    # objects as its agent last reported them (canonical JSON object); NULL until it reports.
+    Column("properties", Text, nullable=True),
+    # Migration 0009 (docs/reference.md#credentials): the member token a rotation replaced,
+    # as a hash, accepted until it expires or the agent first uses the new one.
+    Column("previous_token_hash", String(64), nullable=True, index=True),
+    Column("previous_token_expires", UTCDateTime, nullable=True),
 )
 
 exports = Table(
@@ -120,16 +135,9 @@ exports = Table(
     Column("namespace", key_string(), primary_key=True),
     Column("name", key_string(), primary_key=True),
     Column("export_creation_timestamp", UTCDateTime, nullable=False),
-    # The decided properties of SPEC §3, canonical JSON or plain text, comparable in SQL.
-    Column("type", String(32), nullable=False),
-    Column("session_affinity", String(32), nullable=False),
-    Column("session_affinity_config", Text, nullable=False),
-    Column("internal_traffic_policy", String(32), nullable=True),
-    Column("traffic_distribution", String(32), nullable=True),
-    Column("ip_families", Text, nullable=False),
-    Column("exported_labels", Text, nullable=False),
-    Column("exported_annotations", Text, nullable=False),
-    Column("ports", Text, nullable=False),
+    # Each property of the one table (`shared.properties`), canonical JSON or plain text,
+    # comparable in SQL: the decided ones with the winner's, in the fleet-wide query.
+    *(_property_column(p) for p in properties.PROPERTIES),
     # The whole spec as the member sent it (canonical JSON of the wire form).
     Column("spec", Text, nullable=False),
     Column("annotations", Text, nullable=False, server_default="{}"),
@@ -236,6 +244,27 @@ cluster_usage = Table(
     Column("cluster_id", key_string(), primary_key=True),
     Column("exports", BigInteger, nullable=False, server_default="0"),
     Column("endpoint_slices", BigInteger, nullable=False, server_default="0"),
+)
+
+# docs/reference.md#cluster-selection (migration 0007): the keys whose winner names its
+# importing clusters (`mcsync.io/import-clusters`, JSON of the selector), and each
+# (cluster, key) such a selector leaves out (`hub.store.importselection`). Written under
+# the selection lock (`importselection.lock_selection`) and the key's lock.
+import_selectors = Table(
+    "import_selectors",
+    metadata,
+    Column("namespace", key_string(), primary_key=True),
+    Column("name", key_string(), primary_key=True),
+    Column("selector", Text, nullable=False),
+)
+
+import_exclusions = Table(
+    "import_exclusions",
+    metadata,
+    Column("cluster_id", key_string(), primary_key=True),
+    Column("namespace", key_string(), primary_key=True),
+    Column("name", key_string(), primary_key=True),
+    Index("ix_import_exclusions_key", "namespace", "name", "cluster_id"),
 )
 
 REVISION_ROW_ID = 1

@@ -214,7 +214,11 @@ class ExportReconciler:
         # 3. Validate (SPEC §2.2).
         service = self._services.get(key)
         validity = validate(
-            namespace=namespace, name=name, service=service, deny_namespaces=self._deny
+            namespace=namespace,
+            name=name,
+            service=service,
+            deny_namespaces=self._deny,
+            service_export=obj,
         )
         if not validity.valid:
             self._invalid(key, obj, record, validity)

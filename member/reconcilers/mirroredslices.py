@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Set as AbstractSet
 from typing import Any, Unpack
 
@@ -47,6 +48,7 @@ from member.importfeed import SliceRef
 from member.importowners import is_orphan_of
 from member.importspec import (
     MirroredSlice,
+    SourceSlice,
     create_body,
     desired_slices,
     is_managed,
@@ -165,10 +167,14 @@ class MirroredSliceReconciler(ImportReconciler):
         owner_name = str(owner["metadata"]["name"])
 
         # 3. The changed source slices, or every slice of the key.
+        synced: dict[str, SourceSlice] = {}  # a live change's sources: their sync latency
         desired: dict[str, MirroredSlice | None]
         existing: dict[str, dict[str, Any]]
         if refs is None:
-            desired = dict(desired_slices(imported, self._imports.slices(key), owner=owner))
+            sources = self._imports.slices(key)
+            for each in sources:  # each source cluster's sync-latency series, from 0
+                self._import_metrics.sync_latency.labels(each.cluster)
+            desired = dict(desired_slices(imported, sources, owner=owner))
             existing = self._owned(key, owner)
             self._warn_foreign(key, owner, desired.keys())
             equal = self._equal[key] = {
@@ -179,6 +185,8 @@ class MirroredSliceReconciler(ImportReconciler):
             for ref in refs:
                 slice_name = mirrored_slice_name(name, ref.cluster, ref.name, derived=owner_name)
                 source = self._imports.slice(namespace, ref)
+                if source is not None:
+                    synced[slice_name] = source
                 desired[slice_name] = (
                     mirrored_slice(imported, source, owner=owner) if source is not None else None
                 )
@@ -215,6 +223,8 @@ class MirroredSliceReconciler(ImportReconciler):
                 )
                 continue
             writes += 1
+            if slice_name in synced:
+                self._observe_sync(synced[slice_name])
         if writes:
             logger.info("%s: %d mirrored EndpointSlice writes", key, writes, extra=self.fields(key))
         if failures:
@@ -248,6 +258,13 @@ class MirroredSliceReconciler(ImportReconciler):
         else:
             return False
         return True
+
+    def _observe_sync(self, source: SourceSlice) -> None:
+        """One end-to-end sync latency: `source` changed in its cluster at
+        `source.observed` (its agent's clock) and is mirrored here now (SPEC §6)."""
+        series = self._import_metrics.sync_latency.labels(source.cluster)
+        if source.observed is not None:
+            series.observe(max(time.time() - source.observed, 0.0))
 
     def _owned(self, key: str, owner: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
         """The slices of `key` that are ours: owned by our derived Service `owner`."""

@@ -79,6 +79,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from opentelemetry import trace
@@ -104,6 +105,7 @@ from shared.constants import (
     LABEL_SERVICE_NAME,
 )
 from shared.models import EndpointSliceExport
+from shared.timefmt import utcnow
 
 __all__ = [
     "REPAIR_KEY",
@@ -173,6 +175,8 @@ class SliceSource(Protocol):
 
     def keys(self) -> set[str]: ...
 
+    def observed_at(self, obj: dict[str, Any]) -> datetime | None: ...
+
 
 # -- the index: Service → its slices --------------------------------------------------------
 
@@ -200,13 +204,25 @@ class SlicesByService:
         self._slices = slices
         self._lock = threading.Lock()
         self._names: dict[str, set[str]] = {}
+        # "namespace/slice" -> (resourceVersion, when this agent first saw it): the start of
+        # the fleet's sync latency, carried to every importer with the slice export
+        # (`spec.sourceObservedTime`; mcs_endpointslice_sync_latency_seconds there).
+        self._seen: dict[str, tuple[str, datetime]] = {}
 
     def observe(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> set[str]:
         """Index one informer event (ADDED: old None; DELETED: new None); answers the
         Service keys it concerns (two when a slice's Service label changed)."""
         before, after = service_key(old), service_key(new)
         touched: set[str] = set()
+        now = utcnow()
         with self._lock:
+            if new is None:
+                self._seen.pop(_slice_key(old), None)
+            else:
+                rv = _resource_version(new)
+                seen = self._seen.get(_slice_key(new))
+                if seen is None or seen[0] != rv:
+                    self._seen[_slice_key(new)] = (rv, now)
             if before is not None and (new is None or before != after):
                 names = self._names.get(before)
                 if names is not None:
@@ -230,6 +246,13 @@ class SlicesByService:
     def keys(self) -> set[str]:
         with self._lock:
             return set(self._names)
+
+    def observed_at(self, obj: dict[str, Any]) -> datetime | None:
+        """When this agent first saw `obj` at its resourceVersion (an informer event); None
+        when it has not seen that version."""
+        with self._lock:
+            seen = self._seen.get(_slice_key(obj))
+        return seen[1] if seen is not None and seen[0] == _resource_version(obj) else None
 
 
 # -- the memory: what the hub holds from us -------------------------------------------------
@@ -602,6 +625,7 @@ class SliceExportReconciler:
             name=name,
             service=self._services.get(key),
             deny_namespaces=self._deny,
+            service_export=obj,
         )
         if not validity.valid:
             return f"its ServiceExport is not valid ({validity.reason})"
@@ -614,7 +638,9 @@ class SliceExportReconciler:
         previous = record.get(name)
         was_on_hub = previous is not None and previous.on_hub
         try:
-            export = slice_export(cluster_id=self._cluster_id, obj=obj)
+            export = slice_export(
+                cluster_id=self._cluster_id, obj=obj, observed=self._slices.observed_at(obj)
+            )
         except ValidationError as exc:
             self._metrics.slice_export_errors.labels("invalid").inc()
             logger.warning(
@@ -737,9 +763,13 @@ _ENDPOINT_FIELDS = ("addresses", "hostname", "zone")
 _CONDITION_FIELDS = ("ready", "serving", "terminating")
 
 
-def slice_export(*, cluster_id: str, obj: dict[str, Any]) -> EndpointSliceExport:
+def slice_export(
+    *, cluster_id: str, obj: dict[str, Any], observed: datetime | None = None
+) -> EndpointSliceExport:
     """The EndpointSliceExport of one EndpointSlice: what SPEC §2.8 sends, nothing local
-    (`nodeName`, `targetRef`, hints). Raises `ValidationError` naming the field when the
+    (`nodeName`, `targetRef`, hints). `observed`: when this agent saw the slice change
+    (`spec.sourceObservedTime`, where importers' sync latency starts,
+    docs/reference.md#observability). Raises `ValidationError` naming the field when the
     slice cannot be expressed on the wire."""
     metadata = obj.get("metadata") or {}
     spec: dict[str, Any] = {
@@ -749,6 +779,7 @@ def slice_export(*, cluster_id: str, obj: dict[str, Any]) -> EndpointSliceExport
         "ports": [_pick(port, _PORT_FIELDS) for port in obj.get("ports") or []],
         "endpoints": [_endpoint(endpoint) for endpoint in obj.get("endpoints") or []],
         "sourceResourceVersion": metadata.get("resourceVersion"),
+        "sourceObservedTime": observed,
     }
     return EndpointSliceExport.model_validate(
         {
@@ -769,6 +800,11 @@ def _endpoint(endpoint: Any) -> Any:
     if isinstance(kept, dict) and isinstance(endpoint.get("conditions"), dict):
         kept["conditions"] = _pick(endpoint["conditions"], _CONDITION_FIELDS)
     return kept
+
+
+def _slice_key(obj: dict[str, Any] | None) -> str:
+    metadata = (obj or {}).get("metadata") or {}
+    return f"{metadata.get('namespace') or ''}/{metadata.get('name') or ''}"
 
 
 def _name(obj: dict[str, Any] | None) -> str:

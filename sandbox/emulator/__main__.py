@@ -40,7 +40,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="give every Service with a selector fake ready endpoints from "
                              "this IPv4 range (an EndpointSlice controller stand-in; default: "
                              "off)")
+    parser.add_argument("--cluster-property", action="append", default=[],
+                        metavar="NAME=VALUE",
+                        help="create this ClusterProperty at start (repeatable; needs "
+                             "--about-api)")
     return parser.parse_args(argv)
+
+
+def parse_properties(pairs: list[str]) -> dict[str, str]:
+    """`--cluster-property NAME=VALUE` flags as a dict; ValueError naming a bad one."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name or not value:
+            raise ValueError(f"{pair!r} is not NAME=VALUE")
+        out[name] = value
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +73,18 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: --endpoint-cidr: {exc}", file=sys.stderr)
         return 2
+    try:
+        properties = parse_properties(args.cluster_property)
+    except ValueError as exc:
+        print(f"error: --cluster-property: {exc}", file=sys.stderr)
+        return 2
+    if properties and not args.about_api:
+        print("error: --cluster-property: needs --about-api (ClusterProperty is an About API "
+              "object)", file=sys.stderr)
+        return 2
+    for name, value in properties.items():
+        state.create("clusterproperties", None,
+                     {"metadata": {"name": name}, "spec": {"value": value}})
     sock = bind_socket(args.host, args.port)
     url = f"http://{args.host}:{sock.getsockname()[1]}"
     if args.kubeconfig is not None:

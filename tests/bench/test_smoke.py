@@ -83,6 +83,10 @@ BENCHMARKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("sqlite",),
         ("loss_and_return", "sweep", "ttl_seconds"),
     ),
+    "fleet_scale": (
+        ("postgresql",),
+        ("units", "fleet"),
+    ),
     "console": (
         ("sqlite",),
         ("overview_on_screen_ms", "search_ms", "live_change", "watches"),

@@ -108,5 +108,9 @@ def test_allow_withdrawal_against_a_real_hub(hub: RunningHub) -> None:
     )
     assert (reader.returncode, reader.stderr) == (
         1,
-        "error: only the admin may do this; the caller is the reader\n",
+        "error: only the admin may do this; the caller is the reader; give the admin token "
+        "with --token-file (or --token), MCSYNC_TOKEN_FILE (or MCSYNC_TOKEN) or the "
+        "token-file of the config file's context: a hub started without one wrote it to its "
+        "admin token file (mcsync-admin-token beside its SQLite database, unless "
+        "--admin-token-file or MCSYNC_ADMIN_TOKEN set it)\n",
     )

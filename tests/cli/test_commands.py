@@ -353,3 +353,29 @@ def test_clusters_watch_lists_once_per_burst_and_at_bookmarks() -> None:
     ]
     watch = next(r for r in hub.requests if r.url.params.get("watch") == "true")
     assert watch.url.params["resourceVersion"] == "42"  # from where the list was taken
+
+
+def test_describe_cluster_shows_its_properties() -> None:
+    """docs/reference.md#cluster-properties: one `name=value` a line, by name; a value
+    with a control character is shown quoted, never sent to the terminal as it is."""
+    from datetime import UTC, datetime
+
+    from cli import render
+
+    now = datetime(2026, 11, 28, tzinfo=UTC)
+    item = cluster("east")
+    assert "Properties:" in render.describe_cluster(item, now=now)
+    assert "<not reported yet>" in render.describe_cluster(item, now=now)
+    item.status.properties = {
+        "zone.topology.mcsync.io": "eu-1",
+        "region.topology.mcsync.io": "eu",
+        "note.example.com": "a\x1b[2Jb",
+    }
+    page = render.describe_cluster(item, now=now)
+    block = page[page.index("Properties:"):].splitlines()
+    assert block == [
+        "Properties:",
+        '  note.example.com="a\\u001b[2Jb"',
+        "  region.topology.mcsync.io=eu",
+        "  zone.topology.mcsync.io=eu-1",
+    ]

@@ -56,8 +56,12 @@ def test_each_disputed_property_shows_every_cluster_and_what_to_change(
     assert rows == [["dc-east", "ClusterSetIP", "winner,", "decides"],
                     ["dc-north", "ClusterSetIP", "agrees"],
                     ["dc-west", "Headless", "differs"]]
-    assert ("To settle it: set the Service's spec.clusterIP (None makes it Headless, anything "
-            "else ClusterSetIP) in dc-west to the winner's ClusterSetIP") in type_section
+    # spec.clusterIP is immutable: the hint recreates the Service instead of an edit the
+    # API server would refuse.
+    assert ("To settle it: recreate the Service in dc-west (delete it, then create it again) "
+            "as the winner's ClusterSetIP: the Service's spec.clusterIP (None makes it "
+            "Headless, anything else ClusterSetIP) cannot be changed on an existing Service"
+            ) in " ".join(type_section.split())
     labels = page.split("\nexportedLabels (LabelsConflict)")[1].split("\n\n")[0]
     assert '{"tier":"web"}' in labels and "the ServiceExport's spec.exportedLabels" in labels
     ports = page.split("\nports (PortConflict)")[1]
@@ -82,3 +86,27 @@ def test_json_is_the_hubs_conflict_list_and_a_missing_key_is_the_hubs_404(
     missing = describe(disputed, f"{NS}/nope")
     assert missing.returncode == 1 and missing.stderr.startswith("error: ")
     assert describe(disputed, f"{NS}/cart", "-o", "name").returncode == 2
+
+
+def test_cluster_selection_shows_both_values_and_the_annotations_to_change(
+        hub: RunningHub) -> None:
+    tokens = {}
+    for cluster in ("cs-east", "cs-west"):
+        answer = hub.call("POST", "/api/v1/clusters", token=hub.admin_token,
+                          body={"metadata": {"name": cluster}})
+        assert answer.status_code == 201, answer.text
+        tokens[cluster] = answer.json()["token"]
+    eu = {"propertySelector": {"matchProperties": {"region": "eu"}}}
+    export(hub, tokens["cs-east"], "cs-east", "pick", port=80, hours=0, clusterSelectors=[eu])
+    export(hub, tokens["cs-west"], "cs-west", "pick", port=80, hours=1,
+           clusterSelectors=[eu], clusterSelection={"fallback": "None"})
+    page = ok(describe(hub, f"{NS}/pick"))
+    assert "Conflicts:  ClusterSelectorsConflict" in page
+    section = page.split("\nclusterSelectors (ClusterSelectorsConflict)")[1]
+    rows = {line.split()[0]: line for line in section.splitlines()[2:4]}
+    winner = '{"clusterSelectors":[{"propertySelector":{"matchExpressions":[],' \
+        '"matchProperties":{"region":"eu"}}}]}'
+    assert winner in rows["cs-east"] and "winner, decides" in rows["cs-east"]
+    assert '"fallback":"None"' in rows["cs-west"] and "differs" in rows["cs-west"]
+    assert ("the ServiceExport's annotations mcsync.io/cluster-selectors, "
+            "mcsync.io/cluster-selection and mcsync.io/import-clusters in cs-west") in section

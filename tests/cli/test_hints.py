@@ -24,10 +24,28 @@ from tests.cli.conftest import free_port, run_cli
               "it", code=403), "t",
      f"; use a reader or admin token ({TOKEN_SOURCES}), not a cluster's"),
     (HubError("serviceimport demo/web not found", code=404), "t", ""),
-], ids=["unreachable", "no-token", "unknown-token", "member-token", "not-found"])
+    (HubError("only the admin may do this; the caller is the reader", code=403), "t",
+     f"; give the admin token with {TOKEN_SOURCES}: a hub started without one wrote it to "
+     "its admin token file (mcsync-admin-token beside its SQLite database, unless "
+     "--admin-token-file or MCSYNC_ADMIN_TOKEN set it)"),
+], ids=["unreachable", "no-token", "unknown-token", "member-token", "not-found", "reader"])
 def test_next_step(error: HubError, token: str | None, expected: str) -> None:
     options = Options(command="clusters", hub_url="http://h:8080", token=token)
     assert next_step(error, options) == expected
+
+
+@pytest.mark.parametrize(("url", "base", "page"), [
+    ("http://h:8080/ui/", "http://h:8080", "/ui/"),
+    ("http://h:8080/ui", "http://h:8080", "/ui"),
+    ("https://h/mcsync/docs", "https://h/mcsync", "/mcsync/docs"),
+    ("http://h:8080/api/v1/", "http://h:8080", "/api/v1/"),
+])
+def test_a_hub_url_copied_from_the_browser_names_the_base_url(
+        url: str, base: str, page: str) -> None:
+    options = Options(command="clusters", hub_url=url, token="t")
+    said = next_step(HubError("no such path: /ui/api/v1/clusters", code=404), options)
+    assert said == (f"; the hub URL names a page of the hub ({page}), not the hub: use its "
+                    f"base URL, --hub-url {base}")
 
 
 @pytest.mark.parametrize(("argv", "suggestion"), [

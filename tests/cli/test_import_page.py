@@ -73,3 +73,24 @@ def test_describe_import_against_a_hub(hub: RunningHub) -> None:
             .splitlines()[2:] if line.startswith("  ip-")}
     assert rows == {"ip-east": YES, "ip-west": NO}
     assert "Winning cluster:" in text  # the ServiceImport's own page comes first
+
+
+def test_a_cluster_import_clusters_leaves_out_is_named_with_the_selector() -> None:
+    """docs/reference.md#cluster-selection: the selector and the properties it judged."""
+    from shared.clusterselection import ImportClustersSelector
+    from shared.importreach import not_selected
+
+    selector = ImportClustersSelector.model_validate(
+        {"matchProperties": {"region.topology.mcsync.io": "eu"}})
+    member = cluster("west", heartbeat=ago(seconds=3), imports=(0, 0))
+    assert not_selected(None, member) is None
+    assert not_selected(selector, member) == (
+        'not selected by mcsync.io/import-clusters {"matchProperties":'
+        '{"region.topology.mcsync.io":"eu"}}: it has reported no properties yet (the hub '
+        "leaves the Service out of its import feed)")
+    member.status.properties = {"region.topology.mcsync.io": "us"}
+    assert "it has region.topology.mcsync.io=us (the hub" in (not_selected(selector, member) or "")
+    member.status.properties = {"zone.topology.mcsync.io": "a"}
+    assert "it has no region.topology.mcsync.io (the hub" in (not_selected(selector, member) or "")
+    member.status.properties = {"region.topology.mcsync.io": "eu"}
+    assert not_selected(selector, member) is None

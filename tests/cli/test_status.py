@@ -45,6 +45,12 @@ def well(name: str) -> MemberCluster:
     return cluster(name, heartbeat=ago(seconds=5), agent_version="0.3.0")
 
 
+def with_invalid(name: str, count: int) -> MemberCluster:
+    one = well(name)
+    one.status.invalid_export_count = count
+    return one
+
+
 @pytest.mark.parametrize(("case", "expected"), [
     (fleet([well("east"), well("west")], imports=[service_import()]), []),
     (fleet([well("east"), cluster("west", state="Stale", heartbeat=ago(minutes=3),
@@ -77,7 +83,13 @@ def well(name: str) -> MemberCluster:
         "withdrawn: the hub is most likely past its panic threshold (--stale-panic-fraction, "
         "default 0.5) and withholds withdrawals, suspecting its own network (SPEC §5.1): "
         "check the hub's connectivity first"]),
-], ids=["all-well", "stale", "pending", "held", "old-agent", "conflict", "database", "panic"])
+    (fleet([with_invalid("east", 3), with_invalid("west", 1)]),
+     ["cluster east has 3 ServiceExports it cannot export (Valid=False): `mcsync exports "
+      "--invalid` says why, and what to fix in the member cluster",
+      "cluster west has 1 ServiceExport it cannot export (Valid=False): `mcsync exports "
+      "--invalid` says why, and what to fix in the member cluster"]),
+], ids=["all-well", "stale", "pending", "held", "old-agent", "conflict", "database", "panic",
+        "invalid-exports"])
 def test_findings(case: Fleet, expected: list[str]) -> None:
     assert findings(case, now=NOW) == expected
 
@@ -102,7 +114,7 @@ def test_the_page_counts_the_fleet() -> None:
         "Token:      reader",
         "Database:   database reachable (writable), schema at head",
         "Clusters:   2 registered: 1 Ready, 1 Stale, 0 Pending",
-        "Exports:    3 from 1 clusters, 1 in conflict",
+        "Exports:    3 from 1 clusters, 1 in conflict, 0 invalid",
         "Conflicts:  1 services",
         "Imports:    2 services (held per cluster: east 2)",
     ]
@@ -123,7 +135,9 @@ def test_status_against_a_hub_exits_1_and_names_what_needs_attention(
         assert answer.status_code == 201, answer.text
         tokens[name] = answer.json()["token"]
     beat = hub.call("POST", "/api/v1/clusters/s-east/heartbeat", token=tokens["s-east"],
-                    body={"agentVersion": "0.1.0"})
+                    body={"agentVersion": "0.1.0", "invalidExports": {"total": 2, "items": [
+                        {"namespace": "st", "name": "gone", "reason": "NoService",
+                         "message": "no Service st/gone"}]}})
     assert beat.status_code == 200, beat.text
     put_export(hub, tokens["s-east"], "s-east", "st", "web", port=80, created=BASE)
     put_export(hub, tokens["s-west"], "s-west", "st", "web", port=81,
@@ -133,6 +147,9 @@ def test_status_against_a_hub_exits_1_and_names_what_needs_attention(
     assert "Token:      reader" in done.stdout
     assert "Database:   database reachable" in done.stdout
     assert "cluster s-west is Pending" in done.stdout
+    # The hub counts what the agent reported, the ones it did not list too.
+    assert "cluster s-east has 2 ServiceExports it cannot export (Valid=False)" in done.stdout
+    assert ", 2 invalid" in done.stdout
     assert "service st/web is in conflict (PortConflict; winner s-east)" in done.stdout
     admin = run_cli("status", env={"MCSYNC_HUB_URL": hub.url, "MCSYNC_TOKEN": hub.admin_token})
     assert "Token:      admin" in admin.stdout

@@ -155,6 +155,13 @@ def test_sandbox_exports_from_one_cluster_imports_in_another_and_stops_on_ctrl_c
     status = ok(run_cli("status", env=reader))  # exit 0: every cluster Ready, no conflict
     assert "Clusters:   3 registered: 3 Ready, 0 Stale, 0 Pending" in status
     assert "All well" in status
+    # Each cluster's region and zone, printed and reported: selection can be tried here.
+    assert lines["properties east"] == (
+        "region.topology.mcsync.io=us-east, zone.topology.mcsync.io=us-east-1a")
+    assert lines["properties west"].startswith("region.topology.mcsync.io=us-west,")
+    wait_for(lambda: "region.topology.mcsync.io=us-east" in ok(
+        run_cli("describe", "cluster", "north", env=reader)),
+        what="north's properties on the hub", timeout=30)
 
     parts = children_of(sandbox.process.pid)
     assert len(parts) >= 7  # a hub, three clusters, three agents

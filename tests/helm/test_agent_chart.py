@@ -93,7 +93,8 @@ CLUSTER_READS = {
 }
 # SPEC §2.1 (KEP-2149): read the About API's ClusterProperties and create them when absent,
 # in every scenario (another tool may have installed the CRD); never update or delete.
-IDENTITY_RULES = {("about.k8s.io", "clusterproperties"): {"get", "create"}}
+# list/watch: every property is reported to the hub (docs/reference.md#cluster-properties).
+IDENTITY_RULES = {("about.k8s.io", "clusterproperties"): {"get", "create", "list", "watch"}}
 SERVICEIMPORT_CRD = "serviceimports.multicluster.x-k8s.io"
 LEASE_RULES = {("coordination.k8s.io", "leases"): {"get", "create", "update"}}
 RBAC_KINDS = ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")
@@ -353,6 +354,28 @@ def test_token_is_a_file_from_the_secret_never_a_literal(scenario: tuple[str, Re
     else:
         secret = rendered.one("Secret", volume["secret"]["secretName"])
         assert secret["stringData"] == {item["key"]: TOKEN}
+
+
+def test_a_rotated_token_reaches_the_running_agent(scenario: tuple[str, Rendered]) -> None:
+    """The Secret is mounted as a directory, never with subPath: the kubelet updates a
+    directory mount in place when the Secret changes (a subPath mount keeps the old
+    file for the pod's life), and the agent reads the changed file without a restart
+    (docs/reference.md#credentials)."""
+    _, rendered = scenario
+    pod = rendered.one("Deployment")["spec"]["template"]["spec"]
+    agent = container_named(pod, "agent")
+    (token_file,) = flag_values(agent, "--token-file")
+    mounts = [m for m in agent["volumeMounts"] if token_file.startswith(m["mountPath"] + "/")]
+    assert len(mounts) == 1 and "subPath" not in mounts[0] and "subPathExpr" not in mounts[0]
+    assert all("subPath" not in m for m in agent["volumeMounts"] if m["name"] == "token")
+    volume = next(v for v in pod["volumes"] if v["name"] == mounts[0]["name"])
+    assert "secret" in volume
+    # An existing Secret is the operator's to rotate: no checksum that would restart pods.
+    annotations = rendered.one("Deployment")["spec"]["template"]["metadata"].get(
+        "annotations", {}
+    )
+    if volume["secret"]["secretName"] == "mcsync-member-token":
+        assert "checksum/token" not in annotations
 
 
 def test_a_token_is_required() -> None:

@@ -12,7 +12,7 @@ from tests.helm.test_hub_chart import SCENARIOS
 from tests.shared.test_metrics import exposed_families
 
 DASHBOARD = HUB_CHART / "dashboards" / "mcsync-overview.json"
-_METRIC_RE = re.compile(r"\b((?:mcsync|workqueue)_[a-z_]+)\b")
+_METRIC_RE = re.compile(r"\b((?:mcsync|mcs|workqueue)_[a-z_]+)\b")
 _SUFFIXES = ("_bucket", "_count", "_sum")
 
 
@@ -41,6 +41,8 @@ def test_every_query_names_an_exposed_metric() -> None:
         "workqueue_depth",
         "workqueue_retries_total",
         "mcsync_workqueue_drops_total",
+        # The end-to-end sync latency (docs/reference.md#observability).
+        "mcs_endpointslice_sync_latency_seconds_bucket",
     }
     assert subjects <= used
 
@@ -72,7 +74,10 @@ def test_every_agent_panel_follows_the_cluster_picker() -> None:
     """Agent series carry no cluster label: each agent query joins them with
     `mcsync_agent_info{cluster_id=~"$cluster"}` on (job, instance), so picking a cluster
     filters every agent panel, not only the export-duration ones."""
-    agent = re.compile(r"\b(?:mcsync_agent_(?!info\b)[a-z_]+|(?:mcsync_)?workqueue_[a-z_]+)\b")
+    agent = re.compile(
+        r"\b(?:mcsync_agent_(?!info\b)[a-z_]+|(?:mcsync_)?workqueue_[a-z_]+"
+        r"|mcs_endpointslice_[a-z_]+)\b"
+    )
     join = 'on (job, instance) group_left () mcsync_agent_info{cluster_id=~"$cluster"}'
     agent_queries = [q for q in queries() if agent.search(q)]
     assert len(agent_queries) >= 10

@@ -255,7 +255,7 @@ async def test_configured_tokens_are_compared_in_constant_time(
     compared at all, only its sha256 looked up (a hash reveals nothing about the token)."""
     import hmac
 
-    import hub.api.auth as auth
+    import hub.api.credentials as credentials
 
     compared: list[tuple[bytes, bytes]] = []
     original = hmac.compare_digest
@@ -264,7 +264,7 @@ async def test_configured_tokens_are_compared_in_constant_time(
         compared.append((a, b))
         return original(a, b)
 
-    monkeypatch.setattr(auth.hmac, "compare_digest", spy)
+    monkeypatch.setattr(credentials.hmac, "compare_digest", spy)
     guess = ADMIN_TOKEN_VALUE[:-1] + "x"  # all but the last character right
     assert (await hub.client.get("/api/v1/clusters", headers=bearer(guess))).status_code == 401
     assert (guess.encode(), ADMIN_TOKEN_VALUE.encode()) in compared

@@ -47,3 +47,18 @@ async def test_the_bundled_swagger_ui_renders_openapi_31(database_url: str) -> N
     async with running_hub(database_url) as hub:
         spec = (await hub.client.get("/openapi.json")).json()
         assert spec["openapi"].startswith("3.1")
+
+
+async def test_the_docs_page_carries_the_consoles_security_headers(database_url: str) -> None:
+    """The page runs with the browser's access to this hub: no framing, nothing loaded or
+    run from elsewhere, its one inline script allowed by hash."""
+    async with running_hub(database_url) as hub:
+        page = await hub.client.get("/docs")
+        policy = page.headers["content-security-policy"]
+        assert "frame-ancestors 'none'" in policy and "default-src 'self'" in policy
+        assert "'sha256-" in policy and "script-src 'self' 'unsafe-inline'" not in policy
+        assert page.headers["x-frame-options"] == "DENY"
+        assert page.headers["x-content-type-options"] == "nosniff"
+        assert page.headers["referrer-policy"] == "no-referrer"
+        asset = await hub.client.get("/docs/assets/swagger-ui-bundle.js")
+        assert asset.headers["x-content-type-options"] == "nosniff"

@@ -19,6 +19,8 @@ TABLES = {
     "endpoint_slices",
     "endpoint_withdrawals",
     "cluster_usage",
+    "import_selectors",
+    "import_exclusions",
 }
 
 
@@ -138,4 +140,6 @@ async def test_0002_keeps_the_history_and_its_downgrade_drops_only_import_rows(
         "endpoint_slices",
         "endpoint_withdrawals",
         "cluster_usage",
+        "import_selectors",
+        "import_exclusions",
     }

@@ -105,3 +105,18 @@ def test_crd_and_discovery_match_upstream(about: KubeCluster) -> None:
         assert entries[PLURAL].kind == "ClusterProperty"
         assert entries[PLURAL].namespaced is False
         assert f"{PLURAL}/status" in entries
+
+
+def test_cluster_property_flags_are_checked_before_anything_starts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--cluster-property NAME=VALUE` (the sandbox's region and zone) needs --about-api
+    and the NAME=VALUE form; either mistake is one line and exit 2."""
+    from sandbox.emulator.__main__ import main, parse_properties
+
+    assert parse_properties(["a.example.com=x", "b.example.com=y=z"]) == {
+        "a.example.com": "x", "b.example.com": "y=z"}
+    assert main(["--cluster-property", "region.example.com"]) == 2
+    assert "--cluster-property: 'region.example.com' is not NAME=VALUE" in capsys.readouterr().err
+    assert main(["--cluster-property", "region.example.com=eu"]) == 2
+    assert "needs --about-api" in capsys.readouterr().err

@@ -68,3 +68,25 @@ def test_a_refused_heartbeat_says_what_to_do(code: int, advice: str) -> None:
     refused = HubRejected(code=code, reason="x", message="m", route="/heartbeat")
     said = refusal_advice(refused, "east")
     assert said.startswith(advice) if advice else said == ""
+
+
+@pytest.mark.parametrize("host", ["192.0.2.77", "no-such-host.invalid"])
+def test_a_metrics_host_it_cannot_listen_on_names_metrics_host(tmp_path: Path, host: str) -> None:
+    """An address that is not this machine's (or does not resolve) is the host's fault,
+    so the line names `--metrics-host`, not the port the operator did not touch."""
+    (tmp_path / "kubeconfig").write_text(UNREACHABLE_CLUSTER)
+    result = run_agent(["--kubeconfig", "kubeconfig", "--metrics-host", host,
+                        "--metrics-port", "0"], cwd=tmp_path)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(
+        f"mcsync-agent: error: argument --metrics-host: cannot listen on {host}:0")
+    assert "choose another --metrics-host (MCSYNC_METRICS_HOST" in line
+    assert "--metrics-port" not in line
+
+
+def test_a_mistyped_flag_gets_a_did_you_mean(tmp_path: Path) -> None:
+    result = run_agent(["--metrics-hots", "127.0.0.1"], cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("mcsync-agent: error: unrecognized arguments: "
+                                     "--metrics-hots 127.0.0.1; did you mean --metrics-host?")

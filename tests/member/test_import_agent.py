@@ -9,6 +9,7 @@ creates later receives its imports then; unexporting takes all three away everyw
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -72,6 +73,14 @@ def import_writes(agent: AgentProcess) -> float:
     return total
 
 
+def sync_latency(agent: AgentProcess) -> tuple[float, float]:
+    """(count, sum) of west's mcs_endpointslice_sync_latency_seconds for source east."""
+    labels = {"source_cluster": "east"}
+    count = agent.metric("mcs_endpointslice_sync_latency_seconds_count", labels)
+    total = agent.metric("mcs_endpointslice_sync_latency_seconds_sum", labels)
+    return count or 0.0, total or 0.0
+
+
 def agent(
     name: str,
     kube: KubeCluster,
@@ -131,6 +140,8 @@ def test_an_export_is_imported_everywhere_and_unexported_everywhere(
     # One endpoint change in east: the mirrored slice follows in west, one write.
     wait_for(lambda: import_settled(west_agent), what="west's import queues drained")
     written = import_writes(west_agent)
+    synced_before = sync_latency(west_agent)
+    changed_at = time.time()
     changed = dict(east.state.get("endpointslices", NS, "web-abc") or {})
     changed["endpoints"] = [{"addresses": ["10.0.0.2"], "conditions": {"ready": True}}]
     east.state.update("endpointslices", NS, changed)
@@ -145,6 +156,11 @@ def test_an_export_is_imported_everywhere_and_unexported_everywhere(
     )
     wait_for(lambda: import_settled(west_agent), what="west's import queues drained")
     assert import_writes(west_agent) == written + 1
+    # The end-to-end sync latency of that change, labelled by its source cluster only: from
+    # east's agent seeing the slice change to west's mirror written (SPEC §6).
+    count, total = sync_latency(west_agent)
+    assert count == synced_before[0] + 1
+    assert 0 < total - synced_before[1] < time.time() - changed_at
 
     # Unexport: all three go in both clusters.
     east.state.delete("serviceexports", NS, "web")

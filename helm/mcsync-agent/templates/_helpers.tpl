@@ -136,7 +136,9 @@ another tool may have.
 {{- define "mcsync-agent.identityRules" -}}
 - apiGroups: ["about.k8s.io"]
   resources: ["clusterproperties"]
-  verbs: ["get", "create"]
+  # get/create: the cluster's id and clusterset; list/watch: every property, reported to
+  # the hub for cluster selection (docs/reference.md#cluster-properties).
+  verbs: ["get", "create", "list", "watch"]
 {{- end }}
 
 {{/* Refuse a release that cannot start, naming the value to set. */}}

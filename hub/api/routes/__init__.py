@@ -10,6 +10,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from hub.api.routes import (
+    clusterproperties,
     clusters,
     conflicts,
     docs,
@@ -18,6 +19,7 @@ from hub.api.routes import (
     health,
     imports,
     invalidexports,
+    tokens,
     whoami,
 )
 
@@ -25,6 +27,8 @@ ROUTERS: tuple[APIRouter, ...] = tuple(
     module.router
     for module in (
         clusters,
+        clusterproperties,
+        tokens,
         exports,
         conflicts,
         invalidexports,

@@ -9,18 +9,30 @@ learns it is too old to export (SPEC §5); the hub only logs the mismatch, the a
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from functools import lru_cache
+from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, Body, Depends
 from fastapi.responses import JSONResponse, Response
+from pydantic import TypeAdapter, ValidationError
 
-from hub.api.auth import AdminAccess, MemberAccess, MemberOrReaderAccess, ReaderAccess
-from hub.api.deps import SettingsDep, StoreDep
-from hub.api.jsonbody import StrictJsonRoute
-from hub.api.params import ClusterPath
+from hub.api.auth import (
+    AdminAccess,
+    MemberAccess,
+    MemberOrReaderAccess,
+    ReaderAccess,
+    bearer_token,
+)
+from hub.api.deps import SettingsDep, StoreDep, context_of
+from hub.api.fastpath import fast_path_route
+from hub.api.jsonbody import StrictJsonRequest, StrictJsonRoute
+from hub.api.params import ClusterPath, valid_path_labels
 from hub.api.routes.exports import PATCH_CONTENT_TYPES, require_patch_content_type
 from hub.api.status import documented
 from hub.logs import fields
+from hub.settings import HubSettings
+from hub.store.heartbeats import HeartbeatOutcome
 from shared.constants import API_PREFIX, CLUSTER_READY
 from shared.models import (
     Heartbeat,
@@ -29,6 +41,7 @@ from shared.models import (
     MemberClusterList,
     MemberClusterPatch,
     RegisteredMemberCluster,
+    Timestamp,
     to_wire,
 )
 from shared.timefmt import utcnow
@@ -138,12 +151,101 @@ async def delete_cluster(cluster: ClusterPath, _access: AdminAccess, store: Stor
     return JSONResponse(to_wire(last))
 
 
-@router.post(
-    "/clusters/{cluster}/heartbeat",
-    response_model=HeartbeatResponse,
-    summary="Member liveness; answers the hub's version and minAgentVersion",
-    responses=documented(401, 403, 404, 413, 422, 503),
-)
+_TIMESTAMP: TypeAdapter[Any] = TypeAdapter(Timestamp)
+
+
+@lru_cache(maxsize=64)
+def too_old(agent_version: str, min_agent_version: str) -> bool:
+    """Whether an agent of `agent_version` is older than the hub's minimum (an unparseable
+    version cannot be shown to be new enough). Cached: a fleet runs a handful of versions."""
+    try:
+        return is_older(agent_version, min_agent_version)
+    except ValueError:
+        return True
+
+
+@lru_cache(maxsize=8)
+def _answer_template(
+    min_agent_version: str, cluster_ttl: float, clusterset_name: str | None
+) -> dict[str, Any]:
+    """The heartbeat answer as `to_wire` gives it, but for its time and allowance."""
+    return to_wire(
+        HeartbeatResponse(
+            hub_version=__version__,
+            min_agent_version=min_agent_version,
+            server_time=utcnow(),
+            state=CLUSTER_READY,  # as of the heartbeat just recorded
+            clusterset_name=clusterset_name,
+            cluster_ttl_seconds=cluster_ttl,
+        )
+    )
+
+
+def heartbeat_response(settings: HubSettings, *, withdrawal_allowed: bool) -> Response:
+    """The `HeartbeatResponse` of a recorded beat, encoded without building the model each
+    time (every member beats several times per TTL)."""
+    answer = dict(
+        _answer_template(settings.min_agent_version, settings.cluster_ttl, settings.clusterset_name)
+    )
+    answer["serverTime"] = _TIMESTAMP.dump_python(utcnow(), mode="json")
+    answer["withdrawalAllowed"] = withdrawal_allowed
+    return Response(orjson.dumps(answer), media_type="application/json")
+
+
+def _heartbeat_answer(
+    cluster: str, beat: Heartbeat, outcome: HeartbeatOutcome, settings: HubSettings
+) -> Response:
+    """Log what the recorded beat changed, and answer it (both routes of the heartbeat)."""
+    if outcome.given_back:
+        log.info(
+            "Stale cluster is back: its endpoints return to the import feed",
+            extra=fields(cluster=cluster, exports=outcome.given_back),
+        )
+    if outcome.withdrawal_allowed:
+        log.warning(
+            "handing the agent the admin's allowance: its held mass withdrawal goes through",
+            extra=fields(cluster=cluster),
+        )
+    if too_old(beat.agent_version, settings.min_agent_version):
+        log.warning(
+            "agent is older than minAgentVersion; it should stop exporting",
+            extra=fields(
+                cluster=cluster,
+                agentVersion=beat.agent_version,
+                minAgentVersion=settings.min_agent_version,
+            ),
+        )
+    return heartbeat_response(settings, withdrawal_allowed=outcome.withdrawal_allowed)
+
+
+async def heartbeat_fast(request: StrictJsonRequest) -> Response | None:
+    """`heartbeat` for a member's beat entirely in order, without FastAPI's dependency
+    solving and without a token lookup of its own: the beat is recorded in the heartbeat
+    group commit only if the token is the path cluster's (`hub.store.heartbeats`). None
+    for anything else (another role's token, a body or path not in order, a token that is
+    not the cluster's), which `heartbeat` then answers (`hub.api.fastpath`)."""
+    params = request.path_params
+    if not valid_path_labels(params, _HEARTBEAT_PATH_NAMES):
+        return None
+    content_type = request.headers.get("content-type", "")
+    if content_type.split(";", 1)[0].strip().lower() != "application/json":
+        return None
+    ctx = context_of(request.app)
+    store = ctx.store
+    token = bearer_token(request)
+    if store is None or token is None or ctx.credentials.role_of(token) is not None:
+        return None
+    try:
+        beat = Heartbeat.model_validate_json(await request.body())
+    except ValidationError:
+        return None
+    cluster = params["cluster"]
+    outcome = await store.clusters.beat_with_token(cluster, beat, token=token)
+    if outcome is None:
+        return None
+    return _heartbeat_answer(cluster, beat, outcome, ctx.settings)
+
+
 async def heartbeat(
     cluster: ClusterPath,
     beat: Heartbeat,
@@ -159,39 +261,22 @@ async def heartbeat(
         withdrawal_held=beat.withdrawal_held,
         invalid_exports=beat.invalid_exports,
     )
-    if outcome.given_back:
-        log.info(
-            "Stale cluster is back: its endpoints return to the import feed",
-            extra=fields(cluster=cluster, exports=outcome.given_back),
-        )
-    if outcome.withdrawal_allowed:
-        log.warning(
-            "handing the agent the admin's allowance: its held mass withdrawal goes through",
-            extra=fields(cluster=cluster),
-        )
-    try:
-        too_old = is_older(beat.agent_version, settings.min_agent_version)
-    except ValueError:
-        too_old = True  # an unparseable version cannot be shown to be new enough
-    if too_old:
-        log.warning(
-            "agent is older than minAgentVersion; it should stop exporting",
-            extra=fields(
-                cluster=cluster,
-                agentVersion=beat.agent_version,
-                minAgentVersion=settings.min_agent_version,
-            ),
-        )
-    answer = HeartbeatResponse(
-        hub_version=__version__,
-        min_agent_version=settings.min_agent_version,
-        server_time=utcnow(),
-        state=CLUSTER_READY,  # as of the heartbeat just recorded
-        clusterset_name=settings.clusterset_name,
-        cluster_ttl_seconds=settings.cluster_ttl,
-        withdrawal_allowed=outcome.withdrawal_allowed,
-    )
-    return JSONResponse(to_wire(answer))
+    return _heartbeat_answer(cluster, beat, outcome, settings)
+
+
+_HEARTBEAT_PATH_NAMES = ("cluster",)
+
+# Registered without the decorator only to give it its own route class: a member's beat in
+# order is answered by `heartbeat_fast`, anything else by `heartbeat` (`hub.api.fastpath`).
+router.add_api_route(
+    "/clusters/{cluster}/heartbeat",
+    heartbeat,
+    methods=["POST"],
+    response_model=HeartbeatResponse,
+    summary="Member liveness; answers the hub's version and minAgentVersion",
+    responses=documented(401, 403, 404, 413, 422, 503),
+    route_class_override=fast_path_route(heartbeat_fast),
+)
 
 
 @router.post(

@@ -9,12 +9,15 @@ EndpointSliceExports of its key, cut to the ports their source clusters serve.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
 from hub.api.auth import MemberOrReaderAccess, ReaderAccess
 from hub.api.deps import ContextDep, StoreDep
 from hub.api.importscope import ScopedImportFeedSource
+from hub.api.importselection import SelectedImportFeedSource, SelectionState
 from hub.api.params import (
     ClusterPath,
     ConflictQuery,
@@ -29,15 +32,19 @@ from hub.api.params import (
     read_page,
 )
 from hub.api.status import documented
-from hub.api.watch import WATCH_RESPONSE, ImportFeedSource, open_watch
+from hub.api.watch import WATCH_RESPONSE, ImportFeedSource, WatchSource, open_watch
 from hub.api.wire import wire
 from shared.constants import API_PREFIX
+from shared.importreach import where_imported
 from shared.models import (
     ClusterImportList,
+    Importer,
+    ImporterList,
     ServiceImport,
     ServiceImportList,
     to_wire,
 )
+from shared.timefmt import utcnow
 
 router = APIRouter(prefix=API_PREFIX, tags=["serviceimports"])
 
@@ -87,6 +94,23 @@ async def get_import(
 
 
 @router.get(
+    "/serviceimports/{namespace}/{name}/importers",
+    response_model=ImporterList,
+    summary="Whether each registered cluster imports this Service, and why",
+    responses=documented(401, 403, 404, 422, 503),
+)
+async def list_importers(
+    namespace: NamespacePath, name: NamePath, _access: ReaderAccess, store: StoreDep
+) -> Response:
+    """The rows of `mcsync describe import` (`shared.importreach`), for the console: it asks
+    the hub rather than restating the scope globs and the reasons in JavaScript."""
+    item = await store.imports.get(namespace, name)
+    rows = where_imported(item, await store.clusters.list(), now=utcnow())
+    importers = [Importer(cluster=c, imports=i, why=w) for c, i, w in rows]
+    return JSONResponse(to_wire(ImporterList(items=importers)))
+
+
+@router.get(
     "/clusters/{cluster}/imports",
     response_model=ClusterImportList,
     summary="Everything a cluster must import (every ServiceImport and EndpointSliceExport), "
@@ -112,10 +136,24 @@ async def list_cluster_imports(
     scope = await store.clusters.import_scope(cluster)  # SPEC §4.4: None, every namespace
     if watch.watch:
         fleet = ImportFeedSource(store.import_feed)
-        source = fleet if scope is None else ScopedImportFeedSource(fleet, tuple(scope))
+        scoped: WatchSource = (
+            fleet if scope is None else ScopedImportFeedSource(fleet, tuple(scope))
+        )
+        # docs/reference.md#cluster-selection: without the keys whose import-clusters
+        # leaves this cluster out, judged from the watch's start revision on.
+        start = watch.resource_version
+        if start is None:
+            start = await fleet.current_revision()
+            watch = replace(watch, resource_version=start)
+        excluded = await store.import_feed.excluded_at(cluster, start)
+        source = SelectedImportFeedSource(
+            scoped, SelectionState(cluster=cluster, excluded=excluded, judged=start)
+        )
         return await open_watch(source=source, ctx=ctx, options=watch, principal=access)
     page = await read_page(
-        store.import_feed.list_imports(limit=limit, continue_token=continue_, namespaces=scope)
+        store.import_feed.list_imports(
+            limit=limit, continue_token=continue_, namespaces=scope, cluster=cluster
+        )
     )
     answer = ClusterImportList(
         metadata=list_meta(page),

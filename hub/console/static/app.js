@@ -5,7 +5,7 @@ import { ApiError, setToken, token } from "./api.js";
 import { h, tickAges } from "./dom.js";
 import { Feed } from "./feed.js";
 import { Fleet, keyOf } from "./fleet.js";
-import { fleetSection, servicePage, servicesSection } from "./views.js";
+import { fleetSection, loadWords, servicePage, servicesSection } from "./views.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -131,6 +131,7 @@ async function startSession() {
   const route = parseRoute();
   fleet.query = route.q || ""; // the first render leaves the page's first read to below
   await fleet.loadClusters(); // proves the token before anything is shown
+  await loadWords();
   nav.hidden = false;
   signOutButton.hidden = false;
   feedState.hidden = false;

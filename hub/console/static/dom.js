@@ -17,7 +17,14 @@ export function h(tag, attrs = {}, ...children) {
 }
 
 // A table with a caption and column headers; `rows` are arrays of cells (text or nodes).
+// It sits in a holder that scrolls sideways by itself, so a wide table on a narrow screen
+// never makes the whole page scroll (the holder is focusable, so a keyboard can scroll it).
 export function table({ caption, columns, rows, empty, className }) {
+  return h("div", { class: "scroll", tabindex: "0", role: "group", "aria-label": caption },
+    tableOnly({ caption, columns, rows, empty, className }));
+}
+
+function tableOnly({ caption, columns, rows, empty, className }) {
   return h("table", { class: className },
     h("caption", {}, caption),
     h("thead", {}, h("tr", {}, columns.map((c) => h("th", { scope: "col" }, c)))),

@@ -6,17 +6,19 @@ import { get, q } from "./api.js";
 import { ageOf, badge, h, table } from "./dom.js";
 import { PAGE_SIZE } from "./fleet.js";
 
-const REASONS = {
-  TypeConflict: "its type differs from the winner's",
-  PortConflict: "a port of the same name or number is declared differently",
-  SessionAffinityConflict: "its session affinity differs from the winner's",
-  SessionAffinityConfigConflict: "its session affinity timeout differs from the winner's",
-  InternalTrafficPolicyConflict: "its internal traffic policy differs from the winner's",
-  TrafficDistributionConflict: "its traffic distribution differs from the winner's",
-  IPFamilyConflict: "it serves other IP families than the winner",
-  LabelsConflict: "its exported labels differ from the winner's",
-  AnnotationsConflict: "its exported annotations differ from the winner's",
-};
+// What each conflict reason means, in words for people: the hub answers them (`words.json`,
+// read off the one table of properties in shared/properties.py), so they are never
+// restated here. Until they arrive, or if they cannot be read, a reason stands for itself.
+let REASONS = {};
+
+export async function loadWords(read = fetch) {
+  try {
+    const response = await read("words.json", { headers: { Accept: "application/json" } });
+    if (response.ok) REASONS = (await response.json()).reasons || {};
+  } catch {
+    // the reasons' own names stand in
+  }
+}
 
 export function reasonWords(reason) {
   return REASONS[reason] || reason;
@@ -77,7 +79,7 @@ export function fleetSection(fleet, { headingLevel = "h2", limit = Infinity } = 
         caption: "Member clusters, those needing attention first",
         className: "clusters",
         columns: ["Cluster", "State", "Last heartbeat", "Agent", "Exports", "Conflicts",
-          "Endpoints", "Withdrawal"],
+          "Endpoints", "Withdrawal", "Properties"],
         empty: "No cluster is registered yet (mcsync clusters register NAME).",
         rows: attentionFirst(clusters).slice(0, limit).map((c) => [
           c.metadata.name,
@@ -88,6 +90,7 @@ export function fleetSection(fleet, { headingLevel = "h2", limit = Infinity } = 
           String(c.status.conflictCount),
           c.status.endpointsWithdrawn ? badge("withdrawn", "bad") : "served",
           heldWithdrawal(c),
+          propertiesText(c.status.properties),
         ]),
       }),
       // replaceChildren writes a null as the text "null": only nodes go in.
@@ -98,6 +101,17 @@ export function fleetSection(fleet, { headingLevel = "h2", limit = Infinity } = 
   };
   refresh();
   return { el, refresh };
+}
+
+// The cluster's reported ClusterProperty objects (docs/reference.md#cluster-properties),
+// "name=value" by name, less the two every cluster has (its id and clusterset's name:
+// the Cluster column says the first). Text, never markup.
+const IDENTITY_PROPERTIES = new Set(["cluster.clusterset.k8s.io", "clusterset.k8s.io"]);
+
+export function propertiesText(properties) {
+  if (!properties) return "not reported";
+  const shown = Object.keys(properties).filter((k) => !IDENTITY_PROPERTIES.has(k)).sort();
+  return shown.length ? shown.map((k) => `${k}=${properties[k]}`).join(", ") : "—";
 }
 
 // --- the services list -------------------------------------------------------------------
@@ -219,32 +233,6 @@ function endpointCounts(slices) {
   return byCluster;
 }
 
-// SPEC §4.4 scope lists, as shared/scope.py reads them: names and `*` globs, `*` standing
-// for any run of characters; an absent list allows every namespace, an empty one none.
-export function scopeAllows(patterns, namespace) {
-  if (!patterns) return true;
-  const escape = (part) => part.replace(/[.+?^$()|[\]{}\\]/g, "\\$&");
-  const glob = (pattern) => new RegExp("^" + pattern.split("*").map(escape).join(".*") + "$");
-  return patterns.some((pattern) =>
-    pattern === namespace || (pattern.includes("*") && glob(pattern).test(namespace)));
-}
-
-function importWhy(cluster, serviceImport, namespace) {
-  const state = cluster.status.state;
-  const scope = cluster.spec && cluster.spec.importNamespaces;
-  if (!serviceImport) return "nowhere: no cluster exports this service now";
-  if (!scopeAllows(scope, namespace)) {
-    return `not imported: its importNamespaces (${scope.join(", ") || "none"}) leave out ` +
-      `namespace ${namespace}`;
-  }
-  if (state === "Pending") return "not yet: its agent has never sent a heartbeat";
-  if (state === "Stale") {
-    return `not kept current: its agent's heartbeats stopped (last ${cluster.status.lastHeartbeatTime || "never"}); it keeps what it imported`;
-  }
-  return `imported: it is in the cluster's import feed; its agent writes it where ` +
-    `namespace ${namespace} exists in the cluster`;
-}
-
 export async function loadService(namespace, name) {
   const key = `namespace=${q(namespace)}&name=${q(name)}`;
   // The ServiceImport is read only when some cluster exports the key: a 404 would be an
@@ -258,15 +246,27 @@ export async function loadService(namespace, name) {
       throw error;
     }
   };
+  // Whether each cluster imports it, and why, is the hub's answer (shared/importreach.py,
+  // as `mcsync describe import` says it): the console does not restate scope globs.
+  const readImporters = async (exports) => {
+    if (!exports.items.length) return [];
+    try {
+      return (await get(`/serviceimports/${q(namespace)}/${q(name)}/importers`)).items;
+    } catch (error) {
+      if (error.status === 404) return []; // withdrawn between the two reads
+      throw error;
+    }
+  };
   const exportsRead = get(`/serviceexports?${key}`);
-  const [serviceImport, exports, conflicts, slices, clusters] = await Promise.all([
+  const [serviceImport, importers, exports, conflicts, slices, clusters] = await Promise.all([
     exportsRead.then(readImport),
+    exportsRead.then(readImporters),
     exportsRead,
     get(`/conflicts?${key}`),
     get(`/endpointslices?${key}`),
     get("/clusters"),
   ]);
-  return { serviceImport, exports: exports.items, conflicts: conflicts.items,
+  return { serviceImport, importers, exports: exports.items, conflicts: conflicts.items,
     slices: slices.items, clusters: clusters.items };
 }
 
@@ -315,7 +315,7 @@ export function servicePage(namespace, name) {
           exp.spec.serviceReference.clusterId,
           stateBadge(states.get(exp.spec.serviceReference.clusterId) || exp.status.clusterState),
           exp.spec.type,
-          exp.spec.serviceReference.exportedSince,
+          ageOf(exp.spec.serviceReference.exportedSince),
           verdict(exp, winner, data.conflicts),
         ]),
         empty: "No cluster exports it.",
@@ -339,9 +339,10 @@ export function servicePage(namespace, name) {
       table({
         caption: "Each registered cluster, and why it does or does not import this service",
         columns: ["Cluster", "State", "Import"],
-        rows: data.clusters.map((c) => [c.metadata.name, stateBadge(c.status.state),
-          importWhy(c, si, namespace)]),
-        empty: "No cluster is registered.",
+        rows: si ? data.importers.map((row) => [row.cluster, stateBadge(states.get(row.cluster)),
+          `${row.imports}: ${row.why}`]) : [],
+        empty: si ? "No cluster is registered."
+          : "Nowhere: no cluster exports this service now.",
       })));
     body.removeAttribute("aria-busy");
     body.replaceChildren(...sections);

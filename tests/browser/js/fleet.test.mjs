@@ -1,11 +1,11 @@
-// The console's rows and paged reads (hub/console/static/fleet.js) and its reading of scope
-// lists (views.js, as shared/scope.py reads them). Run by tests/browser/test_console_js.py.
+// The console's rows and paged reads (hub/console/static/fleet.js) and its words for
+// conflict reasons, read from the hub (views.js). Run by tests/browser/test_console_js.py.
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
 const { listPath, mayMatch, readPage, rowOf } = await import("../../../hub/console/static/fleet.js");
-const { scopeAllows } = await import("../../../hub/console/static/views.js");
+const { loadWords, propertiesText, reasonWords } = await import("../../../hub/console/static/views.js");
 
 function serviceImport(namespace, name, clusters, conflicts = []) {
   return {
@@ -93,18 +93,25 @@ test("conflicting keys that end with the page: the next starts at the clean ones
   assert.ok(asked.every((url) => url.includes("q=x")), asked);
 });
 
-for (const [patterns, namespace, allowed] of [
-  [undefined, "demo", true],
-  [[], "demo", false],
-  [["demo"], "demo", true],
-  [["team-*"], "team-a", true],
-  [["team-*"], "xteam-a", false],
-  [["*-prod"], "shop-prod", true],
-  [["*"], "anything", true],
-  [["a*b*c"], "a-x-b-y-c", true],
-  [["shop"], "shopping", false],
-]) {
-  test(`scope ${JSON.stringify(patterns)} ${allowed ? "allows" : "leaves out"} ${namespace}`, () => {
-    assert.equal(scopeAllows(patterns, namespace), allowed);
+test("a conflict reason reads in the words the hub answers, itself until then", async () => {
+  assert.equal(reasonWords("TypeConflict"), "TypeConflict");
+  const asked = [];
+  await loadWords(async (url) => {
+    asked.push(url);
+    return { ok: true, json: async () => ({ reasons: { TypeConflict: "its type differs" } }) };
   });
-}
+  assert.deepEqual(asked, ["words.json"]);
+  assert.equal(reasonWords("TypeConflict"), "its type differs");
+  assert.equal(reasonWords("NewConflict"), "NewConflict");
+  await loadWords(async () => { throw new Error("offline"); });
+  assert.equal(reasonWords("TypeConflict"), "its type differs");
+});
+
+test("the cluster view shows its properties by name, less the identity ones", () => {
+  assert.equal(propertiesText(undefined), "not reported");
+  assert.equal(propertiesText({ "cluster.clusterset.k8s.io": "east" }), "—");
+  assert.equal(propertiesText({
+    "zone.topology.mcsync.io": "eu-1", "region.topology.mcsync.io": "eu",
+    "cluster.clusterset.k8s.io": "east", "clusterset.k8s.io": "prod",
+  }), "region.topology.mcsync.io=eu, zone.topology.mcsync.io=eu-1");
+});

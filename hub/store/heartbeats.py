@@ -1,0 +1,266 @@
+"""Heartbeats in group commits: the beats that arrive together share one transaction.
+
+Every member cluster beats several times per TTL (at least three, `member.heartbeat`), so
+at fleet scale heartbeats are most of what a hub replica is asked: 10,000 clusters at the
+agents' 30 s interval are ~330 beats a second across the tier. One beat used to be two
+transactions of its own — the member-token lookup (`tokens`), then an UPDATE and a read of
+the cluster's withheld endpoints — eight round trips and ~2.5 ms of hub CPU, ten times a
+`GET /healthz` (docs/benchmarks.md#fleet-scale). The statements were cheap; the per-
+transaction Python around them (pool checkout and its ping, BEGIN, COMMIT, SQLAlchemy's
+per-statement work) was the cost, paid once per beat.
+
+`HeartbeatBatcher` queues each beat and commits whatever is queued in one transaction of
+three statements, however many beats it carries (the `batch.GroupCommit` machinery: no
+timer, a batch is what arrived while the previous one was in the database):
+
+1. lock the beating clusters' rows, sorted by name (step 1 of the store's lock order,
+   `locks`), reading each one's token hash and pending allowance. A row another
+   transaction holds (a write of that cluster's exports holds it until commit) is skipped,
+   not waited for, and its beat goes into the next batch: a beat used to wait for its own
+   cluster's writes, and one such wait must not hold up the beats of every other cluster;
+2. one UPDATE of all of them (an executemany: last heartbeat, agent version, import counts,
+   held withdrawal, the one-shot allowance taken, the invalid-export report when sent);
+3. the withheld endpoints of those clusters, usually none; a Stale cluster's are given
+   back in this same transaction (`withdrawals.apply`, keys locked in one sorted run).
+
+Unlike the export writes, a heartbeat batch waits a moment (`LINGER_SECONDS`) before it
+forms: beats arrive one by one, spread over the interval by the agents' jitter, and
+without the wait a replica taking 170 beats a second commits them one per transaction
+again. Nothing waits on a beat's answer but its agent's next sleep, and 50 ms is
+nothing against a TTL of 90 s; an export's writer, by contrast, waits for its verdict.
+
+A beat may carry the member token's hash (`Beat.token_hash`): then it is recorded only if
+that is the cluster's own token, and the beat's answer is None when it is not (nothing was
+written for it). This is what lets the route answer an in-order heartbeat without the
+separate token lookup (`hub.api.routes.clusters`); a refused beat goes the long way round,
+which words the 401, 403 or 404.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hmac
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import bindparam, select, update
+
+from hub.store import codec
+from hub.store.batch import GroupCommit
+from hub.store.context import StoreContext
+from hub.store.errors import NotFound
+from hub.store.invalidexports import stored_report
+from hub.store.tables import clusters, endpoint_withdrawals
+from hub.store.withdrawals import apply
+from shared.models import Heartbeat, to_wire
+from shared.timefmt import utcnow
+
+MAX_BEATS_PER_BATCH = 100
+PATIENCE = 3
+"""Batches a beat skips its held row in before it waits for it."""
+LINGER_SECONDS = 0.05
+"""How long a heartbeat batch gathers beats before it commits (module docstring)."""
+
+
+@dataclass(frozen=True)
+class HeartbeatOutcome:
+    """A recorded heartbeat (the cluster is `Ready` by it): whether its answer hands the
+    agent the admin's one-shot allowance (consumed by this heartbeat)."""
+
+    withdrawal_allowed: bool
+    # Exports whose endpoints this heartbeat gave back to the import feed (SPEC §5.1).
+    given_back: int = 0
+
+
+@dataclass(frozen=True)
+class Beat:
+    """One heartbeat to record. `token_hash`: record it only if this is the cluster's
+    member token (its sha256); None when the caller has authenticated it already."""
+
+    cluster: str
+    beat: Heartbeat
+    token_hash: str | None = None
+    # Wait for the cluster's row if another transaction holds it (see `HeartbeatBatcher`).
+    patient: bool = False
+
+    @property
+    def record_id(self) -> Hashable:
+        return self.cluster
+
+
+class _Busy:
+    """A beat left for the next batch: its cluster's row was held by another transaction."""
+
+
+BUSY = _Busy()
+
+
+class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | _Busy | None"]):
+    """Group commit of heartbeats (module docstring). A beat's answer is its outcome; None
+    when its `token_hash` is not its cluster's token (nothing recorded); `NotFound` when
+    an authenticated beat's cluster is not registered (or is being deleted)."""
+
+    def __init__(
+        self,
+        ctx: StoreContext,
+        *,
+        max_batch: int = MAX_BEATS_PER_BATCH,
+        linger: float = LINGER_SECONDS,
+    ) -> None:
+        super().__init__(ctx, max_batch=max_batch, name="mcsync-heartbeat-batcher")
+        self._linger = linger
+
+    async def write(self, mutation: Beat) -> HeartbeatOutcome | None:  # type: ignore[override]
+        """Record one beat (see the class doc); a beat whose cluster row another
+        transaction held goes into the next batch."""
+        for _ in range(PATIENCE):
+            answer = await super().write(mutation)
+            if not isinstance(answer, _Busy):
+                return answer
+        answer = await super().write(dataclasses.replace(mutation, patient=True))
+        assert not isinstance(answer, _Busy)
+        return answer
+
+    async def _run(self) -> None:
+        if self._linger > 0:
+            await asyncio.sleep(self._linger)  # let the beats of the next moment join
+        await super()._run()
+
+    async def commit(
+        self, mutations: Sequence[Beat]
+    ) -> Sequence[HeartbeatOutcome | _Busy | Exception | None]:
+        now = utcnow()
+        names = sorted({m.cluster for m in mutations})
+        recorded: dict[str, HeartbeatOutcome] = {}
+        busy: set[str] = set()
+        newest: int | None = None
+        async with self._ctx.write() as conn:
+            query = (
+                select(
+                    clusters.c.name,
+                    clusters.c.token_hash,
+                    clusters.c.previous_token_hash,
+                    clusters.c.withdrawal_allowed,
+                )
+                .where(clusters.c.name.in_(names), clusters.c.deleting.is_(False))
+                .order_by(clusters.c.name)
+            )
+            rows = {
+                r.name: r
+                for r in await conn.execute(self._ctx.locks.exclusive_unlocked(query, of=clusters))
+            }
+            if len(rows) < len(names):
+                # Left out: not registered, or held by another transaction (a write of the
+                # cluster's exports): those beats wait for the next batch, not this one.
+                missing = [n for n in names if n not in rows]
+                present = select(clusters.c.name).where(
+                    clusters.c.name.in_(missing), clusters.c.deleting.is_(False)
+                )
+                busy = {n for (n,) in await conn.execute(present)}
+                # A beat that found its row held in several batches in a row waits for it
+                # now, in this batch (a cluster whose writes never pause must still beat).
+                waiting = sorted(busy & {m.cluster for m in mutations if m.patient})
+                if waiting:
+                    query = query.where(clusters.c.name.in_(waiting))
+                    for r in await conn.execute(self._ctx.locks.exclusive(query, of=clusters)):
+                        rows[r.name] = r
+                        busy.discard(r.name)
+            plain: list[dict[str, Any]] = []
+            reporting: list[dict[str, Any]] = []
+            matched: dict[str, bool] = {}  # cluster -> its answer hands over the allowance
+            # Beats that presented a rotated cluster's NEW token: the agent has it, so the
+            # previous one is retired now, as any other request with it would (`tokens`).
+            retiring: list[str] = []
+            for m in mutations:
+                row = rows.get(m.cluster)
+                if m.cluster in busy:
+                    continue
+                if row is None or (
+                    m.token_hash is not None
+                    and not hmac.compare_digest(str(row.token_hash), m.token_hash)
+                ):
+                    continue
+                if m.token_hash is not None and row.previous_token_hash is not None:
+                    retiring.append(m.cluster)
+                beat = m.beat
+                held = beat.withdrawal_held
+                # The row is locked until commit: this takes the allowance exactly once.
+                matched[m.cluster] = held is not None and bool(row.withdrawal_allowed)
+                values: dict[str, Any] = {
+                    "b_name": m.cluster,
+                    "b_at": now,
+                    "b_version": beat.agent_version,
+                    "b_services": beat.imported_services,
+                    "b_endpoints": beat.imported_endpoints,
+                    "b_held": None if held is None else codec.canonical_json(to_wire(held)),
+                    "b_allowed": bool(row.withdrawal_allowed) and held is None,
+                }
+                if beat.invalid_exports is None:
+                    plain.append(values)  # SPEC §7: kept when the beat carries no list
+                else:
+                    values["b_invalid"] = stored_report(beat.invalid_exports)
+                    reporting.append(values)
+            if retiring:
+                await conn.execute(
+                    update(clusters)
+                    .where(clusters.c.name.in_(sorted(set(retiring))))
+                    .values(previous_token_hash=None, previous_token_expires=None)
+                )
+            if plain:
+                await conn.execute(_UPDATE, plain)
+            if reporting:
+                await conn.execute(
+                    _UPDATE.values(invalid_exports=bindparam("b_invalid")), reporting
+                )
+            if matched:
+                withheld_rows = await conn.execute(
+                    select(
+                        endpoint_withdrawals.c.cluster_id,
+                        endpoint_withdrawals.c.namespace,
+                        endpoint_withdrawals.c.service_name,
+                    ).where(endpoint_withdrawals.c.cluster_id.in_(sorted(matched)))
+                )
+                withheld = {(c, ns, svc) for c, ns, svc in withheld_rows}
+                back: Counter[str] = Counter()
+                if withheld:
+                    applied = await apply(conn, self._ctx, withhold=set(), give_back=withheld)
+                    newest = applied.newest_revision
+                    back.update(c for c, _, _ in withheld)
+                for name, allowance in matched.items():
+                    recorded[name] = HeartbeatOutcome(
+                        withdrawal_allowed=allowance, given_back=back[name]
+                    )
+        if newest is not None:
+            self._ctx.notifier.committed(newest)
+        answers: list[HeartbeatOutcome | _Busy | Exception | None] = []
+        for m in mutations:
+            outcome = recorded.get(m.cluster)
+            if m.cluster in busy:
+                answers.append(BUSY)
+            elif outcome is not None:
+                answers.append(outcome)
+            elif m.token_hash is not None:
+                answers.append(None)
+            else:
+                answers.append(NotFound(f"cluster {m.cluster!r} is not registered"))
+        return answers
+
+
+# One statement for every beat of a batch (executemany); `b_` parameters, since a bind
+# parameter may not share a column's name in an UPDATE's SET.
+_UPDATE = (
+    update(clusters)
+    .where(clusters.c.name == bindparam("b_name"))
+    .values(
+        last_heartbeat=bindparam("b_at"),
+        agent_version=bindparam("b_version"),
+        imported_services=bindparam("b_services"),
+        imported_endpoints=bindparam("b_endpoints"),
+        stale=False,
+        withdrawal_held=bindparam("b_held"),
+        withdrawal_allowed=bindparam("b_allowed"),
+    )
+)

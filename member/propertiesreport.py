@@ -1,0 +1,173 @@
+"""Reports this cluster's ClusterProperty objects to the hub when they change
+(docs/reference.md#cluster-properties).
+
+Cluster selection in every importing cluster — and the hub's `mcsync.io/import-clusters`
+— reads a cluster's properties, so the agent keeps the hub's copy equal to the About API's
+objects. An informer watches them (one list, then a watch: no read per heartbeat); each
+change wakes the reporter's thread, which compares the whole set with what the hub last
+acknowledged and, only when they differ, sends it (`PUT …/clusters/{c}/properties`, the
+whole set). A restarted agent has had nothing acknowledged, so it reports once at start
+(the hub writes nothing when the set is equal to what it has).
+
+`cluster.clusterset.k8s.io` is always among them: where the About API is not installed
+the agent reports its id under that name (the other tools' agreement,
+`member.clusteridentity`) and nothing else.
+
+A set the hub would refuse (more than 64 objects, a value over 1 KiB, an empty value) is
+not sent, not even in part — a subset would make selectors misjudge the cluster: one error
+line names the problem (again only when it changes) and the hub keeps the last good set.
+A failed PUT is logged and retried every `RETRY_SECONDS`. Nothing here raises.
+
+Each set read also goes to this agent's own view (`FleetPropertiesView.set_own`), so
+`@SameAsImporter@` follows the cluster's properties without a round trip to the hub.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from kubernetes import client as k8s
+
+from member.clusteridentity import AboutApi
+from member.clusterproperties import FleetPropertiesView
+from member.hubclient import HubClient, HubError
+from member.informer import Informer
+from member.kube.listwatch import KubeListWatch
+from shared.aboutapi import ABOUT_GROUP, CLUSTER_ID_PROPERTY, CLUSTER_PROPERTY_KIND
+from shared.models import properties_problem
+
+__all__ = ["RETRY_SECONDS", "PropertiesReporter"]
+
+logger = logging.getLogger(__name__)
+
+RETRY_SECONDS = 5.0
+"""How soon a report the hub did not take (unreachable, refused) is tried again."""
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
+
+
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the informer keeps of a ClusterProperty: its name, resourceVersion and value."""
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    value = spec.get("value")
+    return {
+        "metadata": {"name": metadata.get("name"),
+                     "resourceVersion": metadata.get("resourceVersion")},
+        "spec": {"value": value if isinstance(value, str) else ""},
+    }
+
+
+class PropertiesReporter:
+    """Keeps the hub's copy of this cluster's properties current; see the module doc."""
+
+    def __init__(
+        self,
+        *,
+        api: k8s.ApiClient,
+        about: AboutApi,
+        hub: HubClient,
+        cluster_id: str,
+        view: FleetPropertiesView | None = None,
+        watch_timeout: int = 300,
+    ) -> None:
+        self._hub = hub
+        self._cluster_id = cluster_id
+        self._view = view
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        self._acknowledged: dict[str, str] | None = None  # what the hub last answered for
+        self._last_problem: str | None = None
+        self.informer: Informer | None = None
+        if about.installed:
+            self.informer = Informer(
+                name="clusterproperties",
+                list_watch=KubeListWatch(
+                    api,
+                    path=about.collection_path,
+                    api_version=f"{ABOUT_GROUP}/{about.version}",
+                    kind=CLUSTER_PROPERTY_KIND,
+                ),
+                handler=lambda *_: self._wake.set(),
+                watch_timeout_seconds=watch_timeout,
+                key_func=_name,
+                transform=_slim,
+            )
+
+    def current(self) -> dict[str, str]:
+        """The cluster's properties as the informer holds them (no request)."""
+        values: dict[str, str] = {}
+        if self.informer is not None:
+            for obj in self.informer.list_cached():
+                values[_name(obj)] = str((obj.get("spec") or {}).get("value") or "")
+        values.setdefault(CLUSTER_ID_PROPERTY, self._cluster_id)
+        return values
+
+    def synced(self) -> bool:
+        return self.informer is None or self.informer.has_synced()
+
+    def sync(self) -> bool:
+        """Report the current set when it changed; True when the hub holds it."""
+        with self._lock:
+            if not self.synced():
+                return False  # an empty cache is not "no properties"
+            values = self.current()
+            problem = properties_problem(values)
+            if problem is not None:
+                self._problem(
+                    f"ClusterProperty objects not reported to the hub: {problem}; the hub "
+                    "keeps the last set it was given (docs/reference.md#cluster-properties)",
+                    level=logging.ERROR,
+                )
+                return False
+            if self._view is not None:
+                self._view.set_own(values)
+            if values == self._acknowledged:
+                return True
+            try:
+                self._hub.put_properties(values)
+            except HubError as exc:
+                self._problem(
+                    f"cannot report the cluster's properties to the hub (retried in "
+                    f"{RETRY_SECONDS:g}s): {exc}",
+                    level=logging.WARNING,
+                )
+                return False
+            self._acknowledged = values
+            self._last_problem = None
+            logger.info("reported %d cluster properties to the hub", len(values))
+            return True
+
+    def run(self, stop: threading.Event) -> None:
+        """Report at start and after every change until `stop`; a report that did not
+        get through is tried again every `RETRY_SECONDS`."""
+        ok = False
+        self._wake.set()
+        while not stop.is_set():
+            woken = self._wake.wait(timeout=RETRY_SECONDS)
+            if stop.is_set():
+                return
+            if not woken and ok:
+                continue
+            self._wake.clear()
+            try:
+                ok = self.sync()
+            except Exception:  # the thread must not die: the next change tries again
+                logger.exception("reporting the cluster's properties failed")
+                ok = False
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        thread = threading.Thread(
+            target=self.run, args=(stop,), name="clusterproperties", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def _problem(self, line: str, *, level: int) -> None:
+        repeated = line == self._last_problem
+        self._last_problem = line
+        logger.log(logging.DEBUG if repeated else level, "%s", line)

@@ -1,0 +1,141 @@
+"""Heartbeats at fleet scale (docs/reference.md#fleet-scale), on both databases.
+
+A member's in-order heartbeat is answered by the route's fast path and recorded in a
+group commit with every beat that arrives with it (`hub.store.heartbeats`); anything else
+goes through the declared route. Either way the answer is the same `HeartbeatResponse`,
+and a refused beat records nothing: another cluster's token is 403, an unknown token 401,
+a body out of order 422 naming the field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy import select
+
+from hub.store.tables import clusters
+from shared.models import HeartbeatResponse
+from shared.version import __version__
+from tests.hub.test_api_support import ADMIN, Hub, running_hub
+
+AGENT = {"agentVersion": "0.1.0", "importedServices": 3, "importedEndpoints": 30}
+
+
+@pytest.fixture
+async def hub(database_url: str) -> AsyncIterator[Hub]:
+    async with running_hub(database_url) as running:
+        yield running
+
+
+def beat_path(cluster: str) -> str:
+    return f"/api/v1/clusters/{cluster}/heartbeat"
+
+
+async def cluster(hub: Hub, name: str) -> dict[str, object]:
+    answer = await hub.client.get(f"/api/v1/clusters/{name}", headers=ADMIN)
+    assert answer.status_code == 200, answer.text
+    status: dict[str, object] = answer.json()["status"]
+    return status
+
+
+async def test_many_beats_at_once_share_transactions_and_each_is_recorded(hub: Hub) -> None:
+    names = [f"c{i}" for i in range(40)]
+    members = await hub.register(*names)
+    batches_before = hub.store.clusters._beats.batches
+
+    answers = await asyncio.gather(
+        *(hub.client.post(beat_path(n), json=AGENT, headers=members[n]) for n in names)
+    )
+    for answer in answers:
+        assert answer.status_code == 200, answer.text
+        parsed = HeartbeatResponse.model_validate(answer.json())
+        assert parsed.hub_version == __version__
+        assert parsed.state == "Ready"
+        assert parsed.cluster_ttl_seconds == hub.settings.cluster_ttl
+        assert parsed.withdrawal_allowed is False
+    assert hub.store.clusters._beats.batches - batches_before < len(names)
+    for name in names:
+        status = await cluster(hub, name)
+        assert status["state"] == "Ready"
+        assert status["importedServices"] == 3
+        assert status["agentVersion"] == "0.1.0"
+
+
+async def test_the_fast_answer_is_the_declared_routes_answer(hub: Hub) -> None:
+    members = await hub.register("east")
+    fast = await hub.client.post(beat_path("east"), json=AGENT, headers=members["east"])
+    # The admin's beat goes the declared route (the fast path takes members' beats only).
+    declared = await hub.client.post(beat_path("east"), json=AGENT, headers=ADMIN)
+    assert fast.status_code == declared.status_code == 200
+    one, other = fast.json(), declared.json()
+    assert one.pop("serverTime") and other.pop("serverTime")
+    assert one == other
+
+
+async def test_a_refused_beat_records_nothing_and_says_why(hub: Hub) -> None:
+    members = await hub.register("east", "west")
+    foreign = await hub.client.post(beat_path("east"), json=AGENT, headers=members["west"])
+    assert foreign.status_code == 403, foreign.text
+    unknown = await hub.client.post(
+        beat_path("east"), json=AGENT, headers={"Authorization": "Bearer nobody"}
+    )
+    assert unknown.status_code == 401, unknown.text
+    bad = await hub.client.post(
+        beat_path("east"), json={"agentVersion": ""}, headers=members["east"]
+    )
+    assert bad.status_code == 422, bad.text
+    assert "agentVersion" in bad.text
+    missing = await hub.client.post(beat_path("gone"), json=AGENT, headers=ADMIN)
+    assert missing.status_code == 404, missing.text
+    assert (await cluster(hub, "east"))["state"] == "Pending"
+
+
+async def test_a_held_withdrawal_takes_the_allowance_once_through_the_fast_path(
+    hub: Hub,
+) -> None:
+    members = await hub.register("east")
+    hold = {"since": "2026-01-01T00:00:00Z", "exports": 20, "wouldWithdraw": 15}
+    first = await hub.client.post(
+        beat_path("east"), json={**AGENT, "withdrawalHeld": hold}, headers=members["east"]
+    )
+    assert first.json()["withdrawalAllowed"] is False
+    allowed = await hub.client.post("/api/v1/clusters/east/allow-withdrawal", headers=ADMIN)
+    assert allowed.status_code == 200, allowed.text
+    taken = await asyncio.gather(
+        *(
+            hub.client.post(
+                beat_path("east"), json={**AGENT, "withdrawalHeld": hold}, headers=members["east"]
+            )
+            for _ in range(3)
+        )
+    )
+    assert [a.json()["withdrawalAllowed"] for a in taken].count(True) == 1
+
+
+async def test_a_cluster_whose_row_is_held_does_not_hold_up_the_others_beats(
+    hub: Hub, database_url: str
+) -> None:
+    """A write of one cluster's exports holds its row until commit (FOR SHARE); the beats of
+    every other cluster in the same batch are answered meanwhile, and the held cluster's
+    beat once the write commits."""
+    if not database_url.startswith("postgresql"):
+        pytest.skip("SQLite has one writer at a time: no other transaction can hold a row")
+    members = await hub.register("east", "west")
+    engine = hub.store.engine
+    async with engine.connect() as conn, conn.begin():
+        await conn.execute(
+            select(clusters.c.name).where(clusters.c.name == "east").with_for_update(read=True)
+        )
+        east = asyncio.create_task(
+            hub.client.post(beat_path("east"), json=AGENT, headers=members["east"])
+        )
+        west = await asyncio.wait_for(
+            hub.client.post(beat_path("west"), json=AGENT, headers=members["west"]), 30
+        )
+        assert west.status_code == 200, west.text
+        assert not east.done()
+    answer = await asyncio.wait_for(east, 30)
+    assert answer.status_code == 200, answer.text
+    assert (await cluster(hub, "east"))["state"] == "Ready"
