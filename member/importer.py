@@ -195,6 +195,9 @@ class Importer:
         self._workers = workers
         self._scope = {ns for ns in namespaces if ns is not None}
         self.metrics = ImportMetrics(metrics)
+        # This cluster imports its own exports too: its sync-latency series exists from
+        # start at 0, as every series the agent knows of (others appear with their data).
+        self.metrics.sync_latency.labels(hub.config.cluster_id)
         self.queues = {
             name: WorkQueue(name=name, metrics=queue_metrics)
             for name in ("serviceimport", "derivedservice", "mirroredslices")

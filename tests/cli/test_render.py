@@ -88,12 +88,13 @@ def test_clusters_table() -> None:
         cluster("new", state="Pending", heartbeat=None, created=ago(seconds=10)),
     ]
     text = render.format_table(clusters.table(items, now=NOW))
-    # IMPORTED: ServiceImports and endpoints the agent's heartbeat reported; <none> before any.
+    # IMPORTED-SVC/EP: ServiceImports/endpoints the agent's heartbeat reported; <none>
+    # before any. One word per cell: the table splits on white space.
     assert text.splitlines() == [
-        "NAME        STATE     LAST-HEARTBEAT   EXPORTS   CONFLICTS   IMPORTED        AGE",
-        "east        Ready     5s               2         1           12 svc/340 ep   4d",
-        "west-long   Stale     120m             1         0           0 svc/0 ep      3m",
-        "new         Pending   <none>           0         0           <none>          10s",
+        "NAME        STATE     LAST-HEARTBEAT   EXPORTS   CONFLICTS   IMPORTED-SVC/EP   AGE",
+        "east        Ready     5s               2         1           12/340            4d",
+        "west-long   Stale     120m             1         0           0/0               3m",
+        "new         Pending   <none>           0         0           <none>            10s",
     ]
 
 

@@ -151,8 +151,9 @@ def test_both_metrics_endpoints_agree_with_the_fleet(
     resolutions = total(hub_samples, "mcsync_hub_conflict_resolution_duration_seconds_count")
     assert 1 <= resolutions <= total(hub_samples, "mcsync_hub_write_batch_size_count")
     assert total(hub_samples, "mcsync_hub_write_batch_size_sum") >= 4
-    # Two feeds per agent: its cluster's exports and the fleet's imports.
-    assert total(hub_samples, "mcsync_hub_active_watches") == 4
+    # Three feeds per agent: its cluster's exports, the fleet's imports and the fleet's
+    # cluster properties (docs/decisions.md: properties have a feed of their own).
+    assert total(hub_samples, "mcsync_hub_active_watches") == 6
     assert total(hub_samples, "mcsync_hub_database_errors_total") == 0
 
     # --- the agents: one sample per exported resourceVersion, and the hub agrees ------------
@@ -176,11 +177,12 @@ def test_both_metrics_endpoints_agree_with_the_fleet(
         assert total(samples, "workqueue_queue_duration_seconds_count", **QUEUE) >= 2
         assert total(samples, "workqueue_work_duration_seconds_count", **QUEUE) >= 2
         assert total(samples, "mcsync_workqueue_drops_total", **QUEUE) == 0
-        # Each reconcile that exported made exactly one successful PUT.
+        # Each reconcile that exported made exactly one successful PUT of an export (the
+        # agent also PUTs its cluster's properties, on a route of their own).
         puts = sum(
             v for n, ls, v in samples
             if n == "mcsync_agent_hub_request_duration_seconds_count" and ls["method"] == "PUT"
-            and ls["code"].startswith("2")
+            and ls["code"].startswith("2") and ls["route"].endswith("/serviceexports/{namespace}/{name}")
         )  # fmt: skip
         assert total(samples, "mcsync_agent_reconciles_total", outcome="exported") == puts >= 2
         assert total(samples, "mcsync_agent_reconcile_errors_total") == 0
@@ -192,11 +194,13 @@ def test_both_metrics_endpoints_agree_with_the_fleet(
             "services[*]", "serviceexports[*]", "endpointslices[*]", "hub",  # export
             "hub-imports", "serviceimports[*]", "derived-services[*]",  # import
             "mirrored-endpointslices[*]", "namespaces[*]",
+            "hub-properties",  # the fleet's cluster properties, which selection reads
         }  # fmt: skip
-        # Bounded labels: the only name-like label value is the agent's own cluster id.
+        # Bounded labels: the only name-like label values are cluster ids (the agent's own,
+        # and the source clusters of the sync-latency histogram: bounded by the fleet).
         values = {
             v for _, ls, _ in samples for k, v in ls.items()
-            if k not in ("origin_cluster_id", "cluster_id")
+            if k not in ("origin_cluster_id", "cluster_id", "source_cluster")
         }  # fmt: skip
         assert total(samples, "mcsync_agent_info", cluster_id=name) == 1
         assert not values & {"web", "api", "shop", "east", "west"}, name
