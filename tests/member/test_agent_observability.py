@@ -182,7 +182,8 @@ def test_both_metrics_endpoints_agree_with_the_fleet(
         puts = sum(
             v for n, ls, v in samples
             if n == "mcsync_agent_hub_request_duration_seconds_count" and ls["method"] == "PUT"
-            and ls["code"].startswith("2") and ls["route"].endswith("/serviceexports/{namespace}/{name}")
+            and ls["code"].startswith("2")
+            and ls["route"].endswith("/serviceexports/{namespace}/{name}")
         )  # fmt: skip
         assert total(samples, "mcsync_agent_reconciles_total", outcome="exported") == puts >= 2
         assert total(samples, "mcsync_agent_reconcile_errors_total") == 0
