@@ -9,9 +9,9 @@ ServiceExport; one real agent process (`python -m member`), one hub process.
    ServiceExport carries a Conflict condition (stored in the emulator) and the agent's
    queue is empty; the agent's CPU seconds and peak RSS over that phase.
 2. restart: the agent is stopped and started again; the startup repair compares the
-   hub's set with the cluster's (SPEC §2.4). Timed until ready and the queue is empty
-   after at least one reconcile per key. During that repair one fresh ServiceExport is
-   created, and the time until its Conflict condition is written is taken: the SPEC says
+   hub's set with the cluster's (docs/reference.md#export-path). Timed until ready and the queue is
+   empty after at least one reconcile per key. During that repair one fresh ServiceExport is
+   created, and the time until its Conflict condition is written is taken: the reference says
    a repair of 10,000 exports must not delay a fresh change by more than a few seconds.
    The agent's RSS is also taken when it turns ready: every cache full after its initial
    list, before the repair's reconciles.

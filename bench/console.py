@@ -1,4 +1,4 @@
-"""Console benchmark (SPEC §8, issue 26): the fleet console at size, in a real browser.
+"""Console benchmark (docs/reference.md#console): the fleet console at size, in a real browser.
 
     python -m bench.console [--services 10000] [--backend sqlite|postgresql] [--smoke]
 

@@ -19,7 +19,7 @@ rate, and the hub's CPU per change (user + system from /proc/<pid>/stat over the
 including the fan-out to every watcher). The watchers and the load generator share one
 process, and the machine's two cores with the hub: the load average is in the JSON.
 
-Target (issue 14): p99 from the PUT's answer to the event on all watchers < 250 ms.
+Target: p99 from the PUT's answer to the event on all watchers < 250 ms.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Benchmark: failover (SPEC §5.1, issue 22) — a lost cluster's endpoints leaving every
+"""Benchmark: failover (docs/reference.md#failover) — a lost cluster's endpoints leaving every
 importing cluster, and coming back.
 
     python -m bench.failover [--clusters 50] [--services 20] [--endpoints 10] [--ttl 3]
@@ -32,7 +32,7 @@ exported, with endpoints, by another cluster): the CPU (this process: the hub's 
 wall time per sweep with nothing to change (the common case), and while one cluster is
 Stale and withheld (steady: it decides again and finds nothing to write).
 
-Targets (issue 22): loss p99 < 2 s, return p99 < 1 s, one write per affected slice per
+Targets: loss p99 < 2 s, return p99 < 1 s, one write per affected slice per
 importing cluster and nothing else, a sweep at 1,000 clusters < 10 ms of CPU.
 """
 
@@ -368,7 +368,7 @@ async def main_async(args: Any) -> dict[str, Any]:
 
 
 def target(result: dict[str, Any]) -> dict[str, Any]:
-    """Issue 22's targets, and whether this run met every one it measured."""
+    """The targets above, and whether this run met every one it measured."""
     met: list[bool] = []
     run = result.get("loss_and_return")
     if run:

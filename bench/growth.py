@@ -2,8 +2,8 @@
 
     python -m bench.growth [--sizes 1000,1000000] [--writes 2000] [--concurrency 1] [--smoke]
 
-SPEC §3 promises that a write costs in proportion to the exports of its key, never to the
-table's size. For each size N this benchmark fills a fresh PostgreSQL database with N
+docs/reference.md#conflicts promises that a write costs in proportion to the exports of its key,
+never to the table's size. For each size N this benchmark fills a fresh PostgreSQL database with N
 realistic exports (N/3 service keys, each exported by three clusters, with their
 verdicts and ServiceImports), brings it to a steady state (VACUUM ANALYZE, CHECKPOINT),
 then times `Store.exports.put` of existing exports whose

@@ -79,8 +79,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         pool_size=args.pool_size,
         max_body_bytes=args.max_body_bytes,
         backlog=4096,  # a benchmark opens its clients' connections all at once
-        # One benchmark cluster writes far past the default quotas (SPEC §4.4); a quota
-        # costs a write the same at any limit (its count is read and kept either way).
+        # One benchmark cluster writes far past the default quotas
+        # (docs/reference.md#scope-and-limits); a quota costs a write the same at any limit (its
+        # count is read and kept either way).
         max_exports_per_cluster=10**9,
         max_endpointslices_per_cluster=10**9,
         shutdown_grace_seconds=5,

@@ -18,7 +18,7 @@ watcher), and per delivery. The watchers' own CPU (this process) is reported bes
 every arrival is stamped as its line is read, and the client reads 1,000 sockets on one
 core, so part of the last watcher's delay is the client's own queue.
 
-Target (issue 14): p99 for one change to reach every watcher < 1 s.
+Target: p99 for one change to reach every watcher < 1 s.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ one real agent process each, one hub process on a fresh PostgreSQL database. Eve
 cluster has the same `--services` Services, each with its ServiceExport and one
 EndpointSlice of 10 ready endpoints (the benchmark plays the EndpointSlice controller):
 every key is exported by every cluster, so every cluster imports every key, with one
-mirrored slice per source cluster (its own included, SPEC §2.8).
+mirrored slice per source cluster (its own included, docs/reference.md#import-path).
 
 After the fill (every cluster holds S ServiceImports, S derived Services and S x N
 mirrored slices), `--changes` changes are made one at a time: a source slice of a
@@ -29,7 +29,7 @@ Writes: per (change, cluster) the EndpointSlice write requests the emulator serv
 this change's start to the next's (the agents are the only HTTP writers of slices),
 and the agents' `mcsync_agent_import_writes_total` over the change phase, by kind.
 
-Targets (issue 15): p99 < 1 s; exactly 1 EndpointSlice write per importing cluster per
+Targets: p99 < 1 s; exactly 1 EndpointSlice write per importing cluster per
 change. The issue's size, 50 clusters x 200 Services, is 50 agent processes and 50
 emulators: see docs/benchmarks.md for the size this machine runs.
 """

@@ -17,13 +17,13 @@ PostgreSQL database.
    moving a pod IP; timed from the PUT sent until the mirrored slice carrying the new IP
    is stored.
 2. restart: the agent is stopped and started again over the full cluster; its startup
-   repair queues every key (SPEC §2.8) and must rewrite nothing. The same fresh change is
-   made when it turns ready, and timed; then until the import queues are empty after a
+   repair queues every key (docs/reference.md#import-path) and must rewrite nothing. The same fresh
+   change is made when it turns ready, and timed; then until the import queues are empty after a
    reconcile per key. The import writes of the repair are counted (target: only the
    fresh change's).
 3. idle: RSS after the repair, every cache full.
 
-Targets (issue 15): agent RSS < 200 MB; cold start < 60 s; a fresh change during the
+Targets: agent RSS < 200 MB; cold start < 60 s; a fresh change during the
 startup repair lands in < 2 s.
 """
 

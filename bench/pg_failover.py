@@ -1,5 +1,5 @@
-"""The hub on a highly available PostgreSQL pair (SPEC §5.2, issue 24): how soon every hub
-replica takes writes again after a primary failover, and what is lost.
+"""The hub on a highly available PostgreSQL pair (docs/reference.md#ha-postgresql): how soon every
+hub replica takes writes again after a primary failover, and what is lost.
 
     python -m bench.pg_failover [--failovers 5] [--writers 8] [--form both] [--smoke]
 

@@ -2,8 +2,8 @@
 
     python -m bench.slice_growth [--sizes 1000,1000000] [--writes 1000] [--smoke]
 
-SPEC §2.8 and `hub.store.endpointslices` promise a few indexed statements per slice
-written, whatever the number stored. For each size N this benchmark starts a hub process
+docs/reference.md#import-path and `hub.store.endpointslices` promise a few indexed statements per
+slice written, whatever the number stored. For each size N this benchmark starts a hub process
 on a fresh PostgreSQL database, registers 50 clusters that export 200 Services each (10,000
 exports, through the sync API, the same at every size), then fills `endpoint_slices` with N
 slices of 10 endpoints, spread over those exports, with one `INSERT … SELECT
@@ -18,7 +18,7 @@ cut to the served ports): their latency, and the hub's CPU per PUT from /proc/<p
 A warm-up of 100 PUTs runs first at every size.
 
 Headline: p99 latency and CPU per PUT at the largest size over the smallest.
-Target (issue 14): at most 1.5.
+Target: at most 1.5.
 """
 
 from __future__ import annotations

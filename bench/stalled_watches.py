@@ -1,12 +1,12 @@
-"""What one stalled watch costs the hub (issue 23, item 6): memory per watch under big events.
+"""What one stalled watch costs the hub: memory per watch under big events.
 
     python -m bench.stalled_watches [--watches 100] [--puts 14] [--backend sqlite]
 
 The red team's load: 100 export-feed watches of one member (the default per-token cap)
 over raw sockets that never read a byte, then PUTs of exports carrying the largest
-annotations the hub accepts (Kubernetes' 256 KiB for keys and values together, SPEC §4.4;
-the red team's 14 x 65,000 characters are now a 422), so that every event is pushed at
-every stalled watch.
+annotations the hub accepts (Kubernetes' 256 KiB for keys and values together,
+docs/reference.md#scope-and-limits; the red team's 14 x 65,000 characters are now a 422), so that
+every event is pushed at every stalled watch.
 
 How it is measured: the hub runs twice on fresh databases, once with no watch and once
 with `--watches` stalled ones, and takes the same PUTs. Each run reports the hub's growth

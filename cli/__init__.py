@@ -1,4 +1,5 @@
-"""`mcsync`: the operator's command-line client of the hub's REST API (SPEC §4, §7).
+"""`mcsync`: the operator's command-line client of the hub's REST API (docs/reference.md#rest-api,
+#cli).
 
 The package is cut so that each piece can be tested alone:
 

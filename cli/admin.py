@@ -17,19 +17,20 @@ Deregistering withdraws every export of the cluster in every other cluster, so i
 first (showing how many exports go) unless `--yes`; with no terminal to ask on, it
 refuses rather than assume.
 
-`set-scope` changes the namespaces a cluster may export from and those it imports (SPEC
-§4.4), as `register --export-namespace/--import-namespace` set them: a merge patch of the
-cluster's spec, so a list not named is kept; `--all-…` makes one absent (every namespace).
+`set-scope` changes the namespaces a cluster may export from and those it imports
+(docs/reference.md#scope-and-limits), as `register --export-namespace/--import-namespace` set them:
+a merge patch of the cluster's spec, so a list not named is kept; `--all-…` makes one absent (every
+namespace).
 
 `rotate-token` issues a cluster's member token anew (docs/reference.md#credentials) and
 writes it as `register` does, to a new file (mode 0600), never to the terminal; the old
 token keeps working until the agent first uses the new one or the hub's grace period
 ends, so the Secret can be updated without a refused request.
 
-`allow-withdrawal` lets a cluster's next held mass withdrawal through, once (SPEC §5.1):
-the agent held a repair that would withdraw most of its exports at once, and the
-cluster's `WithdrawalHeld` condition said so. It asks nothing: what it allows is what the
-condition named, and it says whether a withdrawal is held now or the allowance waits.
+`allow-withdrawal` lets a cluster's next held mass withdrawal through, once
+(docs/reference.md#failover): the agent held a repair that would withdraw most of its exports at
+once, and the cluster's `WithdrawalHeld` condition said so. It asks nothing: what it allows is what
+the condition named, and it says whether a withdrawal is held now or the allowance waits.
 """
 
 from __future__ import annotations
@@ -161,8 +162,8 @@ def rotate_token(ctx: Context) -> int:
 
 
 def _scope_spec(opts: Options) -> dict[str, list[str] | None]:
-    """The spec fields the scope flags give (SPEC §4.4): a list, or None for "every
-    namespace" (`--all-…`); a field no flag names is left out."""
+    """The spec fields the scope flags give (docs/reference.md#scope-and-limits): a list, or None
+    for "every namespace" (`--all-…`); a field no flag names is left out."""
     spec: dict[str, list[str] | None] = {}
     for kind, given, every in (
         ("export", opts.export_namespaces, opts.all_export_namespaces),

@@ -1,4 +1,4 @@
-"""The CLI's only HTTP code: typed reads of the hub's REST API (SPEC §4).
+"""The CLI's only HTTP code: typed reads of the hub's REST API (docs/reference.md#rest-api).
 
 Every answer is parsed into the models of `shared.models` here, so the rest of the CLI
 never sees JSON, and every failure becomes one `HubError` whose `message` is fit to print
@@ -233,7 +233,8 @@ class HubClient:
         self, name: str, labels: Mapping[str, str], spec: Mapping[str, Any] | None = None
     ) -> RegisteredMemberCluster:
         """POST /clusters (admin): the new cluster with its member token, shown only now.
-        `spec`: its scope (SPEC §4.4), as the wire has it (`exportNamespaces`, …)."""
+        `spec`: its scope (docs/reference.md#scope-and-limits), as the wire has it
+        (`exportNamespaces`, …)."""
         meta = MemberClusterMeta(name=name, labels=dict(labels) or None)
         body: dict[str, Any] = {"metadata": to_wire(meta)}
         if spec:
@@ -259,7 +260,7 @@ class HubClient:
 
     def allow_withdrawal(self, name: str) -> MemberCluster:
         """POST /clusters/{name}/allow-withdrawal (admin): the cluster's next held mass
-        withdrawal goes through, once (SPEC §5.1)."""
+        withdrawal goes through, once (docs/reference.md#failover)."""
         return self._request(
             "POST", f"/clusters/{_quote(name)}/allow-withdrawal", MemberCluster, expect=(200,)
         )
@@ -344,8 +345,8 @@ class HubClient:
         resource_version: str | None,
         timeout_seconds: int = WATCH_DEFAULT_TIMEOUT_SECONDS,
     ) -> Iterator[WatchEvent]:
-        """The import feed (SPEC §4.3): ServiceImport and EndpointSliceExport events of the
-        whole fleet, as `cluster` must import them. `NoWatch` when the hub answers the
+        """The import feed (docs/reference.md#change-feeds): ServiceImport and EndpointSliceExport
+        events of the whole fleet, as `cluster` must import them. `NoWatch` when the hub answers the
         request with a plain list, as a hub without that feed does."""
         return self._watch(f"/clusters/{_quote(cluster)}/imports", resource_version,
                            timeout_seconds)

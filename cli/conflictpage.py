@@ -1,5 +1,5 @@
 """`mcsync describe conflict NS/NAME`: what each cluster exports, where they disagree, and
-what to change (SPEC §7).
+what to change (docs/reference.md#cli).
 
 `mcsync conflicts` says *that* a service conflicts and on what; this page answers the next
 question — "whose value is what, and which Service do I edit?". One section per disputed
@@ -9,8 +9,9 @@ Service (or ServiceExport) that sets it (each read off the one table of properti
 on which decided property (`GET /api/v1/conflicts`, its own judgement, normalisations
 included); the exports give every cluster's value; the ServiceImport gives the merged
 ports and which clusters serve each (ports and IP families are merged, not decided, so
-their section compares each cluster with the union, SPEC §3). Three requests, whatever the
-size of the fleet. `gather` fetches, `page` writes, so the page is tested with plain data.
+their section compares each cluster with the union, docs/reference.md#conflicts). Three requests,
+whatever the size of the fleet. `gather` fetches, `page` writes, so the page is tested with plain
+data.
 """
 
 from __future__ import annotations

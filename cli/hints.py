@@ -1,4 +1,4 @@
-"""What to do next, appended to the one `error:` line of a failed request (issue 26).
+"""What to do next, appended to the one `error:` line of a failed request.
 
 The hub's message says what went wrong; an operator new to mcsync also needs to know
 where the setting that caused it comes from. An unreachable hub names the ways the hub URL

@@ -1,15 +1,16 @@
 """`mcsync describe import NS/NAME`: the ServiceImport's page, and for every registered
-cluster whether it imports the Service and, if not, why (SPEC §7).
+cluster whether it imports the Service and, if not, why (docs/reference.md#cli).
 
 Only what the hub knows is said, and how it knows: the cluster's scope (its
-`spec.importNamespaces`, SPEC §4.4: the hub leaves other namespaces out of its import
-feed), its state and heartbeat (a Pending cluster's agent never connected; a Stale one's
+`spec.importNamespaces`, docs/reference.md#scope-and-limits: the hub leaves other namespaces out of
+its import feed), its state and heartbeat (a Pending cluster's agent never connected; a Stale one's
 stopped following the feed, so what it holds is what it last wrote), and whether its agent
 reports importing at all (its heartbeat's import counts; absent with `--no-import`). The
 hub cannot see a cluster's namespaces, nor a ServiceImport there that mcsync does not own,
-so "yes" is qualified by the one condition it cannot check (namespace sameness, SPEC
-§2.8), with the command that checks it. Two requests: the import and the clusters. The
-rows are `shared.importreach.where_imported`'s, which the hub also answers the console.
+so "yes" is qualified by the one condition it cannot check (namespace sameness,
+docs/reference.md#import-path), with the command that checks it. Two requests: the import and the
+clusters. The rows are `shared.importreach.where_imported`'s, which the hub also answers the
+console.
 """
 
 from __future__ import annotations

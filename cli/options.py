@@ -74,13 +74,14 @@ class Options:
     member_token_file: str | None = None
     overwrite: bool = False
     yes: bool = False
-    # clusters register / set-scope: spec.exportNamespaces / importNamespaces (SPEC §4.4);
-    # None: not given (register: absent, every namespace; set-scope: kept)
+    # clusters register / set-scope: spec.exportNamespaces / importNamespaces
+    # (docs/reference.md#scope-and-limits); None: not given (register: absent, every namespace;
+    # set-scope: kept)
     export_namespaces: tuple[str, ...] | None = None
     import_namespaces: tuple[str, ...] | None = None
     all_export_namespaces: bool = False
     all_import_namespaces: bool = False
-    # exports --invalid (SPEC §7)
+    # exports --invalid (docs/reference.md#cli)
     invalid: bool = False
     # version, config, completion
     client_only: bool = False

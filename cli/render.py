@@ -186,7 +186,8 @@ class ConflictView:
 
 
 def _precedence(export: InternalServiceExport) -> tuple[datetime, str]:
-    """SPEC §3 order: oldest exportCreationTimestamp first, ties by clusterId."""
+    """docs/reference.md#conflicts order: oldest exportCreationTimestamp first, ties by
+    clusterId."""
     ref = export.spec.service_reference
     return ref.export_creation_timestamp, ref.cluster_id
 
@@ -198,8 +199,8 @@ def conflict_views(
 
     The import says who won and which fields are disputed; the exports say since when
     (the oldest `lastTransitionTime` of a `Conflict=True` condition of the key). Where the
-    import omits the winner or its clusters, the exports stand in, ordered as SPEC §3
-    orders them.
+    import omits the winner or its clusters, the exports stand in, ordered as
+    docs/reference.md#conflicts orders them.
     """
     by_key: dict[tuple[str, str], list[InternalServiceExport]] = {}
     for export in exports:
@@ -331,7 +332,8 @@ def describe_cluster(cluster: MemberCluster, *, now: datetime) -> str:
             *([] if status.conditions else [("Conditions", NONE)]),
         ]
     )
-    if status.conditions:  # WithdrawalHeld (SPEC §5.1): what to do is in its message
+    # WithdrawalHeld (docs/reference.md#failover): what to do is in its message
+    if status.conditions:
         lines.append("Conditions:")
         lines.extend(_indented(_conditions_table(status.conditions, now=now)))
     lines.extend(_properties(status.properties))
@@ -353,7 +355,7 @@ def _properties(properties: Mapping[str, str] | None) -> list[str]:
 
 
 def _scope(patterns: list[str] | None) -> str:
-    """A cluster's scope list (SPEC §4.4) as `describe` shows it."""
+    """A cluster's scope list (docs/reference.md#scope-and-limits) as `describe` shows it."""
     if patterns is None:
         return "every namespace"
     return ", ".join(patterns) if patterns else "no namespace"

@@ -1,11 +1,11 @@
 """`mcsync status`: the fleet at a glance, and whether anything needs attention.
 
-What `cilium clustermesh status` is to a mesh (SPEC §7): the hub (URL, version), the
+What `cilium clustermesh status` is to a mesh (docs/reference.md#cli): the hub (URL, version), the
 token's role, the database (`/readyz`'s own words), the clusters by state, exports,
 conflicts and imports — then one line per thing an operator must look at, each saying
-what to do: a Stale or Pending cluster, a held mass withdrawal (§5.1), ServiceExports a
-member cannot export (`Valid=False`), an agent older than the hub accepts, a conflict, a
-database that is not ready. Exit code 0 when there is
+what to do: a Stale or Pending cluster, a held mass withdrawal (docs/reference.md#failover),
+ServiceExports a member cannot export (`Valid=False`), an agent older than the hub accepts, a
+conflict, a database that is not ready. Exit code 0 when there is
 none of these, 1 when there is (so a script or a cron job can alert on it).
 
 The data is a fixed handful of requests whatever the size of the fleet: version, whoami,
@@ -123,8 +123,8 @@ def _fields(pairs: list[tuple[str, str]]) -> list[str]:
 
 
 def _panic(clusters: list[MemberCluster]) -> list[str]:
-    """SPEC §5.1's panic threshold as far as the CLI can see it: most clusters that ever
-    heartbeated are Stale and none has its endpoints withdrawn. The hub's threshold is its
+    """docs/reference.md#failover's panic threshold as far as the CLI can see it: most clusters that
+    ever heartbeated are Stale and none has its endpoints withdrawn. The hub's threshold is its
     own setting, so this says what is seen and what it most likely means."""
     heard = [c for c in clusters if c.status.last_heartbeat_time is not None]
     stale = [c for c in heard if c.status.state == "Stale"]
@@ -135,7 +135,8 @@ def _panic(clusters: list[MemberCluster]) -> list[str]:
     return [f"{len(stale)} of the {len(heard)} clusters that have heartbeated are Stale and "
             "none has its endpoints withdrawn: the hub is most likely past its panic "
             "threshold (--stale-panic-fraction, default 0.5) and withholds withdrawals, "
-            "suspecting its own network (SPEC §5.1): check the hub's connectivity first"]
+            "suspecting its own network (docs/reference.md#failover): check the hub's connectivity "
+            "first"]
 
 
 def _role(identity: Identity | None) -> str:

@@ -1,4 +1,5 @@
-"""`mcsync-hub` (also `python -m hub`): run the hub, or apply its migrations (SPEC §7).
+"""`mcsync-hub` (also `python -m hub`): run the hub, or apply its migrations
+(docs/reference.md#flags).
 
     mcsync-hub [serve] [--host H] [--port P] [--database-url URL] [--no-migrate] …
     mcsync-hub migrate [--database-url URL]
@@ -153,7 +154,7 @@ class HubServer(uvicorn.Server):
 
     A watch whose client never reads cannot end cleanly: what is left of its answer sits
     in the socket's write buffer, and a connection is only gone once that is flushed, so
-    a few such clients would hold the drain for the whole grace period (issue 13). Once
+    a few such clients would hold the drain for the whole grace period. Once
     the watches were told to end, a connection whose write buffer made no progress for
     `STALLED_SECONDS` is aborted; a client that reads, however slowly, makes progress.
 
@@ -290,7 +291,7 @@ def server_config(settings: HubSettings, app: Any) -> uvicorn.Config:
         lifespan="on",
         timeout_graceful_shutdown=settings.shutdown_grace_seconds,
         server_header=False,
-        # Slow, idle and surplus clients (issue 13): see hub.connections.
+        # Slow, idle and surplus clients: see hub.connections.
         http=guard_for(settings).protocol_class(),
         timeout_keep_alive=settings.keep_alive_timeout_seconds,
         backlog=settings.backlog,

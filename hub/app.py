@@ -120,7 +120,7 @@ def create_app(
             "hub ready",
             extra=fields(version=__version__, database=settings.redacted_database_url),
         )
-        # SPEC §5.1: every replica sweeps for clusters gone Stale (`hub.sweeper`).
+        # docs/reference.md#failover: every replica sweeps for clusters gone Stale (`hub.sweeper`).
         sweeper = Sweeper(
             store_of=lambda: ctx.store,
             interval=sweep_interval(settings.cluster_ttl),
@@ -154,7 +154,7 @@ def create_app(
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
-    app.include_router(console_router)  # `/ui/`, the fleet console (SPEC §8)
+    app.include_router(console_router)  # `/ui/`, the fleet console (docs/reference.md#console)
     # add_middleware wraps: the last added is the outermost.
     app.add_middleware(BodyTooLargeMiddleware, max_body_bytes=settings.max_body_bytes)
     app.add_middleware(RequestObserverMiddleware, metrics=ctx.metrics)

@@ -1,11 +1,12 @@
-"""The pure conflict judge of SPEC §3: one key's exports in, verdicts and a ServiceImport out.
+"""The pure conflict judge of docs/reference.md#conflicts: one key's exports in, verdicts and a
+ServiceImport out.
 
 Why a pure function: the store calls `judge` inside the transaction that writes an export,
 over the key's exports as that write will leave them: the rows its indexed query read
 under the key's lock, with the write's own mutations applied (`hub.store.mutations.plan`),
 judged BEFORE any row is written so each row is written once with its verdict. Keeping
-the rules here, free of I/O, SQL and framework, means each rule of SPEC §3 lives in one
-place, is tested case by case with plain data, and the verdict is a pure function of the
+the rules here, free of I/O, SQL and framework, means each rule of docs/reference.md#conflicts lives
+in one place, is tested case by case with plain data, and the verdict is a pure function of the
 key's current set of exports (so re-judging after the winner withdraws simply picks the
 next oldest). The store's plan is the one place that *orders* (by `precedence_key`);
 `judge` only *checks* the order and raises ValueError when it is violated, because

@@ -4,7 +4,7 @@ the size of a request head.
 
 uvicorn (0.54, httptools) has none of these. Its only timer is the keep-alive timeout,
 armed after a response; a connection that opens and then trickles a header line every few
-seconds is never timed out (issue 13: 1,500 such connections, none dropped after 15 s).
+seconds is never timed out (1,500 such connections, none dropped after 15 s).
 Its `limit_concurrency` answers 503 only once a request head has arrived, so connections
 that never finish a head still hold a descriptor each; under `ulimit -n 256`, 300 of them
 ran the accept loop out of descriptors (see `hub.ratelimitlog` for what that did to the log).

@@ -1,4 +1,5 @@
-"""The hub's Prometheus metrics (SPEC §6), one `HubMetrics` (and registry) per app.
+"""The hub's Prometheus metrics (docs/reference.md#observability), one `HubMetrics` (and registry)
+per app.
 
 Each app owns its own `CollectorRegistry` instead of using prometheus_client's global
 one, so that two apps in one process (tests, or two replicas in a benchmark) never share
@@ -56,10 +57,11 @@ CONFLICT_RESOLUTION_METRIC = "mcsync_hub_conflict_resolution_duration_seconds"
 FEED_LAG_METRIC = "mcsync_hub_feed_lag_revisions"
 POOL_CONNECTIONS_METRIC = "mcsync_hub_db_pool_connections"
 POOL_LIMIT_METRIC = "mcsync_hub_db_pool_max_connections"
-# 1 while this replica has a writable database primary, 0 while it has none (SPEC §5.2).
+# 1 while this replica has a writable database primary, 0 while it has none
+# (docs/reference.md#ha-postgresql).
 PRIMARY_WRITABLE_METRIC = "mcsync_hub_database_primary_writable"
 WRITE_BATCH_METRIC = "mcsync_hub_write_batch_size"
-# SPEC §5.1 (`hub.store.withdrawals`), read from the database at scrape time.
+# docs/reference.md#failover (`hub.store.withdrawals`), read from the database at scrape time.
 STALE_PANIC_METRIC = "mcsync_hub_stale_panic"
 STALE_CLUSTERS_METRIC = "mcsync_hub_stale_clusters"
 WITHDRAWN_CLUSTERS_METRIC = "mcsync_hub_endpoints_withdrawn_clusters"
@@ -158,7 +160,7 @@ class HubMetrics:
         self.conflict_resolution = Histogram(
             CONFLICT_RESOLUTION_METRIC,
             "Time to resolve conflicts in one write transaction: read the written keys' "
-            "exports in precedence order and judge them (SPEC §3).",
+            "exports in precedence order and judge them (docs/reference.md#conflicts).",
             buckets=RESOLUTION_BUCKETS_SECONDS,
             registry=self.registry,
         )
@@ -178,7 +180,8 @@ class HubMetrics:
         )
         self.endpoint_slices = Gauge(
             ENDPOINT_SLICES_METRIC,
-            "EndpointSliceExports stored for the fleet (SPEC §2.8), counted in the database "
+            "EndpointSliceExports stored for the fleet (docs/reference.md#import-path), counted in "
+            "the database "
             "at scrape time like the exports; 0 until the first one.",
             registry=self.registry,
         )
@@ -203,13 +206,14 @@ class HubMetrics:
         self.primary_writable = Gauge(
             PRIMARY_WRITABLE_METRIC,
             "1 while this replica has a writable database primary (SQLite: the file is "
-            "open), 0 while it has none: a failover in progress (SPEC §5.2).",
+            "open), 0 while it has none: a failover in progress (docs/reference.md#ha-postgresql).",
             registry=self.registry,
         )
         self.stale_panic = Gauge(
             STALE_PANIC_METRIC,
             "1 while more than --stale-panic-fraction of the clusters that ever sent a "
-            "heartbeat are Stale: the hub then withholds no endpoints (SPEC §5.1), else 0.",
+            "heartbeat are Stale: the hub then withholds no endpoints "
+            "(docs/reference.md#failover), else 0.",
             registry=self.registry,
         )
         self.stale_clusters = Gauge(
@@ -219,7 +223,8 @@ class HubMetrics:
         )
         self.withdrawn_clusters = Gauge(
             WITHDRAWN_CLUSTERS_METRIC,
-            "Stale clusters whose endpoints the import feed withholds now (SPEC §5.1).",
+            "Stale clusters whose endpoints the import feed withholds now "
+            "(docs/reference.md#failover).",
             registry=self.registry,
         )
         self.withdrawn_slices = Gauge(

@@ -5,7 +5,7 @@ A pydantic model, so that the command line, the environment, the config file and
 all go through the same validators. The layers
 are read, in the order flag > variable > file > default, by `shared.settingscli`, the
 layer all three programs share; it also derives the flags, `--help`'s list of variables
-and the one-line errors naming the flag (SPEC §7) from this model. Nothing reads the
+and the one-line errors naming the flag (docs/reference.md#flags) from this model. Nothing reads the
 environment anywhere else in the hub.
 
 Defaults and why:
@@ -20,8 +20,8 @@ Defaults and why:
 * Tokens are never flags (a flag is visible in `ps`): `MCSYNC_ADMIN_TOKEN` /
   `MCSYNC_READER_TOKEN` or the `*_token_file` paths (`hub.api.credentials`).
 * `clusterset_name` is unset: a hub names no clusterset unless told, and its agents then
-  neither create nor check the About API's `clusterset.k8s.io` (SPEC §2.1); naming one is
-  an operator's decision that other tools (Submariner, Karmada) will read.
+  neither create nor check the About API's `clusterset.k8s.io` (docs/reference.md#export-path);
+  naming one is an operator's decision that other tools (Submariner, Karmada) will read.
 """
 
 from __future__ import annotations
@@ -78,8 +78,9 @@ class HubSettings(ProgramSettings):
     )
     # How long a PostgreSQL connection may stay silent before the hub counts it lost: the
     # connect timeout, the checkout ping's, the primary probe's, and the TCP keepalives'
-    # and user timeout's order (`hub.store.primary`; SPEC §5.2: a killed primary sends no
-    # FIN). Short enough that a replica answers 503 well before a client's own timeout.
+    # and user timeout's order (`hub.store.primary`; docs/reference.md#ha-postgresql: a killed
+    # primary sends no FIN). Short enough that a replica answers 503 well before a client's own
+    # timeout.
     database_timeout_seconds: float = Field(
         default=5.0,
         gt=0,
@@ -115,8 +116,8 @@ class HubSettings(ProgramSettings):
     cluster_ttl: float = Field(
         default=90.0, gt=0, le=86400 * 365, description="seconds without a heartbeat → Stale"
     )
-    # SPEC §5.1: above this fraction of Stale clusters (of those ever heard from) the hub
-    # suspects itself and withholds no endpoints (`hub.store.withdrawals`).
+    # docs/reference.md#failover: above this fraction of Stale clusters (of those ever heard from)
+    # the hub suspects itself and withholds no endpoints (`hub.store.withdrawals`).
     stale_panic_fraction: float = Field(
         default=0.5,
         description="withhold no Stale cluster's endpoints while more than this fraction of "
@@ -144,7 +145,7 @@ class HubSettings(ProgramSettings):
     watch_max_timeout_seconds: int = Field(
         default=3600, ge=1, description="longest timeoutSeconds a watch may ask for"
     )
-    # Watches are bounded so that clients that do not read cannot hold the hub (issue 13):
+    # Watches are bounded so that clients that do not read cannot hold the hub:
     # one token (one member cluster) may hold this many open on a replica, more are 429 …
     watch_limit_per_token: int = Field(
         default=100, ge=1, le=1_000_000, description="open watches per token per replica"
@@ -166,7 +167,7 @@ class HubSettings(ProgramSettings):
     retry_after_seconds: int = Field(
         default=5, ge=1, le=3600, description="Retry-After of 503 answers"
     )
-    # Slow and idle clients (issue 13; `hub.connections`). A request head must arrive within
+    # Slow and idle clients (`hub.connections`). A request head must arrive within
     # header_timeout_seconds of the connection opening (or of its first byte, on a reused
     # connection): 10 s, Go's usual ReadHeaderTimeout, is ample on any network a member
     # agent uses. keep_alive_timeout_seconds closes idle connections; above the 5 s after
@@ -199,8 +200,8 @@ class HubSettings(ProgramSettings):
         "ClusterProperty clusterset.k8s.io (default: none)",
     )
 
-    # SPEC §4.4 scope and quotas (issue 23): namespaces no member may export from, whatever
-    # its MemberCluster's spec says; and how many records one member may hold.
+    # docs/reference.md#scope-and-limits scope and quotas: namespaces no member may export from,
+    # whatever its MemberCluster's spec says; and how many records one member may hold.
     deny_export_namespace: list[str] = Field(
         default_factory=lambda: list(DEFAULT_DENY_EXPORT_NAMESPACES),
         description="refuse every member's exports and slices in this namespace or '*' glob "

@@ -1,5 +1,5 @@
-"""The staleness sweep's loop (SPEC §5.1): every hub replica runs one, for as long as its
-app runs.
+"""The staleness sweep's loop (docs/reference.md#failover): every hub replica runs one, for as long
+as its app runs.
 
 Nothing writes when a cluster goes quiet, so something must look: each replica asks its
 store to sweep (`hub.store.withdrawals.sweep`) every `interval` seconds. The sweep is

@@ -1,4 +1,5 @@
-"""OpenTelemetry for the hub (SPEC §6): a span per request, exporter chosen by `OTEL_*`.
+"""OpenTelemetry for the hub (docs/reference.md#observability): a span per request, exporter chosen
+by `OTEL_*`.
 
 Nothing is traced unless the operator asks (`shared.tracing` reads the variables the same
 way for hub and agent). Incoming W3C `traceparent` headers (the agent propagates its

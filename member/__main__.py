@@ -4,8 +4,8 @@ Start-up problems — a bad flag, variable or config-file value, an unreadable t
 unusable kubeconfig, a cluster without the ServiceExport CRD, a cluster id that disagrees
 with the About API's (`member.clusteridentity`) — print ONE line naming the flag and the
 problem (`PROG: error: argument --flag: …`, as the hub and the CLI do) and
-exit 2 (SPEC §7), never a traceback. SIGTERM and SIGINT stop the agent gracefully (it finishes the
-keys in hand and releases its Lease) and the process exits 0.
+exit 2 (docs/reference.md#flags), never a traceback. SIGTERM and SIGINT stop the agent gracefully
+(it finishes the keys in hand and releases its Lease) and the process exits 0.
 
 Logs are one line per decision, text or JSON (`--log-format`, the format of `shared.logs`
 that the hub writes too); the object's key and cluster ride along as fields, and the trace id

@@ -10,23 +10,23 @@
   for all) and the hub's own records of this cluster (`member.hubfeed`), so the hub's
   change feed and "relist on 410, then repair" run on the same machinery as Kubernetes'.
   Events from a (re)list go to the queue's bulk lane, live events to the live lane: a
-  startup repair of 10,000 keys never delays a fresh change (SPEC §2.4).
-* EndpointSlices (SPEC §2.8) have a queue of their own, keyed by the same Service key: a
-  Service, ServiceExport or hub record event queues the key in both, a slice event in the
-  slice queue only. Why two queues, and how the slices' repair runs as a queue item, is
+  startup repair of 10,000 keys never delays a fresh change (docs/reference.md#export-path).
+* EndpointSlices (docs/reference.md#import-path) have a queue of their own, keyed by the same
+  Service key: a Service, ServiceExport or hub record event queues the key in both, a slice event in
+  the slice queue only. Why two queues, and how the slices' repair runs as a queue item, is
   `member.reconcilers.sliceexport`'s docstring. A hub record that goes (the hub withdrew
   its slices with it) makes the slice reconciler forget what it had sent of that Service.
-* Import (SPEC §2.8) is `member.importer`: its own informers (the hub's import feed, the
-  cluster's ServiceImports, managed Services and EndpointSlices, Namespaces), three queues
+* Import (docs/reference.md#import-path) is `member.importer`: its own informers (the hub's import
+  feed, the cluster's ServiceImports, managed Services and EndpointSlices, Namespaces), three queues
   and three reconcilers, started and stopped with leadership like the export workers;
   `--no-import` leaves it out.
 * Workers start only once every informer has synced. Before that, a key the hub knows and
   the ServiceExport cache does not *yet* know would look like an orphan and be deleted.
 * After every hub (re)list, and at the start of every leadership term, every key known on
-  either side is queued in the bulk lane: the "repair both ways" of SPEC §2.4.
+  either side is queued in the bulk lane: the "repair both ways" of docs/reference.md#export-path.
 * A repair that would withdraw most of the cluster's exports at once withdraws none of them
-  (`member.withdrawalguard`, SPEC §5.1): the guard judges each repair and each new list of
-  the hub's records or the ServiceExports, the heartbeat reports what it holds and brings
+  (`member.withdrawalguard`, docs/reference.md#failover): the guard judges each repair and each new
+  list of the hub's records or the ServiceExports, the heartbeat reports what it holds and brings
   back the admin's allowance. ServiceExports deleted while watched are ordinary unexports.
 * With `--leader-elect`, informers, the hub feed and heartbeats run on every replica (a new
   leader starts warm) but only the leader runs workers. Losing the Lease stops writing at
@@ -150,7 +150,8 @@ class Agent:
     ) -> None:
         self.api = api if api is not None else load_api_client(kubeconfig=settings.kubeconfig)
         self.mcs_version = discover_serviceexport_version(self.api)
-        # SPEC §2.1 (KEP-2149): --cluster-id and/or the About API's ClusterProperty.
+        # docs/reference.md#export-path (KEP-2149): --cluster-id and/or the About API's
+        # ClusterProperty.
         self.about = AboutApi(self.api)
         self.cluster_id = resolve_cluster_id(self.about, given=settings.cluster_id)
         settings = settings.model_copy(update={"cluster_id": self.cluster_id})
@@ -239,7 +240,8 @@ class Agent:
         # docs/reference.md#cluster-properties: this cluster's properties (its About API)
         # and the fleet's (the hub's feed), which cluster selection reads.
         self.fleet_properties = FleetPropertiesView(self.cluster_id)
-        # Import (SPEC §2.8): its own informers, queues and reconcilers (`member.importer`).
+        # Import (docs/reference.md#import-path): its own informers, queues and reconcilers
+        # (`member.importer`).
         self.importer: Importer | None = None
         if not settings.no_import:
             self.importer = Importer(
@@ -561,7 +563,7 @@ class Agent:
         key = record_key(obj)
         self.hub_view.settle(key)  # the feed may have caught up with one of our writes
         if event_type == "DELETED":
-            # The hub withdrew the export's slices with it (SPEC §4.2).
+            # The hub withdrew the export's slices with it (docs/reference.md#rest-api).
             self.sent_slices.forget_service(key)
         if self._in_scope(key):
             self.queue.add(key, bulk=from_relist)
@@ -572,8 +574,8 @@ class Agent:
                 self.slice_queue.add(key, bulk=not live)
 
     def _repair(self) -> None:
-        """Queue every key either side knows, in the bulk lane (SPEC §2.4), once the
-        mass-withdrawal guard has judged the repair (SPEC §5.1)."""
+        """Queue every key either side knows, in the bulk lane (docs/reference.md#export-path), once
+        the mass-withdrawal guard has judged the repair (docs/reference.md#failover)."""
         self.guard.judge()
         keys = self.service_exports.keys() | {k for k in self.hub_view.keys() if self._in_scope(k)}
         for key in keys:

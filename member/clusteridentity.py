@@ -1,4 +1,5 @@
-"""The cluster's identity in KEP-2149's About API (SPEC §2.1), read at start and kept.
+"""The cluster's identity in KEP-2149's About API (docs/reference.md#export-path), read at start and
+kept.
 
 Multi-cluster tools (the CoreDNS `multicluster` plugin, Submariner, Karmada, AWS's MCS
 controller) find a cluster's id in the cluster-scoped `ClusterProperty`

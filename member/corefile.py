@@ -1,8 +1,8 @@
 """`python -m member.corefile add|remove`: the `multicluster` stanza in the cluster's Corefile.
 
-The member chart's `coredns.multicluster.enabled` value runs this as a Helm hook Job (SPEC
-§2.8, docs/install.md): after install and upgrade it adds, to the root server block
-(`.:53 {`) of the CoreDNS ConfigMap's `Corefile`,
+The member chart's `coredns.multicluster.enabled` value runs this as a Helm hook Job
+(docs/reference.md#import-path, docs/install.md): after install and upgrade it adds, to the root
+server block (`.:53 {`) of the CoreDNS ConfigMap's `Corefile`,
 
     # mcsync: the MCS clusterset zone (helm value coredns.multicluster.enabled)
     multicluster clusterset.local

@@ -1,4 +1,4 @@
-"""The export-duration histogram with resource-version dedupe (SPEC §2.6).
+"""The export-duration histogram with resource-version dedupe (docs/reference.md#export-path).
 
 A data point is "now - exportedSince" for one resourceVersion of the Service, taken when the
 hub's verdict for it is reported back (or found already up to date). The hard part is
@@ -19,7 +19,7 @@ The memory that survives all of them is the hub record itself: its annotation
 
 So two replicas racing on one record cannot both pass step 2 (the hub serialises writes on
 its revision), and a crash between 2 and 3 loses one data point instead of doubling one —
-the SPEC's choice: "never counted twice".
+the reference's choice: "never counted twice".
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def needs_observation(record: InternalServiceExport) -> bool:
 
 
 def export_duration_ms(record: InternalServiceExport, *, now: datetime) -> float:
-    """now - exportedSince of `record`, clamped as SPEC §2.6 says."""
+    """now - exportedSince of `record`, clamped as docs/reference.md#export-path says."""
     elapsed = now - record.spec.service_reference.exported_since
     return clamp_export_duration_ms(elapsed.total_seconds() * 1000.0)
 
@@ -91,8 +91,8 @@ class DurationRecorder:
         """Count `record`'s resourceVersion unless already counted; answers the newest record.
 
         `reported_at`: when the verdict was reported back (or found up to date) — the moment
-        SPEC §2.6 takes the data point at. The dedupe PATCH comes after it and its round
-        trip is bookkeeping, not export time, so it is not counted in. Default: now.
+        docs/reference.md#export-path takes the data point at. The dedupe PATCH comes after it and
+        its round trip is bookkeeping, not export time, so it is not counted in. Default: now.
 
         Raises the hub client's `HubConflict` when the record changed since it was read
         (nothing is counted then).
@@ -110,7 +110,7 @@ class DurationRecorder:
             annotations={ANNOTATION_LAST_OBSERVED_RESOURCE_VERSION: ref.resource_version},
         )
         # The hub now says "counted": observe. A crash right here loses this data point,
-        # which is the SPEC's choice over ever counting one twice.
+        # which is the reference's choice over ever counting one twice.
         duration = export_duration_ms(
             record, now=reported_at if reported_at is not None else self._clock()
         )

@@ -2,21 +2,21 @@
 
 Two questions, kept apart because they fail differently:
 
-* `validate()` answers SPEC §2.2 — may this ServiceExport be exported at all? The answer
-  is a `Validity` that becomes the `Valid` condition as is (reason + one actionable
+* `validate()` answers docs/reference.md#conditions — may this ServiceExport be exported at all? The
+  answer is a `Validity` that becomes the `Valid` condition as is (reason + one actionable
   sentence). Checks run in a fixed order — deny list, then the Service's existence, then its
   type, then the ServiceExport's cluster-selection annotations (`InvalidClusterSelector`,
   with the parser's sentence naming the annotation) — so a ServiceExport in `kube-system`
   is told about the deny list even when its Service is missing too (the first thing the
   user must fix).
-* `derive_export()` answers SPEC §2.3 — what exactly do other clusters see? Only the
-  exported fields are copied (ports lose `targetPort` and `nodePort`, which are local). The
+* `derive_export()` answers docs/reference.md#export-path — what exactly do other clusters see? Only
+  the exported fields are copied (ports lose `targetPort` and `nodePort`, which are local). The
   result is validated by the same `shared.models` the hub uses, so an odd Service shape
   (an out-of-range port, a protocol the contract does not know, a bad label key in
   `exportedLabels`) is an `InvalidExport` carrying the sentence the hub would have answered
   with its 422 — never a crash, and never a PUT that can only fail.
 
-What "changes the exported spec" means (SPEC §2.3; it decides both re-stamping
+What "changes the exported spec" means (docs/reference.md#export-path; it decides both re-stamping
 `exportedSince` and re-sending): every field of the exported spec **except**
 `serviceReference.resourceVersion`, `serviceReference.generation` and
 `serviceReference.exportedSince`. Those three change with every write of the Service
@@ -64,7 +64,7 @@ _EXTERNAL_NAME = "ExternalName"
 
 @dataclass(frozen=True)
 class Validity:
-    """The `Valid` condition's status, reason and message (SPEC §2.2)."""
+    """The `Valid` condition's status, reason and message (docs/reference.md#conditions)."""
 
     valid: bool
     reason: str
@@ -155,7 +155,8 @@ def derive_export(
     service_export: Mapping[str, Any],
     exported_since: datetime,
 ) -> InternalServiceExport:
-    """SPEC §2.3: the InternalServiceExport that `service` exported from `cluster_id` is.
+    """docs/reference.md#export-path: the InternalServiceExport that `service` exported from
+    `cluster_id` is.
 
     Raises `InvalidExport` with a user-facing sentence when the Service (or the
     ServiceExport's exported labels/annotations) cannot be expressed in the contract.

@@ -1,4 +1,4 @@
-"""Heartbeats to the hub, and the version check they carry (SPEC §5).
+"""Heartbeats to the hub, and the version check they carry (docs/reference.md#failover).
 
 Every `--heartbeat-interval` the agent POSTs a heartbeat; the hub marks the cluster `Ready`
 (or `Stale` when they stop) and answers its own version and `minAgentVersion`. An agent
@@ -20,19 +20,19 @@ rolled out at once, or a benchmark's 50 — would otherwise beat in lock-step fo
 interval the hub takes a burst of one request per cluster, and a change that lands in that
 burst waits behind it (bench 10 saw its p99 tail there).
 
-Heartbeats vs the hub's TTL (SPEC §5.1). A cluster whose heartbeats stop for its TTL goes
-`Stale`, and a Stale cluster's endpoints are withdrawn from every importing cluster: one late
-or lost heartbeat must never come near that. Each answer carries the hub's
+Heartbeats vs the hub's TTL (docs/reference.md#failover). A cluster whose heartbeats stop for its
+TTL goes `Stale`, and a Stale cluster's endpoints are withdrawn from every importing cluster: one
+late or lost heartbeat must never come near that. Each answer carries the hub's
 `--cluster-ttl`, and the agent beats at least three times per TTL: the interval used is
 `--heartbeat-interval` or a third of the TTL, whichever is shorter (one log line when the
 TTL lowers the flag's interval), and no jittered wait is longer than a third of the TTL —
 jitter only draws beats earlier there, never later. A hub that does not say its TTL (older
-than §5.1) leaves the flag's interval as it is.
+than docs/reference.md#failover) leaves the flag's interval as it is.
 
-Each beat also carries the mass-withdrawal guard's hold (`member.withdrawalguard`, SPEC
-§5.1): `withdrawal_hold()` is asked just before the beat (the guard re-checks the held repair
-then, so a hold whose ServiceExports came back is reported cleared at once), and an answer
-that says `withdrawal_allowed` to a beat that reported a hold is handed to `on_allowed()`.
+Each beat also carries the mass-withdrawal guard's hold (`member.withdrawalguard`,
+docs/reference.md#failover): `withdrawal_hold()` is asked just before the beat (the guard re-checks
+the held repair then, so a hold whose ServiceExports came back is reported cleared at once), and an
+answer that says `withdrawal_allowed` to a beat that reported a hold is handed to `on_allowed()`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ __all__ = ["BEATS_PER_TTL", "HEARTBEAT_JITTER", "HeartbeatLoop", "VersionGate"]
 HEARTBEAT_JITTER = constants.HEARTBEAT_JITTER
 """Each wait between heartbeats is the interval times a factor drawn from 1 ± this."""
 BEATS_PER_TTL = constants.HEARTBEATS_PER_TTL
-"""The agent beats at least this often per hub TTL (SPEC §5.1): no wait exceeds TTL / this."""
+"""The agent beats at least this often per hub TTL (docs/reference.md#failover): no wait exceeds TTL
+/ this."""
 _MIN_WAIT_SECONDS = 0.1
 """No wait is shorter, whatever TTL a hub answers: a bad answer must not make a busy loop."""
 
@@ -158,20 +159,21 @@ class HeartbeatLoop:
     ) -> None:
         """`on_recovered` is called (on the heartbeat thread) when the hub answers again
         after failed heartbeats: the agent repairs then, since keys that failed too often
-        during the outage were dropped from the queue (SPEC §2.7: they come back on a relist
-        or change; this is that relist's moral equivalent for the hub side).
+        during the outage were dropped from the queue (docs/reference.md#export-path: they come back
+        on a relist or change; this is that relist's moral equivalent for the hub side).
 
         `withdrawal_hold` answers the repair held by the mass-withdrawal guard (None: none);
         `on_allowed` is called when the hub answers a beat that reported one with the
         admin's one-shot allowance (module docstring)."""
         self._hub = hub
         self._on_recovered = on_recovered
-        # SPEC §2.1: each answer's clusterset name, for the About API's clusterset.k8s.io.
+        # docs/reference.md#export-path: each answer's clusterset name, for the About API's
+        # clusterset.k8s.io.
         self._on_clusterset = on_clusterset
         # (imported ServiceImports, imported endpoints) for the heartbeat; None: no import.
         self._import_counts = import_counts
         self._withdrawal_hold = withdrawal_hold
-        # SPEC §7: the cluster's Valid=False ServiceExports, sent when they changed.
+        # docs/reference.md#flags: the cluster's Valid=False ServiceExports, sent when they changed.
         self._invalid_exports = invalid_exports
         self._on_allowed = on_allowed
         self._configured = interval

@@ -1,4 +1,4 @@
-"""The one place where the agent speaks HTTP to the hub (SPEC §4).
+"""The one place where the agent speaks HTTP to the hub (docs/reference.md#rest-api).
 
 Built like an httpx client should be: one `httpx.Client` (keep-alive connections), an
 explicit `HubClientConfig` (timeouts, retry budget, TLS), typed methods that answer the
@@ -106,7 +106,8 @@ ROUTE_FLEET_PROPERTIES = API_PREFIX + "/clusters/{cluster}/fleetproperties"
 ROUTE_VERSION = API_PREFIX + "/version"
 # Every (method, route) this client calls, and the failures an agent meets in normal work
 # (no connection; a conflict, gone, throttled or unavailable hub): their error series exist
-# from start at 0 (SPEC §6), so the first one is an increase an alert can see.
+# from start at 0 (docs/reference.md#observability), so the first one is an increase an alert can
+# see.
 CALLS: tuple[tuple[str, str], ...] = (
     ("GET", ROUTE_EXPORT),
     ("PUT", ROUTE_EXPORT),
@@ -293,7 +294,8 @@ class HubClient:
         try:
             answer = self._call("DELETE", ROUTE_EXPORT, namespace=namespace, name=name)
         except HubNotFound:
-            return None  # SPEC §2.4: 404 confirms the withdrawal as well as 200 does
+            # docs/reference.md#export-path: 404 confirms the withdrawal as well as 200 does
+            return None
         return self._parse(answer, InternalServiceExport, ROUTE_EXPORT)
 
     def patch_annotations(
@@ -363,14 +365,16 @@ class HubClient:
     def watch_exports(
         self, *, resource_version: str, timeout_seconds: int = WATCH_DEFAULT_TIMEOUT_SECONDS
     ) -> HubWatchStream:
-        """The change feed of this cluster's records after `resource_version` (SPEC §4.3).
+        """The change feed of this cluster's records after `resource_version`
+        (docs/reference.md#change-feeds).
 
         Raises `HubGone` when that revision is older than the hub's retained history, and
         `HubUnavailable` when the hub cannot be reached (no retries: the informer backs off).
         """
         return self._watch(ROUTE_EXPORTS, resource_version, timeout_seconds)
 
-    # -- imports (SPEC §2.8, §4.3) -----------------------------------------------------------
+    # -- imports (docs/reference.md#import-path, #change-feeds)
+    # -----------------------------------------------------------
 
     def list_imports(
         self, each: Callable[[ServiceImport | EndpointSliceExport], Any] | None = None
@@ -430,7 +434,8 @@ class HubClient:
         self._observe("GET", route, "200", started, error=False)
         return HubWatchStream(response)
 
-    # -- endpoint slices (SPEC §2.8) ---------------------------------------------------------
+    # -- endpoint slices (docs/reference.md#import-path)
+    # ---------------------------------------------------------
 
     def put_endpointslice(self, export: EndpointSliceExport) -> EndpointSliceExport:
         """Create or replace one of this cluster's EndpointSliceExports; answers it as stored.
@@ -477,9 +482,9 @@ class HubClient:
         invalid_exports: InvalidExports | None = None,
     ) -> HeartbeatResponse:
         """Say this cluster's agent is alive, what it imports (ServiceImports, endpoints),
-        the repair it holds (SPEC §5.1) and, when they changed, its invalid ServiceExports
-        (SPEC §7); answers the hub's version, minAgentVersion, TTL and whether an admin
-        allowed the held withdrawal."""
+        the repair it holds (docs/reference.md#failover) and, when they changed, its invalid
+        ServiceExports (docs/reference.md#flags); answers the hub's version, minAgentVersion, TTL
+        and whether an admin allowed the held withdrawal."""
         beat = Heartbeat(
             agent_version=agent_version,
             withdrawal_held=withdrawal_held,

@@ -1,9 +1,9 @@
 """A ListWatch over the hub's records of this cluster, for the generic informer.
 
-SPEC §2.5 asks the agent to *follow the hub's change feed, not poll*, and §2.4 to relist and
-repair after a `410 Gone`. Both are what an informer already does for Kubernetes objects,
-so the hub gets the same treatment: `HubExportListWatch.list()` is the paged
-`GET …/clusters/{c}/serviceexports`, `watch()` the NDJSON stream of
+docs/reference.md#export-path asks the agent to *follow the hub's change feed, not poll*, and
+docs/reference.md#export-path to relist and repair after a `410 Gone`. Both are what an informer
+already does for Kubernetes objects, so the hub gets the same treatment: `HubExportListWatch.list()`
+is the paged `GET …/clusters/{c}/serviceexports`, `watch()` the NDJSON stream of
 `GET …?watch=true&resourceVersion=N`, and 410 becomes `ResourceExpired`, on which the
 informer relists and diffs. One machine, two sources; the informer's cache of hub records is
 the reconciler's view of "what the hub has" (see `HubView`).
@@ -15,7 +15,8 @@ resourceVersion) and keyed by `spec.serviceReference` namespace/name, the same
 `HubView` answers "the hub's current record of a key" from the informer's cache, corrected
 by the answers of our own writes: after a PUT the feed may take a moment to bring the new
 record, and a reconcile in that moment must not PUT again or copy a stale verdict. Revisions
-are one global increasing counter (SPEC §4.3), so "newer" is a plain integer comparison.
+are one global increasing counter (docs/reference.md#change-feeds), so "newer" is a plain integer
+comparison.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The import side of the agent, wired (SPEC §2.8): informers → three queues → reconcilers.
+"""The import side of the agent, wired (docs/reference.md#import-path): informers → three queues →
+reconcilers.
 
     hub import feed ─┐                    ┌► queue "serviceimport"  ─► ServiceImportReconciler
     ServiceImports ──┤                    │
@@ -37,8 +38,8 @@ key completes without a restart. All
 three cache what `member.transform.transform_import_object` keeps: the objects without the
 API server's bookkeeping, strings interned (half the memory of the objects as decoded).
 
-Repair (SPEC §2.8 "on start and after a relist, delete managed import objects the hub no
-longer has"): after every list of the hub's import feed, and at the start of every
+Repair (docs/reference.md#import-path "on start and after a relist, delete managed import objects
+the hub no longer has"): after every list of the hub's import feed, and at the start of every
 leadership term, every key known on either side — the hub's, and those of every managed
 object — is queued in the three queues' bulk lanes, so live changes overtake it.
 
@@ -132,7 +133,7 @@ _OWN_QUEUE = {
 
 
 # A managed slice that appeared: its own queue, and its ServiceImport's (`Ready` waits for
-# the key's slices to be written, SPEC §2.8).
+# the key's slices to be written, docs/reference.md#import-path).
 _SLICE_ADDED_QUEUES = ("mirroredslices", "serviceimport")
 
 

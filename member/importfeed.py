@@ -1,5 +1,5 @@
 """The hub's import feed, followed by the generic informer, and the view the import
-reconcilers read from it (SPEC §2.8, §4.3).
+reconcilers read from it (docs/reference.md#import-path, #change-feeds).
 
 `GET …/clusters/{c}/imports` lists every ServiceImport and EndpointSliceExport of the fleet
 and `?watch=true` streams their changes: the same list-then-watch, relist-on-410 protocol as

@@ -1,4 +1,5 @@
-"""The import side's metrics (SPEC §6, §2.8), on the agent's registry, every series at 0.
+"""The import side's metrics (docs/reference.md#observability, #import-path), on the agent's
+registry, every series at 0.
 
 * `mcsync_agent_import_writes_total{kind, operation}` — Kubernetes writes the import
   reconcilers made: kind ServiceImport / Service / EndpointSlice, operation create / update /
@@ -8,16 +9,16 @@
   cluster holds now (managed ServiceImports; endpoints over managed EndpointSlices), read
   from the informers' caches at scrape time.
 * `mcsync_agent_serviceimports_unmanaged` — keys left alone because a ServiceImport of that
-  name exists that mcsync does not manage (SPEC §2.1).
+  name exists that mcsync does not manage (docs/reference.md#export-path).
 * `mcsync_agent_import_lag_milliseconds{kind}` — from the hub's commit of a change (the
-  feed event's `mcsync.io/changed-at`) to this cluster's objects written for it (SPEC §6),
-  in the export-duration buckets. Observed once per change and kind: a repair of a user's
-  edit, or a cold start's import from a list, is not a lag.
+  feed event's `mcsync.io/changed-at`) to this cluster's objects written for it
+  (docs/reference.md#observability), in the export-duration buckets. Observed once per change and
+  kind: a repair of a user's edit, or a cold start's import from a list, is not a lag.
 * `mcs_endpointslice_sync_latency_seconds{source_cluster}` — end to end, from the source
   agent's first sight of an EndpointSlice change (the slice export's
-  `spec.sourceObservedTime`) to its mirrored slice written here (SPEC §6; the figure
-  mcs-api#160 asks implementations to standardise). Observed once per source slice version
-  written by a live change; a source cluster's series appears, at 0, when its slices are
+  `spec.sourceObservedTime`) to its mirrored slice written here (docs/reference.md#observability;
+  the figure mcs-api#160 asks implementations to standardise). Observed once per source slice
+  version written by a live change; a source cluster's series appears, at 0, when its slices are
   first mirrored here.
 
 Reconcile duration, outcomes and errors use the agent's common series, labelled by the
@@ -51,7 +52,8 @@ class ImportMetrics:
         registry = metrics.registry
         self.writes = Counter(
             "mcsync_agent_import_writes_total",
-            "Kubernetes writes of import objects, by kind and operation (SPEC §2.8).",
+            "Kubernetes writes of import objects, by kind and operation "
+            "(docs/reference.md#import-path).",
             ["kind", "operation"],
             registry=registry,
         )
@@ -77,7 +79,7 @@ class ImportMetrics:
         self.lag = Histogram(
             "mcsync_agent_import_lag_milliseconds",
             "From the hub's commit of a change to the import objects written for it in this "
-            "cluster, by kind (SPEC §6).",
+            "cluster, by kind (docs/reference.md#observability).",
             ["kind"],
             buckets=EXPORT_DURATION_BUCKETS_MS,
             registry=registry,
@@ -87,7 +89,7 @@ class ImportMetrics:
         self.sync_latency = Histogram(
             SYNC_LATENCY_METRIC,
             "From the source agent's observation of an EndpointSlice change to the mirrored "
-            "slice written in this cluster, by source cluster (SPEC §6).",
+            "slice written in this cluster, by source cluster (docs/reference.md#observability).",
             [SYNC_LATENCY_LABEL],
             buckets=SYNC_LATENCY_BUCKETS_SECONDS,
             registry=registry,

@@ -1,5 +1,5 @@
 """Which import objects are the agent's, and which name a key's derived Service takes
-(SPEC §2.1, §2.8).
+(docs/reference.md#export-path, #import-path).
 
 **Ownership is a chain of uids, never a label alone.** A ServiceImport is ours when it
 carries `app.kubernetes.io/managed-by: mcsync`; a derived Service when it carries that
@@ -137,7 +137,8 @@ class DerivedServices:
 
     def choose(self, key: str, service_import: Mapping[str, Any]) -> DerivedChoice:
         """Our derived Service of `key` if it exists; else the first of its names that is
-        free, skipping another key's derived Service and foreign objects (SPEC §2.8)."""
+        free, skipping another key's derived Service and foreign objects
+        (docs/reference.md#import-path)."""
         ours = self.ours(key, service_import)
         if ours is not None:
             return DerivedChoice(name=str(_meta(ours).get("name")), ours=ours)

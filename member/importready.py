@@ -1,4 +1,4 @@
-"""The ServiceImport's `Ready` condition (SPEC §2.8), as the MCS API defines it.
+"""The ServiceImport's `Ready` condition (docs/reference.md#import-path), as the MCS API defines it.
 
 `status.conditions` of this cluster's ServiceImport carries one condition of type `Ready`
 with the MCS API's reasons (`sigs.k8s.io/mcs-api` v1beta1):
@@ -7,7 +7,7 @@ with the MCS API's reasons (`sigs.k8s.io/mcs-api` v1beta1):
   needs the Service only) and every mirrored EndpointSlice the hub's slices call for is
   written. It then stays True while the derived Service keeps its IPs: slices coming and
   going afterwards are endpoint churn, and turning the condition over for each would cost
-  a status write per endpoint change, against §2.8's minimal writes.
+  a status write per endpoint change, against docs/reference.md#import-path's minimal writes.
 * `False/IPFamilyNotSupported` when the API server refused the derived Service for its IP
   families (a single-stack cluster asked for IPv6 or RequireDualStack): the import cannot
   be served here whatever mcsync retries. `FamilyRefusals` carries that from the derived

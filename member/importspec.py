@@ -1,4 +1,5 @@
-"""Pure: the hub's ServiceImport and slices → the exact Kubernetes objects of SPEC §2.8.
+"""Pure: the hub's ServiceImport and slices → the exact Kubernetes objects of
+docs/reference.md#import-path.
 
 Every cluster, the exporters included, holds three kinds of object per imported key; this
 module says what each must look like, and nothing else (no I/O, no clock), so every
@@ -124,15 +125,16 @@ def _digest(text: str, chars: int = _HASH_CHARS) -> str:
 
 
 def derived_service_name(service_name: str) -> str:
-    """`mcsync-` + the first 10 hex characters of SHA-256 of the Service name (SPEC §2.8):
-    the first choice of `derived_service_names()`, and the name almost every key keeps."""
+    """`mcsync-` + the first 10 hex characters of SHA-256 of the Service name
+    (docs/reference.md#import-path): the first choice of `derived_service_names()`, and the name
+    almost every key keeps."""
     return DERIVED_PREFIX + _digest(service_name)
 
 
 def derived_service_names(service_name: str) -> tuple[str, ...]:
     """The names a derived Service of `service_name` may take, in the order it takes them
-    (SPEC §2.8): 10, then 20, then 56 hex characters of SHA-256 of the Service name, the
-    longer ones when the shorter are taken (by another key's derived Service or a foreign
+    (docs/reference.md#import-path): 10, then 20, then 56 hex characters of SHA-256 of the Service
+    name, the longer ones when the shorter are taken (by another key's derived Service or a foreign
     object). The longest is 63 characters, a DNS-1123 label."""
     return tuple(DERIVED_PREFIX + _digest(service_name, chars) for chars in _DERIVED_CHARS)
 
@@ -150,8 +152,8 @@ def mirrored_slice_name(
 
 
 def is_managed(obj: Mapping[str, Any] | None) -> bool:
-    """True when `obj` carries our managed-by label: the first half of ownership (SPEC §2.1);
-    a Service or EndpointSlice needs `owned_by()` too."""
+    """True when `obj` carries our managed-by label: the first half of ownership
+    (docs/reference.md#export-path); a Service or EndpointSlice needs `owned_by()` too."""
     labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
     return bool(labels.get(LABEL_MANAGED_BY) == MANAGED_BY_MCSYNC)
 
@@ -168,8 +170,8 @@ def owner_uids(obj: Mapping[str, Any] | None) -> frozenset[str]:
 
 
 def owned_by(obj: Mapping[str, Any] | None, owner: Mapping[str, Any] | None) -> bool:
-    """True when `obj` is ours as a dependent of `owner` (SPEC §2.1): it carries our
-    managed-by label and a controller ownerReference to `owner`'s uid. The caller passes an
+    """True when `obj` is ours as a dependent of `owner` (docs/reference.md#export-path): it carries
+    our managed-by label and a controller ownerReference to `owner`'s uid. The caller passes an
     `owner` that is itself ours (our ServiceImport, or a derived Service owned by it), so
     ownership is a chain of uids, never a label alone."""
     if obj is None or owner is None or not is_managed(obj):
@@ -202,7 +204,8 @@ def _is_headless(imported: HeldImport) -> bool:
 
 
 def ordered_ips(service: Mapping[str, Any] | None, families: Iterable[str]) -> list[str]:
-    """The Service's `clusterIPs`, one per family of `families`, in that order (SPEC §2.8).
+    """The Service's `clusterIPs`, one per family of `families`, in that order
+    (docs/reference.md#import-path).
 
     Families the Service has no address of are skipped; with no families stated, the
     Service's own order. Empty for a headless Service or none at all."""
@@ -258,7 +261,8 @@ def desired_service_import(
 
 
 def desired_service_import_status(imported: HeldImport | ServiceImport) -> dict[str, Any]:
-    """`status` of the ServiceImport: the exporting clusters, sorted (SPEC §2.8)."""
+    """`status` of the ServiceImport: the exporting clusters, sorted
+    (docs/reference.md#import-path)."""
     return {"clusters": [{"cluster": cluster} for cluster in HeldImport.of(imported).clusters]}
 
 
@@ -312,7 +316,8 @@ def desired_derived_service(
 
 
 def served_ports(imported: HeldImport | ServiceImport) -> dict[str, frozenset[str]]:
-    """cluster → names of the import ports it serves (the per-port cluster lists, §3)."""
+    """cluster → names of the import ports it serves (the per-port cluster lists,
+    docs/reference.md#conflicts)."""
     served: dict[str, set[str]] = {}
     for port_name, clusters in HeldImport.of(imported).served:
         for cluster in clusters:

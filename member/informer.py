@@ -3,9 +3,10 @@
 client-go's reflector + indexer + event handler, reduced to what the agent needs and kept
 independent of Kubernetes: anything that can `list()` and `watch()` (a `ListWatch`) can be
 informed on. The agent runs one over Services and ServiceExports (`member.kube.listwatch`)
-and one over the hub's change feed (SPEC §4.3), which speaks the same event dialect.
+and one over the hub's change feed (docs/reference.md#change-feeds), which speaks the same event
+dialect.
 
-Rules (SPEC §2.3, §2.7):
+Rules (docs/reference.md#export-path):
 
 * The first list fills the cache and delivers every object as ADDED with `from_relist=True`,
   so the caller can put it in the work queue's bulk lane.
@@ -186,7 +187,7 @@ class Informer:
     def failing(self) -> bool:
         """True while the server refuses this informer's list or watch (an error other than
         410, e.g. a CRD gone or a version no longer served): the cache may be stale, so what
-        it lacks is "cannot see", never "does not exist" (SPEC §5.1)."""
+        it lacks is "cannot see", never "does not exist" (docs/reference.md#failover)."""
         return self._failing
 
     @property
@@ -361,7 +362,8 @@ class Informer:
             if event_type == "DELETED":
                 self._cache.pop(key, None)
             elif old is not None and _resource_version(old) == resource_version:
-                # SPEC §2.3: an update whose resourceVersion did not change is not a change.
+                # docs/reference.md#export-path: an update whose resourceVersion did not change is
+                # not a change.
                 return
             else:
                 self._cache[key] = obj

@@ -1,8 +1,8 @@
-"""What the hub hears of this cluster's ServiceExports that are not valid (SPEC §7).
+"""What the hub hears of this cluster's ServiceExports that are not valid (docs/reference.md#flags).
 
 An invalid ServiceExport (`Valid=False`: no Service, an ExternalName Service, a denied
-namespace; SPEC §2.2) is never exported, so the hub would know nothing of it, and an
-operator asking "why is this Service not exported?" would have to visit every cluster.
+namespace; docs/reference.md#conditions) is never exported, so the hub would know nothing of it, and
+an operator asking "why is this Service not exported?" would have to visit every cluster.
 The export reconciler already writes the reason onto the ServiceExport's status; this
 reads it back from the informer's cache when a heartbeat is sent and hands the list to
 the beat. So the heartbeat stays the one periodic call to the hub, and the export path —

@@ -1,4 +1,4 @@
-"""The agent's Prometheus metrics (SPEC §6), on a registry of its own.
+"""The agent's Prometheus metrics (docs/reference.md#observability), on a registry of its own.
 
 Every metric lives on the `CollectorRegistry` an `AgentMetrics` is built with — never on
 prometheus_client's global default — so tests can run several agents in one process and
@@ -11,8 +11,9 @@ are the agent's own, prefixed `mcsync_agent_`. Hub request metrics are labelled 
 concrete path, so the label set stays small; no token or object name ever becomes a label.
 
 Every labelled series whose label values are a fixed set (slice writes by operation, slice
-export errors by reason) is created at 0 when the registry is built (SPEC §6), so the first
-error is an increase that `rate()` and `increase()` can see.
+export errors by reason) is created at 0 when the registry is built
+(docs/reference.md#observability), so the first error is an increase that `rate()` and `increase()`
+can see.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class AgentMetrics:
         self.export_duration = Histogram(
             EXPORT_DURATION_METRIC,
             "Time from when the agent marked an export valid for the current Service spec to "
-            "when the hub's verdict for it was reported back (SPEC §2.6).",
+            "when the hub's verdict for it was reported back (docs/reference.md#export-path).",
             [EXPORT_DURATION_LABEL],
             buckets=EXPORT_DURATION_BUCKETS_MS,
             registry=self.registry,
@@ -166,15 +167,15 @@ class AgentMetrics:
         self.heartbeat_interval = Gauge(
             "mcsync_agent_heartbeat_interval_seconds",
             "The heartbeat interval in use: --heartbeat-interval, or a third of the hub's "
-            "cluster TTL when shorter (SPEC §5.1).",
+            "cluster TTL when shorter (docs/reference.md#failover).",
             registry=self.registry,
         )
 
-        # SPEC §5.1's mass-withdrawal guard (`member.withdrawalguard`).
+        # docs/reference.md#failover's mass-withdrawal guard (`member.withdrawalguard`).
         self.withdrawals_held = Counter(
             "mcsync_agent_withdrawals_held_total",
             "Repairs that would have withdrawn more than half of this cluster's exports on the "
-            "hub (at least 10) and withdrew none of them (SPEC §5.1).",
+            "hub (at least 10) and withdrew none of them (docs/reference.md#failover).",
             registry=self.registry,
         )
         self.withdrawal_held_exports = Gauge(
@@ -186,7 +187,7 @@ class AgentMetrics:
         self.slices_exported = Gauge(
             "mcsync_agent_endpointslices_exported",
             "EndpointSlices of this cluster that the hub holds, as far as the agent knows "
-            "(SPEC §2.8).",
+            "(docs/reference.md#import-path).",
             registry=self.registry,
         )
         self.slice_writes = Counter(

@@ -1,4 +1,5 @@
-"""Retry rate limiters for the work queue (SPEC §2.7), after client-go's `workqueue` package.
+"""Retry rate limiters for the work queue (docs/reference.md#export-path), after client-go's
+`workqueue` package.
 
 Two independent limits are combined by taking the longer delay, as client-go's
 `DefaultControllerRateLimiter` does:
@@ -16,7 +17,7 @@ loops, though it uses the same formula (`Backoff.ceiling`): it keeps a count per
 `forget` and `num_requeues`, under a lock for many workers; and it is unjittered, as
 client-go's `ItemExponentialFailureRateLimiter` is. Jitter spreads the retries of many
 processes that failed together; here the keys of one process are spread by the token
-bucket, and SPEC §2.7 names the exact delays, which the tests check as numbers.
+bucket, and docs/reference.md#export-path names the exact delays, which the tests check as numbers.
 """
 
 from __future__ import annotations

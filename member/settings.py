@@ -1,5 +1,5 @@
-"""The agent's settings (SPEC §7): every flag, each also an `MCSYNC_*` environment variable
-and a key of the `--config` file.
+"""The agent's settings (docs/reference.md#flags): every flag, each also an `MCSYNC_*` environment
+variable and a key of the `--config` file.
 
 `AgentSettings` is a pydantic model, so flags, the environment, the config file
 and tests go through the same validators; `parse_args()` reads the layers through
@@ -109,7 +109,8 @@ class AgentSettings(ProgramSettings):
         description="this replica's name in the Lease (default: host name + random suffix)",
     )
     no_import: bool = Field(
-        default=False, description="do not import the fleet's ServiceImports (SPEC §2.8)"
+        default=False, description="do not import the fleet's ServiceImports "
+                                   "(docs/reference.md#import-path)"
     )
     heartbeat_interval: float = Field(
         default=constants.HEARTBEAT_INTERVAL_DEFAULT_SECONDS,

@@ -1,13 +1,13 @@
 """Pure helpers for the ServiceExport's status conditions (`Valid`, `Conflict`, `Ready`).
 
 The reconciler computes the conditions it wants and asks `status_changed()` whether a write
-is needed; writes happen only on a change (SPEC §2.5), so an informer resync or a no-op
-reconcile costs no API call and no new resourceVersion (which would wake every watcher and
+is needed; writes happen only on a change (docs/reference.md#export-path), so an informer resync or
+a no-op reconcile costs no API call and no new resourceVersion (which would wake every watcher and
 re-enqueue the key, a write loop in waiting).
 
 What counts as a change: a condition added or removed, or a different `status`, `reason`,
-`message` — the SPEC's list — and also a different `observedGeneration`. The SPEC names the
-first four; we add the generation because a condition that claims to describe an older
+`message` — the reference's list — and also a different `observedGeneration`. The reference names
+the first four; we add the generation because a condition that claims to describe an older
 generation of the ServiceExport misleads `kubectl wait` users, and it only moves when the
 user edits the ServiceExport's spec (rare, and a real change). `lastTransitionTime` is never
 compared: it is kept when the status did not flip (Kubernetes' `meta.SetStatusCondition`
@@ -66,7 +66,8 @@ def make_condition(
 
 
 def condition_from_hub(condition: Condition, *, observed_generation: int | None) -> dict[str, Any]:
-    """The hub's verdict as a ServiceExport condition, with our object's generation (§2.5)."""
+    """The hub's verdict as a ServiceExport condition, with our object's generation
+    (docs/reference.md#export-path)."""
     return make_condition(
         type_=condition.type,
         status=condition.status,

@@ -23,10 +23,10 @@ transform before caching them, keeping only what the agent reads:
   field by field with the derived export), and only the `Conflict` condition's type, status,
   reason and message (copied into the ServiceExport's status). Other conditions,
   `lastTransitionTime`, `clusterState` and creationTimestamp are dropped.
-* EndpointSlice — `member.reconcilers.sliceexport`, which sends exactly this (SPEC §2.8):
-  metadata name, namespace, resourceVersion and the two labels it reads (the Service's
-  name, the managing controller); `addressType`; of each port its name, protocol, port and
-  appProtocol; of each endpoint its addresses, the ready / serving / terminating
+* EndpointSlice — `member.reconcilers.sliceexport`, which sends exactly this
+  (docs/reference.md#import-path): metadata name, namespace, resourceVersion and the two labels it
+  reads (the Service's name, the managing controller); `addressType`; of each port its name,
+  protocol, port and appProtocol; of each endpoint its addresses, the ready / serving / terminating
   conditions, hostname and zone. `nodeName`, `targetRef`, `hints`, `deprecatedTopology`,
   ownerReferences, annotations, managedFields … are local to the cluster and dropped: with
   one slice per Service, pod references were the larger half of each cached slice.

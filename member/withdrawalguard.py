@@ -1,9 +1,10 @@
-"""The mass-withdrawal guard: one broken cluster must not empty the fleet (SPEC §5.1).
+"""The mass-withdrawal guard: one broken cluster must not empty the fleet
+(docs/reference.md#failover).
 
 A hub record of this cluster with no ServiceExport behind it is an orphan, and the agent
-withdraws it (SPEC §2.4). That is right for one record and ruinous for all of them at once:
-stop an agent, lose the cluster's ServiceExports behind its back (a CRD migration gone wrong),
-start it again, and its start-up repair withdraws every export, after which every other
+withdraws it (docs/reference.md#export-path). That is right for one record and ruinous for all of
+them at once: stop an agent, lose the cluster's ServiceExports behind its back (a CRD migration gone
+wrong), start it again, and its start-up repair withdraws every export, after which every other
 cluster deletes the ServiceImports, derived Services and slices within a second. So:
 
 * A repair — agent start, a relist of the hub's feed or of the ServiceExports, a new

@@ -1,7 +1,8 @@
 """The agent's work queue: client-go semantics, plus a low-priority lane for bulk work.
 
 Informers say *which* object changed by adding its key ("namespace/name"); workers take keys
-and reconcile the object's current state. The queue promises what SPEC §2.7 asks:
+and reconcile the object's current state. The queue promises what docs/reference.md#export-path
+asks:
 
 * **dedupe** — a key added while it is already waiting collapses into the waiting entry;
 * **one worker per key** — a key added while a worker holds it is only marked dirty, and goes
@@ -11,7 +12,7 @@ and reconcile the object's current state. The queue promises what SPEC §2.7 ask
 * **two lanes** — `add(key, bulk=True)` (relists, startup repair) waits in a bulk lane that
   `get()` serves only when the live lane is empty, and a live add of a key waiting in the bulk
   lane moves it to the live lane. A startup repair of 10,000 keys therefore never delays a
-  fresh change by more than the key each worker has in hand (SPEC §2.4).
+  fresh change by more than the key each worker has in hand (docs/reference.md#export-path).
 
 Why not `queue.Queue`: it neither dedupes nor knows which keys are in process. The structure
 follows client-go's `workqueue.Type` (queue + dirty set + processing set under one lock) so
@@ -157,8 +158,9 @@ class WorkQueue:
         if metrics is not None:
             metrics.unfinished_work.labels(name).set_function(self._unfinished_seconds)
             metrics.longest_running.labels(name).set_function(self._longest_running_seconds)
-            # This queue's series exist from start at 0 (SPEC §6): a retry or a drop is then
-            # an increase that `rate()`, `increase()` and an `increase(...) > 0` alert see.
+            # This queue's series exist from start at 0 (docs/reference.md#observability): a retry
+            # or a drop is then an increase that `rate()`, `increase()` and an `increase(...) > 0`
+            # alert see.
             metrics.depth.labels(name).set(0)
             for counter in (metrics.adds, metrics.retries, metrics.drops):
                 counter.labels(name)

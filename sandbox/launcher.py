@@ -1,7 +1,7 @@
 """`mcsync sandbox`: a whole fleet on one machine, for trying mcsync without Kubernetes.
 
-It starts, on loopback ports, what an operator would run (SPEC §7): a hub over a SQLite
-file in a new temporary directory, three emulated member clusters (`python -m
+It starts, on loopback ports, what an operator would run (docs/reference.md#sandbox): a hub over a
+SQLite file in a new temporary directory, three emulated member clusters (`python -m
 sandbox.emulator`, with the EndpointSlice stand-in on so that applied Services get
 endpoints, each from its own documentation range) and one agent per cluster, registered
 on the hub with a token of its own. Once every cluster has sent a heartbeat it prints the
@@ -257,7 +257,8 @@ class Sandbox:
             "--token-file", str(self.token_file(cluster)),
             "--kubeconfig", str(self.kubeconfig(cluster)),
             "--metrics-host", "127.0.0.1", "--metrics-port", "0", "--log-format", "text",
-            # Three beats per TTL (SPEC §5.1), whether or not the hub's answer says its TTL.
+            # Three beats per TTL (docs/reference.md#failover), whether or not the hub's answer says
+            # its TTL.
             "--heartbeat-interval", str(CLUSTER_TTL_SECONDS / 3)])
 
     def _all_ready(self) -> bool:

@@ -2,9 +2,9 @@
 
 A cluster's id and its clusterset's name live, for every multi-cluster tool, in two
 cluster-scoped `ClusterProperty` objects (group `about.k8s.io`): `cluster.clusterset.k8s.io`
-and `clusterset.k8s.io` (SPEC §2.1). The hub validates its `--clusterset-name` and the agent
-the properties it reads with the same rule, here, so that what one side accepts the other
-never refuses.
+and `clusterset.k8s.io` (docs/reference.md#export-path). The hub validates its `--clusterset-name`
+and the agent the properties it reads with the same rule, here, so that what one side accepts the
+other never refuses.
 """
 
 from __future__ import annotations

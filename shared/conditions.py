@@ -1,4 +1,5 @@
-"""Condition types, reasons and Event reasons of SPEC §2.2, §2.5 and §3.
+"""Condition types, reasons and Event reasons of docs/reference.md#conditions, #export-path,
+#conflicts.
 
 The order of `CONFLICT_REASONS` is the fixed order in which the hub comma-joins the
 reasons of a conflicting key (alphabetical, so `PortConflict,TypeConflict`).
@@ -17,7 +18,7 @@ READY: Final = "Ready"
 TRUE: Final = "True"
 FALSE: Final = "False"
 
-# Valid reasons (SPEC §2.2)
+# Valid reasons (docs/reference.md#conditions)
 REASON_VALID: Final = "Valid"
 REASON_NO_SERVICE: Final = "NoService"
 REASON_INVALID_SERVICE_TYPE: Final = "InvalidServiceType"
@@ -25,7 +26,7 @@ REASON_NAMESPACE_NOT_ALLOWED: Final = "NamespaceNotAllowed"
 # A cluster-selection annotation is malformed (docs/reference.md#cluster-selection).
 REASON_INVALID_CLUSTER_SELECTOR: Final = "InvalidClusterSelector"
 
-# Conflict reasons (SPEC §3), one per disputed property
+# Conflict reasons (docs/reference.md#conflicts), one per disputed property
 TYPE_CONFLICT: Final = "TypeConflict"
 PORT_CONFLICT: Final = "PortConflict"
 SESSION_AFFINITY_CONFLICT: Final = "SessionAffinityConflict"
@@ -64,12 +65,12 @@ def join_conflict_reasons(reasons: set[str] | frozenset[str]) -> str:
     return ",".join(r for r in CONFLICT_REASONS if r in reasons)
 
 
-# Ready reasons (SPEC §2.5)
+# Ready reasons (docs/reference.md#export-path)
 REASON_EXPORTED: Final = "Exported"
 REASON_PENDING: Final = "Pending"
 REASON_FAILED: Final = "Failed"
 
-# Event reasons emitted on the ServiceExport (SPEC §2.5)
+# Event reasons emitted on the ServiceExport (docs/reference.md#export-path)
 EVENT_CONFLICT_FOUND: Final = "ServiceExportConflictFound"
 EVENT_NO_CONFLICT_FOUND: Final = "NoServiceExportConflictFound"
 EVENT_TYPE_NORMAL: Final = "Normal"

@@ -1,7 +1,7 @@
 """The console scripts' first step: one line naming the missing extra, not a traceback.
 
 `pip install mcsync` installs the CLI alone; the hub and the agent need their extras
-(`mcsync[hub]`, `mcsync[agent]`, issue 16). Without them, `mcsync-hub` used to die in an
+(`mcsync[hub]`, `mcsync[agent]`). Without them, `mcsync-hub` used to die in an
 `ImportError` traceback from whichever module happened to be imported first. The entry points
 here read what the installed distribution's own metadata says the extra requires, check each
 requirement is installed at a version it accepts, and only then import the program. The

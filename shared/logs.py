@@ -1,4 +1,5 @@
-"""The log format both programs write (SPEC §6): one line per decision, JSON or text.
+"""The log format both programs write (docs/reference.md#observability): one line per decision, JSON
+or text.
 
 The hub and the agent must render a log line identically — an operator greps both with the
 same query and a log pipeline parses both with the same rule — so the formatters live here,
@@ -10,9 +11,9 @@ Fields: callers attach them either as plain `extra={"key": ...}` or with
 `TraceContext` adds `trace_id` and `span_id` of the span active when the record was made,
 so a decision's line leads to its trace (and the trace to its lines).
 
-Tokens never reach a log line (SPEC §4.4): neither program logs a header or a token in the
-first place, and `RedactBearer` is the second line of defence, masking anything shaped like
-`Bearer <token>` in every record — including third-party ones — and in tracebacks.
+Tokens never reach a log line (docs/reference.md#credentials): neither program logs a header or a
+token in the first place, and `RedactBearer` is the second line of defence, masking anything shaped
+like `Bearer <token>` in every record — including third-party ones — and in tracebacks.
 
 The hub writes two lines per request (the decision and the request), so a line's cost is
 part of every request's. The formatters skip what cannot change a line — the redaction's

@@ -1,4 +1,5 @@
-"""Metric names, labels, buckets and the duration clamp of SPEC §2.6 and §6.
+"""Metric names, labels, buckets and the duration clamp of docs/reference.md#export-path,
+#observability.
 
 Only the contract lives here (names and numbers); each side owns its registry. What both
 sides measure alike is defined here once: the export-duration histogram, and the buckets of
@@ -13,7 +14,8 @@ from typing import Final
 EXPORT_DURATION_METRIC: Final = "mcsync_service_export_duration_milliseconds"
 EXPORT_DURATION_LABEL: Final = "origin_cluster_id"
 
-# The upper six match Azure fleet-networking's buckets for the same metric (SPEC §6).
+# The upper six match Azure fleet-networking's buckets for the same metric
+# (docs/reference.md#observability).
 EXPORT_DURATION_BUCKETS_MS: Final[tuple[float, ...]] = (
     10.0,
     25.0,
@@ -32,9 +34,9 @@ EXPORT_DURATION_RIGHT_BOUND_MS: Final = 100000.0
 # A non-positive duration (clock skew between the stamp and the observer) is recorded as this.
 EXPORT_DURATION_NON_POSITIVE_MS: Final = 1000.0
 
-# End-to-end sync latency (SPEC §6, mcs-api#160), in the importing agent: from the source
-# agent's first sight of an EndpointSlice change (`spec.sourceObservedTime`) to the mirrored
-# slice written in the importing cluster; labelled by source cluster only. Wall clocks of
+# End-to-end sync latency (docs/reference.md#observability, mcs-api#160), in the importing agent:
+# from the source agent's first sight of an EndpointSlice change (`spec.sourceObservedTime`) to the
+# mirrored slice written in the importing cluster; labelled by source cluster only. Wall clocks of
 # two clusters: a negative difference (skew) is recorded as 0.
 SYNC_LATENCY_METRIC: Final = "mcs_endpointslice_sync_latency_seconds"
 SYNC_LATENCY_LABEL: Final = "source_cluster"
@@ -65,7 +67,8 @@ REQUEST_DURATION_BUCKETS_SECONDS: Final[tuple[float, ...]] = (
 
 
 def clamp_export_duration_ms(duration_ms: float) -> float:
-    """Apply the clamps of SPEC §2.6: ≤ 0 → 1000 ms; above the right bound → the right bound."""
+    """Apply the clamps of docs/reference.md#export-path: ≤ 0 → 1000 ms; above the right bound → the
+    right bound."""
     if duration_ms <= 0:
         return EXPORT_DURATION_NON_POSITIVE_MS
     return min(duration_ms, EXPORT_DURATION_RIGHT_BOUND_MS)

@@ -1,13 +1,14 @@
-"""Pydantic v2 models of every object on the wire between hub, agent and CLI (SPEC §4.1).
+"""Pydantic v2 models of every object on the wire between hub, agent and CLI
+(docs/reference.md#rest-api).
 
 Objects are Kubernetes-shaped (`apiVersion`, `kind`, `metadata`, `spec`, `status`) and
 camelCase on the wire; Python code uses snake_case attributes. Aliases are generated, and
 `serialize_by_alias` makes every dump camelCase, so no caller has to remember `by_alias`.
 Use `to_wire()` to produce the JSON-ready dict both sides send.
 
-Validation here is the hub's first line of defence (SPEC §4.4: malformed input is 422 with
-the field named): names are DNS labels, ports are in range and unique, enums are closed.
-`spec` models forbid unknown fields, because a misspelt field would silently change a
+Validation here is the hub's first line of defence (docs/reference.md#scope-and-limits: malformed
+input is 422 with the field named): names are DNS labels, ports are in range and unique, enums are
+closed. `spec` models forbid unknown fields, because a misspelt field would silently change a
 conflict verdict; `metadata` and `status` ignore unknown fields so that a client may send
 back an object it read.
 """
@@ -190,7 +191,8 @@ class ServiceReference(StrictWireModel):
     @field_validator("export_creation_timestamp")
     @classmethod
     def _not_before_2014(cls, value: datetime) -> datetime:
-        # SPEC §3; the upper bound needs the hub's clock and is the hub's (its routes).
+        # docs/reference.md#conflicts; the upper bound needs the hub's clock and is the hub's (its
+        # routes).
         problem = export_timestamp_error(value)
         if problem is not None:
             raise ValueError(problem)
@@ -222,7 +224,8 @@ def _check_ports(ports: list[ServicePort]) -> list[ServicePort]:
 
 
 class InternalServiceExportSpec(StrictWireModel):
-    """The exported spec of SPEC §2.3: what other clusters see of one cluster's Service."""
+    """The exported spec of docs/reference.md#export-path: what other clusters see of one cluster's
+    Service."""
 
     ports: list[ServicePort] = Field(default_factory=list, max_length=1000)
     type: ServiceImportType = "ClusterSetIP"
@@ -267,7 +270,8 @@ class InternalServiceExportSpec(StrictWireModel):
 
 class InternalServiceExportStatus(WireModel):
     conditions: list[Condition] = Field(default_factory=list)
-    # Derived by the hub at read time from the exporting cluster's heartbeat (SPEC §5).
+    # Derived by the hub at read time from the exporting cluster's heartbeat
+    # (docs/reference.md#failover).
     cluster_state: str | None = None
 
 
@@ -305,7 +309,8 @@ class InternalServiceExportList(WireModel):
 
 
 class PropertyConflict(WireModel):
-    """One decided property (SPEC §3) on which an export differs from its key's winner."""
+    """One decided property (docs/reference.md#conflicts) on which an export differs from its key's
+    winner."""
 
     field: str  # its wire name, e.g. "type", "exportedLabels"
     reason: str  # the Conflict reason it gives, e.g. "TypeConflict"
@@ -449,7 +454,8 @@ class ServiceImportList(WireModel):
     items: list[ServiceImport] = Field(default_factory=list)
 
 
-# --- EndpointSliceExport (SPEC §2.8, §4.2) ----------------------------------------------
+# --- EndpointSliceExport (docs/reference.md#import-path, #rest-api)
+# ----------------------------------------------
 #
 # One source cluster's EndpointSlice of an exported Service, as the agent sends it: what
 # another cluster needs to mirror it, nothing local. `nodeName` and `targetRef` name objects
@@ -559,7 +565,7 @@ ImportObject = Annotated[ServiceImport | EndpointSliceExport, Field(discriminato
 class ClusterImportList(WireModel):
     """`GET /api/v1/clusters/{cluster}/imports`: everything that cluster must import — every
     ServiceImport and every EndpointSliceExport of the fleet, each slice's ports already cut
-    to those its source cluster serves in the import (SPEC §2.8)."""
+    to those its source cluster serves in the import (docs/reference.md#import-path)."""
 
     api_version: str = constants.API_VERSION
     kind: Literal["ClusterImportList"] = constants.KIND_CLUSTER_IMPORT_LIST  # type: ignore[assignment]
@@ -592,11 +598,11 @@ class MemberClusterStatus(WireModel):
     # ServiceExports the agent could not export (`Valid=False`), as its last report said:
     # they need a person (`mcsync exports --invalid` lists them and why).
     invalid_export_count: int = 0
-    # SPEC §5.1: True while the import feed withdraws this cluster's endpoints (it is Stale,
-    # and neither fail-open nor the panic threshold gives them back).
+    # docs/reference.md#failover: True while the import feed withdraws this cluster's endpoints (it
+    # is Stale, and neither fail-open nor the panic threshold gives them back).
     endpoints_withdrawn: bool = False
-    # SPEC §5.1: `WithdrawalHeld` (reason `MassWithdrawal`) while the agent holds a repair
-    # that would withdraw most of the cluster's exports; absent when nothing is held.
+    # docs/reference.md#failover: `WithdrawalHeld` (reason `MassWithdrawal`) while the agent holds a
+    # repair that would withdraw most of the cluster's exports; absent when nothing is held.
     conditions: list[Condition] = Field(default_factory=list)
     # True while an admin's one-shot allowance for the held withdrawal is armed (given
     # for the hold current then; used once, or lapsed when that hold clears).
@@ -610,8 +616,8 @@ ScopeList = Annotated[list[str], Field(max_length=1000)]
 
 
 class MemberClusterSpec(StrictWireModel):
-    """A member's scope (SPEC §4.4): the namespaces (names and `*` globs) it may export from
-    and those it imports. Absent (None): every namespace; empty: none."""
+    """A member's scope (docs/reference.md#scope-and-limits): the namespaces (names and `*` globs)
+    it may export from and those it imports. Absent (None): every namespace; empty: none."""
 
     export_namespaces: ScopeList | None = None
     import_namespaces: ScopeList | None = None
@@ -717,8 +723,8 @@ class MemberClusterPatchMeta(WireModel):
 
 
 class MemberClusterPatch(WireModel):
-    """Body of the admin's `PATCH /api/v1/clusters/{cluster}` (SPEC §4.2): a JSON merge
-    patch of `metadata.labels` and `spec`. A field left out is kept; a `spec` field set to
+    """Body of the admin's `PATCH /api/v1/clusters/{cluster}` (docs/reference.md#rest-api): a JSON
+    merge patch of `metadata.labels` and `spec`. A field left out is kept; a `spec` field set to
     null becomes absent (every namespace)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -753,21 +759,22 @@ class Heartbeat(WireModel):
     agent_version: str = Field(
         min_length=1, max_length=64, pattern=r"^[0-9A-Za-z][0-9A-Za-z.+_~-]*$"
     )
-    # What the agent's cluster holds of the fleet's imports (SPEC §2.8), so that
+    # What the agent's cluster holds of the fleet's imports (docs/reference.md#import-path), so that
     # `mcsync clusters` shows it; absent from an agent that does not import.
     imported_services: StrictInt | None = Field(default=None, ge=0, le=2**31)
     imported_endpoints: StrictInt | None = Field(default=None, ge=0, le=2**31)
-    # SPEC §5.1 mass-withdrawal guard: the repair the agent is holding, or None when it holds
-    # none (which clears the cluster's `WithdrawalHeld` condition on the hub).
+    # docs/reference.md#failover mass-withdrawal guard: the repair the agent is holding, or None
+    # when it holds none (which clears the cluster's `WithdrawalHeld` condition on the hub).
     withdrawal_held: WithdrawalHold | None = None
-    # SPEC §7 (`mcsync exports --invalid`): the cluster's `Valid=False` ServiceExports, sent
-    # when they changed since the last beat the hub answered; None: unchanged.
+    # docs/reference.md#cli (`mcsync exports --invalid`): the cluster's `Valid=False`
+    # ServiceExports, sent when they changed since the last beat the hub answered; None: unchanged.
     invalid_exports: InvalidExports | None = None
 
 
 class InvalidExportReport(WireModel):
-    """A ServiceExport that is `Valid=False` in its cluster (SPEC §2.2): never exported, so
-    the hub knows of it only through its agent's heartbeat (`mcsync exports --invalid`)."""
+    """A ServiceExport that is `Valid=False` in its cluster (docs/reference.md#conditions): never
+    exported, so the hub knows of it only through its agent's heartbeat (`mcsync exports
+    --invalid`)."""
 
     namespace: Namespace
     name: ServiceName
@@ -814,7 +821,7 @@ class InvalidServiceExportList(WireModel):
 
 class WithdrawalHold(WireModel):
     """A repair the agent did not carry out: it would withdraw `would_withdraw` of the
-    cluster's `exports` hub records at once (SPEC §5.1)."""
+    cluster's `exports` hub records at once (docs/reference.md#failover)."""
 
     would_withdraw: StrictInt = Field(ge=0, le=2**31)
     exports: StrictInt = Field(ge=0, le=2**31)
@@ -822,8 +829,9 @@ class WithdrawalHold(WireModel):
 
 
 class Identity(WireModel):
-    """`GET /api/v1/whoami`: the role the caller's token gives (SPEC §4.4), as `kubectl auth
-    whoami` answers; `cluster` names a member token's cluster. `mcsync status` shows it."""
+    """`GET /api/v1/whoami`: the role the caller's token gives (docs/reference.md#credentials), as
+    `kubectl auth whoami` answers; `cluster` names a member token's cluster. `mcsync status` shows
+    it."""
 
     role: Literal["admin", "reader", "member"]
     cluster: str | None = None
@@ -834,14 +842,14 @@ class HeartbeatResponse(WireModel):
     min_agent_version: str
     server_time: Timestamp
     state: str
-    # SPEC §5.1: the hub's `--cluster-ttl`; the agent beats at least three times per TTL.
-    # None from a hub older than §5.1.
+    # docs/reference.md#failover: the hub's `--cluster-ttl`; the agent beats at least three times
+    # per TTL. None from a hub older than docs/reference.md#failover.
     cluster_ttl_seconds: float | None = None
-    # SPEC §5.1: an admin's one-shot `allow-withdrawal`, handed to the agent that reported a
-    # hold (and consumed by that answer): its next held repair goes through.
+    # docs/reference.md#failover: an admin's one-shot `allow-withdrawal`, handed to the agent that
+    # reported a hold (and consumed by that answer): its next held repair goes through.
     withdrawal_allowed: bool = False
-    # SPEC §2.1 (KEP-2149): the hub's `--clusterset-name`, which the agent writes into the
-    # About API's `clusterset.k8s.io` ClusterProperty; None when the hub names none.
+    # docs/reference.md#export-path (KEP-2149): the hub's `--clusterset-name`, which the agent
+    # writes into the About API's `clusterset.k8s.io` ClusterProperty; None when the hub names none.
     clusterset_name: str | None = None
 
 
@@ -900,15 +908,16 @@ WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
 
 
 class WatchEvent(WireModel):
-    """One newline-delimited JSON line of the change feed (SPEC §4.3).
+    """One newline-delimited JSON line of the change feed (docs/reference.md#change-feeds).
 
     ERROR carries a `Status` (410 when the watcher fell behind the retained history
     while connected); the client then relists.
     """
 
     type: WatchEventType
-    # The export feed carries InternalServiceExports; the import feed (SPEC §4.3)
-    # ServiceImports and EndpointSliceExports. Each object's `kind` says which.
+    # The export feed carries InternalServiceExports; the import feed
+    # (docs/reference.md#change-feeds) ServiceImports and EndpointSliceExports. Each object's `kind`
+    # says which.
     object: (
         InternalServiceExport
         | ServiceImport

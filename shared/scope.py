@@ -1,5 +1,5 @@
-"""Namespace scope of a member cluster (SPEC §4.4): which namespaces it may export from and
-which it imports.
+"""Namespace scope of a member cluster (docs/reference.md#scope-and-limits): which namespaces it may
+export from and which it imports.
 
 A MemberCluster's `spec.exportNamespaces` / `spec.importNamespaces` are lists of namespace
 names and `*` globs (`team-*`, `*-prod`, `*`); an absent list allows every namespace, an

@@ -1,7 +1,7 @@
 """RFC 3339 timestamps as the annotations and the wire carry them, and ages as kubectl
 prints them (`human_duration`, shared by the CLI and the hub's answers for people).
 
-`mcsync.io/exported-since` is RFC 3339 with milliseconds (SPEC §2.3), e.g.
+`mcsync.io/exported-since` is RFC 3339 with milliseconds (docs/reference.md#export-path), e.g.
 `2026-11-22T20:55:48.123Z`. Parsing accepts any RFC 3339 form with an offset.
 """
 

@@ -1,8 +1,8 @@
 """Which span exporters a process uses, decided once from the standard `OTEL_*` variables.
 
-Both programs trace the same way (SPEC §6): nothing is traced and nothing is exported unless
-the operator asks. `OTEL_TRACES_EXPORTER` is read as the OpenTelemetry specification and
-SDK read it — a comma-separated list (`otlp,console`), `none` for off — and when it is unset
+Both programs trace the same way (docs/reference.md#observability): nothing is traced and nothing is
+exported unless the operator asks. `OTEL_TRACES_EXPORTER` is read as the OpenTelemetry specification
+and SDK read it — a comma-separated list (`otlp,console`), `none` for off — and when it is unset
 an OTLP endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`)
 switches OTLP on. Each name is found, as the SDK finds it, among the installed
 `opentelemetry_traces_exporter` entry points: `console`, `otlp_proto_http`, and whatever

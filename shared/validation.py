@@ -1,4 +1,5 @@
-"""What Kubernetes accepts, checked in one place for the hub and the agent (SPEC §4.4).
+"""What Kubernetes accepts, checked in one place for the hub and the agent
+(docs/reference.md#scope-and-limits).
 
 Every object the hub stores is written by every importing cluster (a ServiceImport's
 labels and annotations, a derived Service's ports, an EndpointSlice's addresses), so the
@@ -228,8 +229,9 @@ def endpoint_address_error(address_type: str, value: str) -> str | None:
 
 # --- timestamps -----------------------------------------------------------------------------
 
-# SPEC §3: an exportCreationTimestamp before 2014 (before Kubernetes) is no real claim; one
-# more than a minute ahead of the hub's clock would win every key for as long as it lasts.
+# docs/reference.md#conflicts: an exportCreationTimestamp before 2014 (before Kubernetes) is no real
+# claim; one more than a minute ahead of the hub's clock would win every key for as long as it
+# lasts.
 EARLIEST_EXPORT_TIMESTAMP = datetime(2014, 1, 1, tzinfo=UTC)
 EXPORT_TIMESTAMP_FUTURE_SKEW = timedelta(minutes=1)
 

@@ -1,4 +1,4 @@
-"""Versions that the hub and the agent compare at heartbeat time (SPEC §5).
+"""Versions that the hub and the agent compare at heartbeat time (docs/reference.md#failover).
 
 `__version__` here is the project's one version source: setuptools reads it at build time
 (`[tool.setuptools.dynamic]` in pyproject.toml) and the charts' `version`/`appVersion` are

@@ -1,4 +1,4 @@
-"""What `pip install mcsync` gives an operator, and the one version source (issue 16).
+"""What `pip install mcsync` gives an operator, and the one version source.
 
 The CLI must install and run without the hub's and the agent's dependencies (a laptop
 with the CLI has no business compiling asyncpg), every program's extras must carry what

@@ -23,21 +23,21 @@ from cli.cmd import (
 from cli.cmd.spec import Spec
 
 COMMANDS: tuple[Spec, ...] = (
-    clusters.SPEC,
+    clusters.DECLARED,
     clusteradmin.REGISTER,
     clusteradmin.SET_SCOPE,
     clusteradmin.DEREGISTER,
     clusteradmin.ALLOW_WITHDRAWAL,
     clusteradmin.ROTATE_TOKEN,
-    exports.SPEC,
-    imports.SPEC,
-    endpoints.SPEC,
-    conflicts.SPEC,
-    version.SPEC,
-    get.SPEC,
-    config.SPEC,
-    completion.SPEC,
-    status.SPEC,
-    *sandbox.SPECS,
+    exports.DECLARED,
+    imports.DECLARED,
+    endpoints.DECLARED,
+    conflicts.DECLARED,
+    version.DECLARED,
+    get.DECLARED,
+    config.DECLARED,
+    completion.DECLARED,
+    status.DECLARED,
+    *sandbox.DECLARED,
 )
 BY_NAME: dict[str, Spec] = {spec.name: spec for spec in COMMANDS}

@@ -102,8 +102,8 @@ REGISTER = Spec(
 )
 SET_SCOPE = Spec(
     "clusters set-scope",
-    "change the namespaces a member cluster may export from and imports (SPEC §4.4; "
-    "admin token needed); what is not given is kept",
+    "change the namespaces a member cluster may export from and imports "
+    "(docs/reference.md#scope-and-limits; admin token needed); what is not given is kept",
     admin.set_scope,
     flags=set_scope_flags,
 )
@@ -115,8 +115,8 @@ DEREGISTER = Spec(
 )
 ALLOW_WITHDRAWAL = Spec(
     "clusters allow-withdrawal",
-    "let a cluster's next held mass withdrawal of exports through, once (SPEC §5.1; "
-    "admin token needed)",
+    "let a cluster's next held mass withdrawal of exports through, once "
+    "(docs/reference.md#failover; admin token needed)",
     admin.allow_withdrawal,
     flags=_name,
 )
@@ -129,4 +129,4 @@ ROTATE_TOKEN = Spec(
     flags=rotate_token_flags,
     exclude_globals=OWN_TOKEN_FILE,
 )
-SPECS = (REGISTER, SET_SCOPE, DEREGISTER, ALLOW_WITHDRAWAL, ROTATE_TOKEN)
+DECLARED = (REGISTER, SET_SCOPE, DEREGISTER, ALLOW_WITHDRAWAL, ROTATE_TOKEN)

@@ -22,7 +22,7 @@ def run(ctx: Context) -> int:
     return 0
 
 
-SPEC = Spec(
+DECLARED = Spec(
     "completion",
     "print a shell completion script: source <(mcsync completion bash)",
     run,

@@ -97,7 +97,7 @@ def run(ctx: Context) -> int:
                       lambda: table(views, now=ctx.now(), wide=opts.wide))
 
 
-SPEC = Spec(
+DECLARED = Spec(
     "conflicts",
     "list conflicting services: winner, disputed fields, losers",
     run,

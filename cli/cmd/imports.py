@@ -102,7 +102,7 @@ def run(ctx: Context) -> int:
                       lambda: table(listing.items, now=ctx.now(), wide=opts.wide))
 
 
-SPEC = Spec(
+DECLARED = Spec(
     "imports",
     "list derived ServiceImports (one per exported service)",
     run,

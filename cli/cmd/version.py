@@ -38,4 +38,4 @@ def run(ctx: Context) -> int:
     return 0
 
 
-SPEC = Spec("version", "show the versions of this client and of the hub", run, flags=flags)
+DECLARED = Spec("version", "show the versions of this client and of the hub", run, flags=flags)

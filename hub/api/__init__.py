@@ -1,5 +1,5 @@
-"""The hub's REST API (SPEC §4): routers in `hub.api.routes`, one per resource; beside them
-the machinery they share — dependencies, parameters, auth, Status answers, the watch
+"""The hub's REST API (docs/reference.md#rest-api): routers in `hub.api.routes`, one per resource;
+beside them the machinery they share — dependencies, parameters, auth, Status answers, the watch
 stream, middleware.
 
 `hub.app.create_app` assembles these; routes reach the store and settings only through

@@ -1,4 +1,5 @@
-"""What the hub refuses of a member's write before it reaches the store (SPEC §3, §4.4).
+"""What the hub refuses of a member's write before it reaches the store
+(docs/reference.md#conflicts, #scope-and-limits).
 
 Two checks need only the request and the hub's settings, so they run in the route (on the
 PUT's fast path too, `hub.api.routes.exports._put`), before any database work:

@@ -1,4 +1,5 @@
-"""Who is calling, and may they (SPEC §4.4): bearer tokens as FastAPI dependencies.
+"""Who is calling, and may they (docs/reference.md#credentials): bearer tokens as FastAPI
+dependencies.
 
 Three roles. `admin` (configured) may do everything. `reader` (configured) may read
 everything, including watches, and nothing else. A `member` token (issued at
@@ -33,7 +34,7 @@ Role = Literal["admin", "reader", "member"]
 
 bearer_scheme = HTTPBearer(
     auto_error=False,
-    description="admin, reader or member-cluster token (SPEC §4.4)",
+    description="admin, reader or member-cluster token (docs/reference.md#credentials)",
 )
 
 

@@ -1,4 +1,5 @@
-"""A cluster's import watch, cut to its `spec.importNamespaces` (SPEC §4.4, issue 23).
+"""A cluster's import watch, cut to its `spec.importNamespaces`
+(docs/reference.md#scope-and-limits).
 
 The import feed is the same for every cluster and a replica reads and encodes each change
 once for all its watchers (`hub.store.fanout`); a cluster with an import scope must see

@@ -104,7 +104,8 @@ ContinueQuery = Annotated[
     str | None,
     Query(alias="continue", max_length=4096, description="token from the previous page"),
 ]
-# The console's search (SPEC §8): words of the characters keys and cluster ids are made of.
+# The console's search (docs/reference.md#console): words of the characters keys and cluster ids are
+# made of.
 SearchQuery = Annotated[
     str | None,
     Query(
@@ -189,7 +190,8 @@ def too_large_revision(requested: int, current: int) -> ApiError:
 
 async def watch_options(
     watch: Annotated[
-        bool, Query(description="stream changes as newline-delimited JSON (SPEC §4.3)")
+        bool, Query(description="stream changes as newline-delimited JSON "
+                                "(docs/reference.md#change-feeds)")
     ] = False,
     resource_version: Annotated[
         str | None,

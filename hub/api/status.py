@@ -1,4 +1,5 @@
-"""The `Status` answers of the API (SPEC §4.1), made without touching the app's state.
+"""The `Status` answers of the API (docs/reference.md#rest-api), made without touching the app's
+state.
 
 Every failed request answers a shared `Status`. This module holds what makes one: the
 reasons by code, `ApiError` (raised by routes and dependencies for decisions of their own:
@@ -174,7 +175,8 @@ def _cause(error: Mapping[str, Any]) -> StatusCause:
     if isinstance(error.get("input"), IntegerTooLong):
         message = f"{error['input'].digits}-digit integer is out of range"
     elif kind not in _NO_VALUE_KINDS:
-        # SPEC §4.4: a refusal names the value too (`"port": true` → `got true`).
+        # docs/reference.md#scope-and-limits: a refusal names the value too (`"port": true` → `got
+        # true`).
         message += _got(error.get("input"))
     if where == "body":
         # A union member's tag (e.g. a model name) is noise in a field path.

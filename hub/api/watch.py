@@ -1,5 +1,6 @@
-"""The change feeds over HTTP (SPEC §4.3): `…/serviceexports?watch=true&resourceVersion=N`
-and the import feed `…/clusters/{c}/imports?watch=true&resourceVersion=N`.
+"""The change feeds over HTTP (docs/reference.md#change-feeds):
+`…/serviceexports?watch=true&resourceVersion=N` and the import feed
+`…/clusters/{c}/imports?watch=true&resourceVersion=N`.
 
 Both are one `WatchStream` over a `WatchSource`: a cluster's exports (or every cluster's),
 or the fleet's ServiceImports and EndpointSliceExports. A source names its history replay

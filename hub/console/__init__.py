@@ -1,4 +1,4 @@
-"""The fleet console (SPEC §8): the web page an operator opens first, at `/ui/`.
+"""The fleet console (docs/reference.md#console): the web page an operator opens first, at `/ui/`.
 
 A room of its own: the hub serves its files and nothing else happens here. The page is
 one more reader of the REST API — it signs in with a reader or admin token and reads

@@ -1,4 +1,5 @@
-"""The hub's storage: every transaction over the SQL database (SPEC §3, §4.3, §4.4, §5).
+"""The hub's storage: every transaction over the SQL database (docs/reference.md#conflicts,
+#change-feeds, #scope-and-limits, #failover).
 
 `Store.open(url)` gives one object per hub process with these faces:
 
@@ -8,11 +9,11 @@
 * `conflicts` — fleet-wide, which exports differ from their key's decided values, in one
   window-function query (`conflictquery`);
 * `clusters` — registrations, member-token hashes, heartbeats and derived state;
-* `endpointslices` — each source cluster's EndpointSliceExports (SPEC §2.8);
+* `endpointslices` — each source cluster's EndpointSliceExports (docs/reference.md#import-path);
 * `import_feed` — what every cluster must import: the ServiceImport and slice changes
   in the history (`imports_since`) and the paged list (`list_imports`);
-* `withdrawals` — failover (SPEC §5.1): the staleness sweep, and what the import feed
-  withholds of Stale clusters;
+* `withdrawals` — failover (docs/reference.md#failover): the staleness sweep, and what the import
+  feed withholds of Stale clusters;
 * `feed`     — the change history, the wake-ups, and the one shared reader that feeds
   every watch of this replica (`fanout`).
 
@@ -226,7 +227,8 @@ class Store:
             self._ctx.instruments.write_batch_size = write_batch_size
 
     def limit(self, quotas: Quotas) -> None:
-        """Apply the hub's per-cluster quotas (SPEC §4.4) to every write from now on."""
+        """Apply the hub's per-cluster quotas (docs/reference.md#scope-and-limits) to every write
+        from now on."""
         self._ctx.quotas = quotas
 
     def pool_usage(self) -> PoolUsage:
@@ -245,7 +247,8 @@ class Store:
 
     @property
     def primary_writable(self) -> bool:
-        """False while this replica has no writable PostgreSQL primary (SPEC §5.2)."""
+        """False while this replica has no writable PostgreSQL primary
+        (docs/reference.md#ha-postgresql)."""
         return self._ctx.primary is None or self._ctx.primary.writable
 
     async def ping(self) -> None:

@@ -19,8 +19,8 @@ statements ending on the same revision row; at 100 slice changes/s, one transact
 the batch is that writer alone and nothing waits: there is no timer, a batch forms only
 from requests that arrived while the previous one was in the database. Each mutation
 still gets its own revision, verdict and change row; the judge sees each key's exports
-in precedence order exactly as before (SPEC §3), since `write_exports` locks and judges
-key by key inside the one transaction.
+in precedence order exactly as before (docs/reference.md#conflicts), since `write_exports` locks and
+judges key by key inside the one transaction.
 
 What one writer must not do to another:
 
@@ -163,8 +163,8 @@ class GroupCommit(abc.ABC, Generic[M, R]):
 
     async def _commit_in_context(self, batch: list[_Pending[M, R]]) -> None:
         """Commit `batch` in its first member's context, so a lone write's conflict
-        resolution stays a span under its own request (SPEC §6) and logs carry its
-        fields; a shared batch adds a span linking every member's request."""
+        resolution stays a span under its own request (docs/reference.md#observability) and logs
+        carry its fields; a shared batch adds a span linking every member's request."""
         first = batch[0].context
         if len(batch) == 1:
             await asyncio.create_task(self._commit(batch), context=first.copy())

@@ -1,13 +1,13 @@
 """Member clusters: registration with a member token, heartbeats, state, deregistration.
 
-The member token (SPEC §4.4) is shown once, at registration; only its sha256 is stored,
-and `authenticate` looks a presented token up by that hash. A 256-bit random token needs
+The member token (docs/reference.md#credentials) is shown once, at registration; only its sha256 is
+stored, and `authenticate` looks a presented token up by that hash. A 256-bit random token needs
 no salt or slow hash: nobody can guess it, and its hash is useless without it.
 
-State is derived when read (`Pending` / `Ready` / `Stale`, SPEC §5); the transition to
-Stale is also recorded (`clusters.stale`) by the staleness sweep, which withholds the
-cluster's endpoints from the import feed (`withdrawals`, SPEC §5.1), and a heartbeat
-clears it and gives them back in its own transaction. The heartbeat also carries the
+State is derived when read (`Pending` / `Ready` / `Stale`, docs/reference.md#failover); the
+transition to Stale is also recorded (`clusters.stale`) by the staleness sweep, which withholds the
+cluster's endpoints from the import feed (`withdrawals`, docs/reference.md#failover), and a
+heartbeat clears it and gives them back in its own transaction. The heartbeat also carries the
 agent's held mass withdrawal (the `WithdrawalHeld` condition) and takes an admin's
 one-shot allowance for it (`allow_withdrawal`).
 
@@ -195,8 +195,8 @@ class ClusterStore:
     async def register(
         self, name: str, labels: Mapping[str, str], spec: MemberClusterSpec | None = None
     ) -> tuple[MemberCluster, str]:
-        """Register a cluster with its scope (`spec`, SPEC §4.4; None: every namespace);
-        answers it and its member token (shown only now).
+        """Register a cluster with its scope (`spec`, docs/reference.md#scope-and-limits; None:
+        every namespace); answers it and its member token (shown only now).
 
         ValueError when the name or a label is invalid; AlreadyExists when taken.
         """
@@ -265,7 +265,8 @@ class ClusterStore:
 
     async def import_scope(self, name: str) -> list[str] | None:
         """The cluster's `spec.importNamespaces` (None: absent, or no such cluster): what
-        its import list and watch hold (SPEC §4.4). One read by primary key."""
+        its import list and watch hold (docs/reference.md#scope-and-limits). One read by primary
+        key."""
         async with self._ctx.read() as conn:
             row = (
                 await conn.execute(

@@ -3,8 +3,8 @@
 The hub stores when each cluster last sent a heartbeat, never its state: a stored state
 would turn false the moment the TTL passed without a write, and nothing writes when a
 cluster goes quiet. So every answer derives it, as of the answer, from the heartbeat and
-the hub's `cluster_ttl` (SPEC §5) — here, and nowhere else: a MemberCluster, an export
-(read, listed, written or watched) and a ServiceImport's per-cluster entries all agree.
+the hub's `cluster_ttl` (docs/reference.md#failover) — here, and nowhere else: a MemberCluster, an
+export (read, listed, written or watched) and a ServiceImport's per-cluster entries all agree.
 
 Two readings of the same state:
 

@@ -3,8 +3,8 @@
 The write path judges one key at a time (`hub.conflicts`) and stores each export's verdict;
 that answers "does this export conflict?" but not "which clusters of the fleet run another
 `type` than the service's winner, and what do they run?". This module answers that in ONE
-SQL query over the decided-property columns of `exports` (SPEC §3's "in SQL"), never
-loading a spec into Python:
+SQL query over the decided-property columns of `exports` (docs/reference.md#conflicts's "in SQL"),
+never loading a spec into Python:
 
     SELECT … FROM (
       SELECT namespace, name, cluster_id, type, …,
@@ -16,9 +16,9 @@ loading a spec into Python:
     WHERE type IS DISTINCT FROM decided_type OR …
     ORDER BY namespace, name, cluster_id
 
-The window is SPEC §3's precedence order (the `ix_exports_key_precedence` index), so the
-first row of each partition is the key's winner, on PostgreSQL and SQLite alike. Filters
-that keep or drop whole keys (namespace, name, the continue token's key) go inside the
+The window is docs/reference.md#conflicts's precedence order (the `ix_exports_key_precedence`
+index), so the first row of each partition is the key's winner, on PostgreSQL and SQLite alike.
+Filters that keep or drop whole keys (namespace, name, the continue token's key) go inside the
 window; the cluster filter and the page's exact start go outside it, so that a cluster's
 exports are still compared with a winner in another cluster.
 
@@ -27,8 +27,8 @@ The properties are exactly the judge's decided fields, the DECIDED rows of the o
 enumerations, canonical JSON for the rest (sorted keys, so equal values are equal texts),
 and only the part a row names where it names one (`compare_path`: the client-IP timeout
 of `sessionAffinityConfig`, where `{}` and `null` both mean none).
-Ports and IP families are not decided by the winner but merged (SPEC §3), so no export
-"disagrees with the decided value" there; their conflicts stay in each export's verdict.
+Ports and IP families are not decided by the winner but merged (docs/reference.md#conflicts), so no
+export "disagrees with the decided value" there; their conflicts stay in each export's verdict.
 """
 
 from __future__ import annotations
@@ -99,7 +99,8 @@ def _postgresql_path(element: JsonPathText, compiler: SQLCompiler, **kw: Any) ->
 
 
 def _winners(value: ColumnElement[Any]) -> ColumnElement[Any]:
-    """`value` of the key's winner, on every row of the key: SPEC §3's precedence order."""
+    """`value` of the key's winner, on every row of the key: docs/reference.md#conflicts's
+    precedence order."""
     return func.first_value(value).over(
         partition_by=(exports.c.namespace, exports.c.name),
         order_by=(exports.c.export_creation_timestamp, exports.c.cluster_id),
@@ -111,7 +112,8 @@ _Part = Callable[[Column[Any]], ColumnElement[Any]]
 
 @dataclass(frozen=True)
 class DecidedColumn:
-    """A decided property of SPEC §3 as stored: its column, and how SQL compares it."""
+    """A decided property of docs/reference.md#conflicts as stored: its column, and how SQL compares
+    it."""
 
     index: int  # names its result columns
     field: str

@@ -52,7 +52,7 @@ class StoreInstruments:
 
     @contextlib.contextmanager
     def resolving(self, keys: Sequence[tuple[str, str]]) -> Iterator[trace.Span]:
-        """Span and time one write's conflict resolution over `keys` (SPEC §3).
+        """Span and time one write's conflict resolution over `keys` (docs/reference.md#conflicts).
 
         The caller adds what it learns inside (`mcsync.export_count`, the verdict); the
         duration is recorded whether the resolution succeeded or raised.
@@ -78,11 +78,13 @@ class StoreContext:
     history_limit: int
     notifier: ChangeNotifier
     instruments: StoreInstruments = field(default_factory=StoreInstruments)
-    # SPEC §5.1: above this fraction of Stale clusters the hub withholds no endpoints.
+    # docs/reference.md#failover: above this fraction of Stale clusters the hub withholds no
+    # endpoints.
     stale_panic_fraction: float = 0.5
     # PostgreSQL: whether there is a writable primary (`hub.store.primary`); None on SQLite.
     primary: PrimaryWatch | None = None
-    # SPEC §4.4: how many exports and slices one cluster may create (`hub.store.usage`).
+    # docs/reference.md#scope-and-limits: how many exports and slices one cluster may create
+    # (`hub.store.usage`).
     quotas: Quotas = field(default_factory=Quotas)
     # What differs between the back ends, decided here once: how rows are written in
     # batches and how the lock order is kept. Writers use these and never ask which

@@ -19,7 +19,7 @@ SQLite is tuned so that it can honour the same guarantees as PostgreSQL:
   fails.
 
 `translate_errors` turns every way a database can be unreachable into
-`DatabaseUnavailable`, which the API answers with 503 + Retry-After (SPEC §5).
+`DatabaseUnavailable`, which the API answers with 503 + Retry-After (docs/reference.md#failover).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from hub.store.primary import DEFAULT_TIMEOUT_SECONDS, PrimaryConnector, is_read
 from shared.backoff import Backoff, Retries
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-# read_only_sql_transaction: a write reached a standby (SPEC §5.2).
+# read_only_sql_transaction: a write reached a standby (docs/reference.md#ha-postgresql).
 READ_ONLY_SQLSTATE = "25006"
 # How a transaction opened through `read_engine` tells the begin hook to start deferred.
 _READ_ONLY_OPTION = "mcsync_read_only"
@@ -162,7 +162,8 @@ def _ping_on_checkout(_dbapi_connection: Any, record: Any, _proxy: Any, *, timeo
 
     The ping is bounded by the database timeout (a peer that went silent is not waited
     for), and a connection whose server reported itself read-only (a standby after a
-    failover, SPEC §5.2; no round trip, see `primary.is_read_only`) is discarded too.
+    failover, docs/reference.md#ha-postgresql; no round trip, see `primary.is_read_only`) is
+    discarded too.
     """
     driver = record.driver_connection
     if driver.is_closed():  # cut when the primary was lost (`primary.PrimaryConnector`)
@@ -300,7 +301,8 @@ try:  # asyncpg is a hard dependency, but keep the store importable for SQLite-o
         asyncpg.exceptions.DeadlockDetectedError,
         asyncpg.exceptions.SerializationError,
         asyncpg.exceptions.LockNotAvailableError,
-        # A write on a standby: the connection landed on one after a failover (SPEC §5.2).
+        # A write on a standby: the connection landed on one after a failover
+        # (docs/reference.md#ha-postgresql).
         asyncpg.exceptions.ReadOnlySQLTransactionError,
         # No host of a libpq host list takes writes (yet): between failure and promotion.
         asyncpg.exceptions.TargetServerAttributeNotMatched,
@@ -377,7 +379,8 @@ async def connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         await conn.start()
     except InvalidRequestError as exc:
         # The pool's checkout gave up: every connection it made failed its ping (each
-        # landed on a read-only standby, say, SPEC §5.2). An outage, not a 500.
+        # landed on a read-only standby, say, docs/reference.md#ha-postgresql). An outage, not a
+        # 500.
         raise DatabaseUnavailable(f"database unavailable: cannot connect: {exc}") from exc
     except _CONNECT_FAILURES as exc:
         reason = _first_line(exc.orig if isinstance(exc, DBAPIError) else exc)

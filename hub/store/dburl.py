@@ -3,8 +3,8 @@
 `postgresql://user@h1:5433,h2:5434/db?target_session_attrs=read-write` is how libpq, psql
 and every PostgreSQL HA guide (Patroni, CloudNativePG's replica clusters, managed
 services) spell "try these servers in turn and keep the one that takes writes"
-(SPEC §5.2). SQLAlchemy's URL parser reads the netloc as one host and one port and fails
-with `invalid literal for int()`; it does understand the same list as repeated `host`
+(docs/reference.md#ha-postgresql). SQLAlchemy's URL parser reads the netloc as one host and one port
+and fails with `invalid literal for int()`; it does understand the same list as repeated `host`
 query parameters (`?host=h1:5433&host=h2:5434`), which its asyncpg dialect hands to
 asyncpg as host and port lists, and asyncpg then does what libpq does with them,
 `target_session_attrs` included. So this module only rewrites the netloc into that query
@@ -12,7 +12,7 @@ form before anything else parses the URL; one address (a Service, a VIP) passes 
 untouched.
 
 `target_session_attrs` is checked here, at start, against the values asyncpg knows, so a
-typo is the one-line `--database-url` error of SPEC §7 and not a failure at first
+typo is the one-line `--database-url` error of docs/reference.md#flags and not a failure at first
 connect.
 """
 

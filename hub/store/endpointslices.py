@@ -1,5 +1,6 @@
-"""EndpointSliceExports (SPEC §2.8, §4.2): each source cluster's EndpointSlices of the
-Services it exports, as its agent sends them, and the fleet-wide listing of them.
+"""EndpointSliceExports (docs/reference.md#import-path, #rest-api): each source cluster's
+EndpointSlices of the Services it exports, as its agent sends them, and the fleet-wide listing of
+them.
 
 A slice is accepted only while its cluster exports its Service (`Conflict` otherwise, a
 409), and it goes with that export: `importfeed.follow_exports` deletes it inside the
@@ -209,8 +210,8 @@ async def write_slices(
     Raised for the whole transaction: `Conflict` when an export went between that check
     and the key locks (PostgreSQL; the group commit then retries each write alone),
     `_KeysMoved` (start the transaction again) when a concurrent writer moved a
-    slice to another Service. Also refused alone (`Forbidden`, SPEC §4.4): a slice
-    outside its cluster's `spec.exportNamespaces`, and with `enforce_quota` a create past
+    slice to another Service. Also refused alone (`Forbidden`, docs/reference.md#scope-and-limits):
+    a slice outside its cluster's `spec.exportNamespaces`, and with `enforce_quota` a create past
     `--max-endpointslices-per-cluster` (a sync has judged its final size already).
     """
     ids = [m.record_id for m in mutations]
@@ -264,9 +265,9 @@ async def write_slices(
     if gone:
         raise _not_exported(gone[0][0], [(ns, name) for _, ns, name in gone])
 
-    # --- 2. the ports each cluster serves in each key's import (SPEC §3's per-port lists),
-    #        and which exports the import feed withholds (SPEC §5.1: their slices are not
-    #        imported while so), both read under the key locks
+    # --- 2. the ports each cluster serves in each key's import (docs/reference.md#conflicts's
+    # per-port lists), and which exports the import feed withholds (docs/reference.md#failover:
+    # their slices are not imported while so), both read under the key locks
     statuses = {k: r["status"] if r["created_at"] else None for k, r in locked.items()}
     served = {key: served_ports(statuses.get(key)) for key in keys}
     withheld = await withheld_among(

@@ -26,8 +26,8 @@ class Conflict(StoreError):
 
 
 class Forbidden(StoreError):
-    """A member may not write this (SPEC §4.4): outside its namespace scope, or past a
-    quota. The message names the rule or the limit."""
+    """A member may not write this (docs/reference.md#scope-and-limits): outside its namespace
+    scope, or past a quota. The message names the rule or the limit."""
 
 
 class Invalid(StoreError):

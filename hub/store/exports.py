@@ -125,7 +125,8 @@ class ExportStore:
         resource_version: str,
         annotations: Mapping[str, str | None],
     ) -> InternalServiceExport:
-        """Merge-patch the annotations under a resourceVersion precondition (SPEC §2.6).
+        """Merge-patch the annotations under a resourceVersion precondition
+        (docs/reference.md#export-path).
 
         Conflict when `resource_version` is not the record's current one (nothing is
         written then); a null value removes the key; a patch that changes nothing makes

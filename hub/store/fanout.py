@@ -1,4 +1,5 @@
-"""One shared reader of a change feed per hub replica, fanned out in memory (SPEC §4.3).
+"""One shared reader of a change feed per hub replica, fanned out in memory
+(docs/reference.md#change-feeds).
 
 Before this, every commit woke every open watch and each one re-read the history with its
 own query: N watches cost N queries per commit, and at 1,000 agents the hub never caught
@@ -42,7 +43,7 @@ revision order, see `hub.store.feed`); a subscriber whose buffer is empty has th
 seen everything of its key up to P, which is what its BOOKMARKs and the feed-lag metric
 report.
 
-Slow subscribers are ENDED, not carried (issue 13). Each buffer is bounded in events AND
+Slow subscribers are ENDED, not carried. Each buffer is bounded in events AND
 in bytes (`BufferLimits`); a subscriber whose next line would pass either bound is
 *overflowed*: its buffer is dropped at once, it is removed from the registry and woken,
 and its watch ends with an ERROR event carrying a 410 Status, so that its client relists.

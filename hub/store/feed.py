@@ -1,4 +1,5 @@
-"""The change feed of SPEC §4.3: one global revision, a retained history, and its readers.
+"""The change feed of docs/reference.md#change-feeds: one global revision, a retained history, and
+its readers.
 
 Write side. Every writer takes its revisions with one statement on the one counter row
 (`allocate_revisions`, reached through `locks.take_revisions`) and then inserts one

@@ -2,12 +2,12 @@
 
 Every member cluster beats several times per TTL (at least three, `member.heartbeat`), so
 at fleet scale heartbeats are most of what a hub replica is asked: 10,000 clusters at the
-agents' 30 s interval are ~330 beats a second across the tier. One beat used to be two
-transactions of its own — the member-token lookup (`tokens`), then an UPDATE and a read of
-the cluster's withheld endpoints — eight round trips and ~2.5 ms of hub CPU, ten times a
-`GET /healthz` (docs/benchmarks.md#fleet-scale). The statements were cheap; the per-
-transaction Python around them (pool checkout and its ping, BEGIN, COMMIT, SQLAlchemy's
-per-statement work) was the cost, paid once per beat.
+agents' 30 s interval are ~330 beats a second across the tier. A beat recorded on its own
+is two transactions — the member-token lookup (`tokens`), then an UPDATE and a read of the
+cluster's withheld endpoints — eight round trips, many times a `GET /healthz` (figures in
+docs/benchmarks.md, fleet scale). The statements are cheap; the per-transaction Python
+around them (pool checkout and its ping, BEGIN, COMMIT, SQLAlchemy's per-statement work)
+is the cost, paid once per beat.
 
 `HeartbeatBatcher` queues each beat and commits whatever is queued in one transaction of
 three statements, however many beats it carries (the `batch.GroupCommit` machinery: no
@@ -71,7 +71,8 @@ class HeartbeatOutcome:
     agent the admin's one-shot allowance (consumed by this heartbeat)."""
 
     withdrawal_allowed: bool
-    # Exports whose endpoints this heartbeat gave back to the import feed (SPEC §5.1).
+    # Exports whose endpoints this heartbeat gave back to the import feed
+    # (docs/reference.md#failover).
     given_back: int = 0
 
 
@@ -205,7 +206,8 @@ class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | _Busy | None"]):
                     and row.sync_withdrawal_held is not None,
                 }
                 if beat.invalid_exports is None:
-                    plain.append(values)  # SPEC §7: kept when the beat carries no list
+                    # docs/reference.md#flags: kept when the beat carries no list
+                    plain.append(values)
                 else:
                     values["b_invalid"] = stored_report(beat.invalid_exports)
                     reporting.append(values)

@@ -1,5 +1,5 @@
-"""The import feed's store half (SPEC §2.8, §4.3): what every cluster must import, as
-ServiceImport and EndpointSliceExport changes in the one revision history.
+"""The import feed's store half (docs/reference.md#import-path, #change-feeds): what every cluster
+must import, as ServiceImport and EndpointSliceExport changes in the one revision history.
 
 Every write that changes a ServiceImport or an EndpointSliceExport records that change
 here, inside its own transaction, with a revision from the one global sequence (taken LAST,
@@ -11,20 +11,20 @@ Each EndpointSliceExport is recorded as an importing cluster must write it: its 
 to those its source cluster serves in the import (the ServiceImport's `status.ports[].
 clusters` lists; a slice port matches an import port by name, since a slice carries the
 Service port's name with the *target* port number). A slice with ports of which its source
-serves none is not imported at all (SPEC §2.8): its change is recorded as DELETED, so an
-importer holding an older, visible form of it drops it. Cutting at write time, once, rather
-than per watcher is what lets every agent of the fleet receive the same bytes.
+serves none is not imported at all (docs/reference.md#import-path): its change is recorded as
+DELETED, so an importer holding an older, visible form of it drops it. Cutting at write time, once,
+rather than per watcher is what lets every agent of the fleet receive the same bytes.
 
 A write that changes a key's per-port cluster lists changes what some slices look like to
 importers although the slices themselves did not change: those slices are recorded again
 (re-sent) in the same transaction, each only when its cut form actually differs. Withdrawing
 an export withdraws its cluster's slices of that key in the same transaction.
 
-While a cluster is Stale its exports may be withheld (SPEC §5.1, `hub.store.withdrawals`,
-which records the events of withholding and giving back): a withheld export's slices are
-not imported (out of the list; a write of one is recorded as DELETED) and are not re-sent
-when the import's ports change. Each writer reads the rows of `endpoint_withdrawals` of its
-keys under the keys' locks (`withheld_among`).
+While a cluster is Stale its exports may be withheld (docs/reference.md#failover,
+`hub.store.withdrawals`, which records the events of withholding and giving back): a withheld
+export's slices are not imported (out of the list; a write of one is recorded as DELETED) and are
+not re-sent when the import's ports change. Each writer reads the rows of `endpoint_withdrawals` of
+its keys under the keys' locks (`withheld_among`).
 
 Within one transaction the import feed's changes take revisions before the transaction's
 export changes (`ImportChanges` is allocated first): a slice deletion, then the
@@ -738,9 +738,9 @@ class ImportFeed:
         malformed continue token or a limit below 1.
 
         `namespaces`: the importing cluster's `spec.importNamespaces` (names and `*`
-        globs, SPEC §4.4): only those namespaces' imports and slices are read (None: all).
-        `cluster`: the importing cluster; the keys whose `mcsync.io/import-clusters` leaves
-        it out are not read (`importselection`).
+        globs, docs/reference.md#scope-and-limits): only those namespaces' imports and slices are
+        read (None: all). `cluster`: the importing cluster; the keys whose
+        `mcsync.io/import-clusters` leaves it out are not read (`importselection`).
         """
         paging.check_limit(limit)
         after: tuple[str, ...] | None = None

@@ -71,8 +71,8 @@ class ImportStore:
     ) -> Page[ServiceImport]:
         """ServiceImports in (namespace, name) order, filtered, a page at a time.
 
-        `search` (the console's search field, SPEC §8): every whitespace-separated word,
-        case-insensitively, a substring of "namespace/name" or of an exporting cluster's
+        `search` (the console's search field, docs/reference.md#console): every whitespace-separated
+        word, case-insensitively, a substring of "namespace/name" or of an exporting cluster's
         id. It is answered in SQL with the same keyset paging: the query walks the rows in
         key order (ix_service_imports_conflict_key when `conflict` is given, the primary
         key otherwise), tests each row's key and probes its exports by key

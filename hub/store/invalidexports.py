@@ -1,4 +1,5 @@
-"""The fleet's invalid ServiceExports, as each cluster's agent last reported them (SPEC §7).
+"""The fleet's invalid ServiceExports, as each cluster's agent last reported them
+(docs/reference.md#flags).
 
 An invalid ServiceExport is never exported, so the hub learns of it only from the agent's
 heartbeat (`member.invalidexports` says why that way). The report is kept whole, as one

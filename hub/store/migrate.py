@@ -1,4 +1,5 @@
-"""Run the Alembic migrations programmatically (SPEC §5: schema changes go through Alembic).
+"""Run the Alembic migrations programmatically (docs/reference.md#failover: schema changes go
+through Alembic).
 
 No alembic.ini: the Config is built here, with `script_location` pointing at the
 installed `migrations` package (found through `migrations.__file__`, so it works from a

@@ -2,16 +2,16 @@
 
 Every change of an export record is a `Mutation`: a PUT (a spec, and annotations or None
 to keep the stored ones), a withdrawal (no spec), or an annotation merge-patch under a
-resourceVersion precondition (SPEC §2.6). `plan` reads them against the rows the writer
-found under its key locks and answers, without touching the database:
+resourceVersion precondition (docs/reference.md#export-path). `plan` reads them against the rows the
+writer found under its key locks and answers, without touching the database:
 
 * each mutation's result, or the error that refuses it alone (`MutationResult.error`: a
   patch of a record that is not there, or whose resourceVersion moved);
 * which records are really written (an identical re-PUT, a patch that changes nothing, a
   withdrawal of a record that is not there: nothing, no revision, no change row);
 * every affected key's exports as they will be after the write, in precedence order
-  (SPEC §3), ready for the judge: so the verdict is known BEFORE any row is written, and
-  each row is written once, verdict and revision included.
+  (docs/reference.md#conflicts), ready for the judge: so the verdict is known BEFORE any row is
+  written, and each row is written once, verdict and revision included.
 
 Specs of a key's other exports are parsed from their stored text only when that key is
 judged.
@@ -119,8 +119,9 @@ class Plan:
     # Keys mutated that have no export after the write: their ServiceImport row goes.
     empty: list[Key] = field(default_factory=list)
     # Keys whose verdicts may change: an export added, withdrawn or given another spec. A
-    # key written only in its annotations (the agent's SPEC §2.6 patch, a re-PUT with new
-    # annotations) keeps its verdicts: the judge reads specs alone (SPEC §3).
+    # key written only in its annotations (the agent's docs/reference.md#export-path patch, a re-PUT
+    # with new annotations) keeps its verdicts: the judge reads specs alone
+    # (docs/reference.md#conflicts).
     judged: set[Key] = field(default_factory=set)
 
 

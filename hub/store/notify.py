@@ -29,8 +29,8 @@ CHANNEL = "mcsync_changes"
 _POLL_WHILE_DEAF_SECONDS = 1.0
 _HEALTH_CHECK_SECONDS = 5.0
 # Between attempts to (re)connect the listener: the first within 0.1 s, then up to 2 s
-# (a promoted standby must be heard from within seconds, SPEC §5.2; while the listener is
-# down, waiters poll the counter anyway).
+# (a promoted standby must be heard from within seconds, docs/reference.md#ha-postgresql; while the
+# listener is down, waiters poll the counter anyway).
 RECONNECT = Backoff(base=0.1, cap=2.0)
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,5 @@
-"""Whether this hub replica has a writable PostgreSQL primary, known all the time (SPEC §5.2).
+"""Whether this hub replica has a writable PostgreSQL primary, known all the time
+(docs/reference.md#ha-postgresql).
 
 When the primary of an HA pair dies and a standby is promoted, a hub replica must answer
 503 with Retry-After while it has no primary, and take writes again by itself within
@@ -6,7 +7,7 @@ seconds of the promotion. Waiting for each request's own statement to fail does 
 that: a killed node sends no FIN, so a statement on a connection to it waits out
 asyncpg's command timeout (a minute), a new connection to an address that drops packets
 waits out the connect timeout, and every request queues behind them in the pool until the
-client gives up (issue 24: "requests hung until the client's 10 s timeout"). So:
+client gives up ("requests hung until the client's 10 s timeout"). So:
 
 * `PrimaryConnector` makes every connection the hub opens to PostgreSQL — the pool's,
   the LISTEN connection's and the probe's — from the same connect arguments (so the

@@ -4,25 +4,25 @@ Why the columns look the way they do:
 
 * Key columns (`cluster_id`, `namespace`, `name`) use `COLLATE "C"` on PostgreSQL, so SQL
   orders them by code point exactly like Python's `sorted` and SQLite's BINARY collation.
-  The precedence order of SPEC §3 (`exportCreationTimestamp`, then `clusterId`) is then
-  the same whichever database answers, and multi-key lock orders agree with Python's.
+  The precedence order of docs/reference.md#conflicts (`exportCreationTimestamp`, then `clusterId`)
+  is then the same whichever database answers, and multi-key lock orders agree with Python's.
 * Timestamps go through `UTCDateTime`: always stored as UTC, so SQLite's fixed-width text
   form sorts chronologically and PostgreSQL's `timestamptz` compares the same way.
 * JSON lives in `Text` columns holding canonical (sorted keys, compact) JSON. The decided
-  properties of SPEC §3 get a column each so that SQL can compare them with the winner's
-  (`first_value(...) OVER (PARTITION BY namespace, name ORDER BY ...)`) for fleet-wide
+  properties of docs/reference.md#conflicts get a column each so that SQL can compare them with the
+  winner's (`first_value(...) OVER (PARTITION BY namespace, name ORDER BY ...)`) for fleet-wide
   questions without loading rows into Python.
 * `service_imports` holds each key's derived ServiceImport. Writers lock a key, not its row
   (`hub.store.locks`); hubs before the advisory locks left empty lock rows (`created_at`
   NULL), which every reader treats as absent.
 * `revision` is a one-row counter; `changes` the retained history that the watch feeds
-  replay (SPEC §4.3). Its `kind` says which feed a row belongs to: InternalServiceExport
-  rows make the per-cluster export feed, ServiceImport and EndpointSliceExport rows the
-  fleet-wide import feed (`hub.store.importfeed`).
-* `endpoint_slices` holds each source cluster's EndpointSliceExports (SPEC §2.8), keyed
-  like an EndpointSlice (cluster, namespace, slice name), with the Service they belong to
-  indexed beside the namespace, so that a key's slices are found by index when its export
-  goes or its per-port cluster lists change.
+  replay (docs/reference.md#change-feeds). Its `kind` says which feed a row belongs to:
+  InternalServiceExport rows make the per-cluster export feed, ServiceImport and EndpointSliceExport
+  rows the fleet-wide import feed (`hub.store.importfeed`).
+* `endpoint_slices` holds each source cluster's EndpointSliceExports
+  (docs/reference.md#import-path), keyed like an EndpointSlice (cluster, namespace, slice name),
+  with the Service they belong to indexed beside the namespace, so that a key's slices are found by
+  index when its export goes or its per-port cluster lists change.
 """
 
 from __future__ import annotations
@@ -94,7 +94,8 @@ clusters = Table(
     metadata,
     Column("name", key_string(), primary_key=True),
     Column("labels", Text, nullable=False, server_default="{}"),
-    # sha256 hex of the member token; the token itself is never stored (SPEC §4.4).
+    # sha256 hex of the member token; the token itself is never stored
+    # (docs/reference.md#credentials).
     Column("token_hash", String(64), nullable=False, unique=True),
     Column("created_at", UTCDateTime, nullable=False),
     Column("last_heartbeat", UTCDateTime, nullable=True),
@@ -105,8 +106,8 @@ clusters = Table(
     # Set by the first step of a cluster delete: new writes are refused while its exports
     # are withdrawn batch by batch, and a crashed delete can be resumed.
     Column("deleting", Boolean, nullable=False, server_default=false()),
-    # SPEC §5.1 (migration 0004): the state transition the hub last recorded (set by the
-    # staleness sweep, cleared by the next heartbeat; `hub.store.withdrawals`), the mass
+    # docs/reference.md#failover (migration 0004): the state transition the hub last recorded (set
+    # by the staleness sweep, cleared by the next heartbeat; `hub.store.withdrawals`), the mass
     # withdrawal the agent holds (JSON of a WithdrawalHold, NULL: none) and an admin's
     # one-shot allowance for it.
     Column("stale", Boolean, nullable=False, server_default=false()),
@@ -116,12 +117,12 @@ clusters = Table(
     # the cluster's exports (JSON of a WithdrawalHold, NULL: none; `hub.store.exports`).
     # The one allowance above lets either hold through.
     Column("sync_withdrawal_held", Text, nullable=True),
-    # SPEC §4.4 (migration 0005): the MemberCluster's spec.exportNamespaces and
-    # spec.importNamespaces, JSON lists of names and `*` globs; NULL: absent (all).
+    # docs/reference.md#scope-and-limits (migration 0005): the MemberCluster's spec.exportNamespaces
+    # and spec.importNamespaces, JSON lists of names and `*` globs; NULL: absent (all).
     Column("export_namespaces", Text, nullable=True),
     Column("import_namespaces", Text, nullable=True),
-    # SPEC §7 (migration 0006): the cluster's Valid=False ServiceExports as its agent last
-    # reported them (JSON of an InvalidExports); NULL until it reports.
+    # docs/reference.md#flags (migration 0006): the cluster's Valid=False ServiceExports as its
+    # agent last reported them (JSON of an InvalidExports); NULL until it reports.
     Column("invalid_exports", Text, nullable=True),
     # docs/reference.md#cluster-properties (migration 0007): the cluster's ClusterProperty
     # objects as its agent last reported them (canonical JSON object); NULL until it reports.
@@ -152,7 +153,8 @@ exports = Table(
     Column("conflict_reasons", Text, nullable=False, server_default=""),
     Column("resource_version", BigInteger, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
-    # The per-key precedence query of SPEC §3: WHERE namespace, name ORDER BY ect, cluster.
+    # The per-key precedence query of docs/reference.md#conflicts: WHERE namespace, name ORDER BY
+    # ect, cluster.
     Index(
         "ix_exports_key_precedence",
         "namespace",
@@ -227,8 +229,8 @@ endpoint_slices = Table(
     ),
 )
 
-# SPEC §5.1 (migration 0004): the exports whose EndpointSliceExports the import feed
-# withholds while their cluster is Stale (`hub.store.withdrawals`). A row is written and
+# docs/reference.md#failover (migration 0004): the exports whose EndpointSliceExports the import
+# feed withholds while their cluster is Stale (`hub.store.withdrawals`). A row is written and
 # removed only under its key's lock, in the transaction that records the feed's events.
 endpoint_withdrawals = Table(
     "endpoint_withdrawals",
@@ -238,10 +240,10 @@ endpoint_withdrawals = Table(
     Column("service_name", key_string(), primary_key=True),
 )
 
-# SPEC §4.4 quotas (migration 0005): each cluster's exports and EndpointSliceExports, kept
-# by every write that creates or deletes one, in its transaction (`hub.store.usage`), so
-# that a quota is checked without counting the cluster's rows. Updated only while the
-# writer holds the revision counter, which orders every writer's updates of these rows.
+# docs/reference.md#scope-and-limits quotas (migration 0005): each cluster's exports and
+# EndpointSliceExports, kept by every write that creates or deletes one, in its transaction
+# (`hub.store.usage`), so that a quota is checked without counting the cluster's rows. Updated only
+# while the writer holds the revision counter, which orders every writer's updates of these rows.
 cluster_usage = Table(
     "cluster_usage",
     metadata,

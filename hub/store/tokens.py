@@ -1,9 +1,9 @@
 """Member-token lookups that arrive together share one query.
 
-Every member request starts by finding the cluster of its bearer token (SPEC §4.4).
-One lookup per request was one pooled connection per request: with 64 agents writing
-at once, a profile of the PUT benchmark put 62 % of the request path's samples in that
-lookup — checkouts, pre-ping round trips and, past the pool's size, connections opened
+Every member request starts by finding the cluster of its bearer token
+(docs/reference.md#credentials). One lookup per request was one pooled connection per request: with
+64 agents writing at once, a profile of the PUT benchmark put 62 % of the request path's samples in
+that lookup — checkouts, pre-ping round trips and, past the pool's size, connections opened
 and closed for a single SELECT (bench/put_throughput).
 
 `TokenLookup` answers every lookup queued while the previous query ran with one

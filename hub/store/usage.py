@@ -1,4 +1,5 @@
-"""A member cluster's scope and quotas, as its writes meet them (SPEC §4.4, issue 23).
+"""A member cluster's scope and quotas, as its writes meet them
+(docs/reference.md#scope-and-limits).
 
 **Scope.** A MemberCluster's `spec.exportNamespaces` is read with the cluster's row in the
 first step of every write (`locks.lock_clusters`), so checking it costs no statement: an

@@ -2,7 +2,8 @@
 and the ServiceImport rows to store.
 
 `mutations.plan` says what each affected key's exports will be; `judge_plan` judges them
-(`conflicts.judge_key`, spanned and timed as one conflict resolution, SPEC §6); then:
+(`conflicts.judge_key`, spanned and timed as one conflict resolution,
+docs/reference.md#observability); then:
 
 * `verdict_changes`: every record written takes a revision, and so does every other
   export of its key whose Conflict condition now reads differently (`same_verdict`):
@@ -30,7 +31,8 @@ from shared.models import Condition
 
 def judge_plan(instruments: StoreInstruments, p: Plan) -> dict[Key, KeyVerdicts]:
     """Judge each affected key that keeps exports and whose specs change; spanned and timed
-    (SPEC §6). A write of annotations alone judges nothing: no span, no sample."""
+    (docs/reference.md#observability). A write of annotations alone judges nothing: no span, no
+    sample."""
     affected = sorted(key for key in p.keys if key in p.judged)
     if not affected:
         return {}

@@ -1,5 +1,5 @@
-"""Failover and blast radius, the hub's half (SPEC §5.1): while a cluster is `Stale`, the
-import feed withholds its EndpointSliceExports, so that no importing cluster sends it
+"""Failover and blast radius, the hub's half (docs/reference.md#failover): while a cluster is
+`Stale`, the import feed withholds its EndpointSliceExports, so that no importing cluster sends it
 traffic; its export records, verdicts and ServiceImports stay exactly as they were.
 
 **What is withheld.** A cluster is Stale when its last heartbeat is older than the TTL
@@ -119,7 +119,7 @@ def fleet_state(
 ) -> FleetState:
     """Which of `rows` are Stale (their last heartbeat before `cutoff`, now less the TTL),
     and whether more than `panic_fraction` of the `heard` clusters that ever sent a
-    heartbeat are (SPEC §5.1's panic threshold)."""
+    heartbeat are (docs/reference.md#failover's panic threshold)."""
     stale = frozenset(
         name
         for name, row in rows.items()
@@ -460,7 +460,8 @@ async def summary(ctx: StoreContext) -> WithdrawalSummary:
 
 
 class Withdrawals:
-    """The store's face for SPEC §5.1: the sweep every replica runs, and the metrics' numbers."""
+    """The store's face for docs/reference.md#failover: the sweep every replica runs, and the
+    metrics' numbers."""
 
     def __init__(self, ctx: StoreContext) -> None:
         self._ctx = ctx

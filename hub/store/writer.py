@@ -1,4 +1,5 @@
-"""One write transaction over a set of service keys: every change of an export (SPEC §3).
+"""One write transaction over a set of service keys: every change of an export
+(docs/reference.md#conflicts).
 
 A PUT, a DELETE, an annotation patch, a sync batch, a cluster's withdrawal: each is a list
 of `Mutation`s given to `write_exports` inside the caller's transaction (the caller has
@@ -68,8 +69,8 @@ async def write_exports(
     `cluster_states` gives the answered records their cluster's state. With
     `answer_records=False` a changed record is answered without a model (a sync only
     counts its results). `quota`: what each cluster may still create; a create past it
-    is refused alone (`MutationResult.error`, SPEC §4.4). Every write keeps the clusters'
-    counts of exports and slices (`hub.store.usage`).
+    is refused alone (`MutationResult.error`, docs/reference.md#scope-and-limits). Every write keeps
+    the clusters' counts of exports and slices (`hub.store.usage`).
     """
     if len({m.record_id for m in mutations}) != len(mutations):
         raise ValueError("a write may change each export only once")

@@ -151,7 +151,8 @@ def read_json(response: Any) -> Any:
 
 
 def discover_serviceexport_version(api: k8s.ApiClient) -> str:
-    """ "v1beta1" when the cluster serves ServiceExports there, else "v1alpha1" (SPEC §2.1).
+    """ "v1beta1" when the cluster serves ServiceExports there, else "v1alpha1"
+    (docs/reference.md#export-path).
 
     Asks API discovery (`/apis/multicluster.x-k8s.io/<version>`) whether the version lists
     the `serviceexports` resource. Raises `KubeConfigError` when no version serves it (the

@@ -1,4 +1,5 @@
-"""Kubernetes Events on the objects the agent decides about (SPEC §2.5), client-go style.
+"""Kubernetes Events on the objects the agent decides about (docs/reference.md#export-path),
+client-go style.
 
 An Event is how an application team learns, with `kubectl describe serviceexport`, what the
 agent decided. Like client-go's recorder, a repeat of the same (object, type, reason,
@@ -12,9 +13,9 @@ Recording never *waits* either, again like client-go (whose broadcaster sends fr
 goroutine): `record()` puts the Event on a bounded queue that one sender thread per recorder
 works through, in order. The reconciler records after the status write it reports, so a
 synchronous POST held a worker for one more API round trip and delayed everything after it
-in the reconcile — the hub's dedupe PATCH and the export-duration data point (SPEC §2.6). A
-full queue (the API server is down or crawling) drops the Event with a warning rather than
-block a worker; `flush()` waits for what is queued (tests, shutdown).
+in the reconcile — the hub's dedupe PATCH and the export-duration data point
+(docs/reference.md#export-path). A full queue (the API server is down or crawling) drops the Event
+with a warning rather than block a worker; `flush()` waits for what is queued (tests, shutdown).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Reads and writes of the objects the agent owns for imports (SPEC §2.1, §2.8).
+"""Reads and writes of the objects the agent owns for imports (docs/reference.md#export-path,
+#import-path).
 
 The agent writes ServiceImports, derived Services and EndpointSlices, and only those it
 made (label `app.kubernetes.io/managed-by: mcsync`): the reconcilers check that label on the

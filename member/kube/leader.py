@@ -1,7 +1,7 @@
 """Leader election over a coordination.k8s.io/v1 Lease, with client-go's semantics.
 
-Several agent replicas run per cluster (SPEC §1); only the leader exports. The rules are
-client-go's `leaderelection` package, so operators can reason about them the usual way:
+Several agent replicas run per cluster (docs/reference.md#flags); only the leader exports. The rules
+are client-go's `leaderelection` package, so operators can reason about them the usual way:
 
 * A candidate takes the Lease when it does not exist (create), when its holder is empty (a
   leader released it), or when its record has not changed for `leaseDurationSeconds` *as

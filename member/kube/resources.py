@@ -1,17 +1,17 @@
 """The agent's writes to ServiceExports, and where EndpointSlices live: nothing else.
 
-SPEC §2.1 lists everything the agent may write in a member cluster: ServiceExport status
-(the status subresource), its finalizer on ServiceExport metadata, Events and its Lease. This
-module holds the ServiceExport part, and deliberately has no way to write a Service.
+docs/reference.md#export-path lists everything the agent may write in a member cluster:
+ServiceExport status (the status subresource), its finalizer on ServiceExport metadata, Events and
+its Lease. This module holds the ServiceExport part, and deliberately has no way to write a Service.
 
 Every write carries the resourceVersion it was computed from, so a write based on a stale
 read fails with `StaleObject` (409) instead of overwriting someone else's change; the caller
 re-reads (its work queue retries the key) and decides again.
 
-EndpointSlices (`discovery.k8s.io/v1`) are only read on the source side (SPEC §2.8): the
-agent watches the slices Kubernetes' EndpointSlice controller writes for a Service, and
-never those it manages itself for imports. `EXPORTED_SLICES_SELECTOR` says exactly that to
-the API server, so the informer's one watch over all slices carries nothing else.
+EndpointSlices (`discovery.k8s.io/v1`) are only read on the source side
+(docs/reference.md#import-path): the agent watches the slices Kubernetes' EndpointSlice controller
+writes for a Service, and never those it manages itself for imports. `EXPORTED_SLICES_SELECTOR` says
+exactly that to the API server, so the informer's one watch over all slices carries nothing else.
 `EXPORTABLE_SERVICES_SELECTOR` does the same for Services: the derived Services the agent
 makes for imports are never exported (re-exporting an import would echo it back to the
 fleet), so the export side neither caches them nor reconciles their every event — with
@@ -53,7 +53,8 @@ ENDPOINTSLICE_PLURAL = "endpointslices"
 EXPORTED_SLICES_SELECTOR = (
     f"{LABEL_SERVICE_NAME},{LABEL_ENDPOINTSLICE_MANAGED_BY}!={ENDPOINTSLICE_MANAGER}"
 )
-# Services a user may export: all but the derived Services of imports (SPEC §2.1, §2.8).
+# Services a user may export: all but the derived Services of imports
+# (docs/reference.md#export-path, #import-path).
 EXPORTABLE_SERVICES_SELECTOR = f"{LABEL_MANAGED_BY}!={MANAGED_BY_MCSYNC}"
 
 

@@ -1,4 +1,5 @@
-"""DerivedServiceReconciler: one key → the Service that gives its ClusterSetIP (SPEC §2.8).
+"""DerivedServiceReconciler: one key → the Service that gives its ClusterSetIP
+(docs/reference.md#import-path).
 
 `reconcile("namespace/name")` reads top to bottom:
 

@@ -3,12 +3,13 @@
 `reconcile(key)` reads top to bottom like fleet-networking's ServiceExport controller, with
 an early return at each decision:
 
-1. No ServiceExport → a hub record of this key is an orphan: withdraw it (SPEC §2.4),
-   unless the mass-withdrawal guard holds it (`member.withdrawalguard`, SPEC §5.1).
+1. No ServiceExport → a hub record of this key is an orphan: withdraw it
+   (docs/reference.md#export-path), unless the mass-withdrawal guard holds it
+   (`member.withdrawalguard`, docs/reference.md#failover).
 2. ServiceExport being deleted → withdraw on the hub (200 and 404 both confirm) → remove our
    finalizer. The finalizer goes only after the hub confirmed, so the record cannot outlive
    the object unnoticed.
-3. Not valid (SPEC §2.2) → withdraw if the hub has it, `Valid=False/<reason>`,
+3. Not valid (docs/reference.md#conditions) → withdraw if the hub has it, `Valid=False/<reason>`,
    `Ready=False/Pending` (nothing will be exported until the user fixes the sentence in
    `Valid`; `Failed` is kept for "the hub said no"), the stale `Conflict` removed, and the
    stopwatch annotations dropped so a later valid export starts a fresh one.
@@ -99,7 +100,8 @@ RECONCILE_SPAN = "reconcile ServiceExport"
 # What a reconcile ended in: the span's `mcsync.outcome` and the reconciles counter's label.
 OUTCOME_ABSENT = "absent"  # no ServiceExport and nothing on the hub
 OUTCOME_WITHDRAWN = "withdrawn"  # no ServiceExport; the hub's record was an orphan
-OUTCOME_HELD = "held"  # an orphan the mass-withdrawal guard keeps on the hub (SPEC §5.1)
+# an orphan the mass-withdrawal guard keeps on the hub (docs/reference.md#failover)
+OUTCOME_HELD = "held"
 OUTCOME_FINALIZED = "finalized"  # ServiceExport being deleted: withdrawn, finalizer removed
 OUTCOME_INVALID = "invalid"  # Valid=False (no Service, wrong type, denied namespace)
 OUTCOME_UNSUPPORTED = "agent_unsupported"  # older than the hub's minAgentVersion
@@ -192,7 +194,8 @@ class ExportReconciler:
         obj = self._exports.get(key)
         record = self._hub_view.get(key)
 
-        # 1. No ServiceExport: anything the hub holds for the key is an orphan (SPEC §2.4).
+        # 1. No ServiceExport: anything the hub holds for the key is an orphan
+        # (docs/reference.md#export-path).
         if obj is None:
             if record is None:
                 if self._guard is not None:
@@ -211,7 +214,7 @@ class ExportReconciler:
             self._finalize(key, obj, record)
             return OUTCOME_FINALIZED
 
-        # 3. Validate (SPEC §2.2).
+        # 3. Validate (docs/reference.md#conditions).
         service = self._services.get(key)
         validity = validate(
             namespace=namespace,
@@ -225,7 +228,7 @@ class ExportReconciler:
             return OUTCOME_INVALID
         assert service is not None
 
-        # 4. An agent older than the hub's minimum stops exporting (SPEC §5).
+        # 4. An agent older than the hub's minimum stops exporting (docs/reference.md#failover).
         if not self._gate.supported:
             self._write_status(
                 key, obj, validity=validity, ready=(c.FALSE, c.REASON_FAILED, self._gate.reason)
@@ -269,11 +272,12 @@ class ExportReconciler:
 
         # 8. Report the verdict back.
         self._report(key, obj, record, validity)
-        # The data point's moment (SPEC §2.6: "taken when a verdict is reported back, or
-        # found already up to date"): now, before the dedupe PATCH's round trip.
+        # The data point's moment (docs/reference.md#export-path: "taken when a verdict is reported
+        # back, or found already up to date"): now, before the dedupe PATCH's round trip.
         reported_at = self._clock()
 
-        # 9. Count this Service resourceVersion's export duration, once (SPEC §2.6).
+        # 9. Count this Service resourceVersion's export duration, once
+        # (docs/reference.md#export-path).
         if record.condition(c.CONFLICT) is not None:
             self._observe_duration(key, record, reported_at=reported_at)
         return outcome

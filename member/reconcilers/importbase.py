@@ -1,4 +1,5 @@
-"""What the three import reconcilers share (SPEC §2.8): scope, the write gate, the span.
+"""What the three import reconcilers share (docs/reference.md#import-path): scope, the write gate,
+the span.
 
 The ServiceImport, derived-Service and mirrored-EndpointSlice reconcilers each read top to
 bottom on their own (`member.reconcilers.serviceimport`, `.derivedservice`,
@@ -222,7 +223,8 @@ class ImportReconciler:
         self._import_metrics.lag.labels(self.KIND).observe(max(lag_ms, 0.0))
 
     def fields(self, key: str) -> dict[str, str]:
-        """Structured fields of a decision's log line (SPEC §6: one line, with the key)."""
+        """Structured fields of a decision's log line (docs/reference.md#observability: one line,
+        with the key)."""
         return {"key": key, "controller": self.CONTROLLER}
 
     def check_write(self, kind: str, operation: str) -> None:

@@ -1,4 +1,4 @@
-"""One reconcile pass, instrumented alike for every controller (SPEC §6).
+"""One reconcile pass, instrumented alike for every controller (docs/reference.md#observability).
 
 Each controller (ServiceExport, EndpointSlice, the three import ones) runs a key's pass
 inside the same frame: a span named for the controller with the key and the outcome, the
@@ -35,8 +35,8 @@ class NotLeading(Exception):
 
 
 def declare_series(metrics: AgentMetrics, controller: str, outcomes: Iterable[str]) -> None:
-    """Every series of `controller` exists from start at 0 (SPEC §6), so the first error
-    is an increase that `rate()` and `increase()` see."""
+    """Every series of `controller` exists from start at 0 (docs/reference.md#observability), so the
+    first error is an increase that `rate()` and `increase()` see."""
     for outcome in outcomes:
         metrics.reconciles.labels(controller, outcome)
     metrics.reconcile_errors.labels(controller)

@@ -1,5 +1,5 @@
 """MirroredSliceReconciler: one key → the EndpointSlices that mirror every source cluster's
-slices of it (SPEC §2.8).
+slices of it (docs/reference.md#import-path).
 
 `reconcile("namespace/name")` reads top to bottom:
 
@@ -300,7 +300,8 @@ class MirroredSliceReconciler(ImportReconciler):
 
     def _observe_sync(self, source: SourceSlice) -> None:
         """One end-to-end sync latency: `source` changed in its cluster at
-        `source.observed` (its agent's clock) and is mirrored here now (SPEC §6)."""
+        `source.observed` (its agent's clock) and is mirrored here now
+        (docs/reference.md#observability)."""
         series = self._import_metrics.sync_latency.labels(source.cluster)
         if source.observed is not None:
             series.observe(max(time.time() - source.observed, 0.0))

@@ -1,11 +1,12 @@
-"""ServiceImportReconciler: one key → this cluster's MCS ServiceImport (SPEC §2.8).
+"""ServiceImportReconciler: one key → this cluster's MCS ServiceImport
+(docs/reference.md#import-path).
 
 `reconcile("namespace/name")` reads top to bottom:
 
 1. A ServiceImport of that name that mcsync does not manage → leave it alone, with one
    Warning Event (`ServiceImportNotManaged`) when the key becomes foreign and the
    `mcsync_agent_serviceimports_unmanaged` gauge; the other two reconcilers then write
-   nothing for the key either (SPEC §2.1). When it goes, the key is ours again.
+   nothing for the key either (docs/reference.md#export-path). When it goes, the key is ours again.
 2. The hub has no import of the key, or the key is out of scope here (namespace absent,
    not watched, denied) → delete our ServiceImport if there is one; explicitly, never
    trusting the garbage collector alone.

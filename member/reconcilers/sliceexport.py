@@ -1,23 +1,25 @@
-"""SliceExportReconciler: one exported Service's EndpointSlices → the hub (SPEC §2.8).
+"""SliceExportReconciler: one exported Service's EndpointSlices → the hub
+(docs/reference.md#import-path).
 
 The source half of endpoint export. `reconcile(key)` takes a Service key "namespace/name"
 (the same key as its ServiceExport) and reads top to bottom, with an early return at each
 decision:
 
-1. Not exported — no ServiceExport, one being deleted, one not valid (SPEC §2.2), or no
-   hub record of it (yet) → withdraw every slice the hub holds of the Service from us
+1. Not exported — no ServiceExport, one being deleted, one not valid (docs/reference.md#conditions),
+   or no hub record of it (yet) → withdraw every slice the hub holds of the Service from us
    (DELETE; 404 confirms as well as 200) and stop. The slices of an orphan that the
    mass-withdrawal guard holds on the hub stay with it (`member.withdrawalguard`).
-2. Agent older than the hub's minimum → nothing more (SPEC §5: it stops exporting).
+2. Agent older than the hub's minimum → nothing more (docs/reference.md#failover: it stops
+exporting).
 3. PUT each slice whose resourceVersion the hub has not had from us; a slice whose
    resourceVersion did not change costs nothing, a changed one exactly one write. A 409
    (the hub does not export the Service yet, or any more) raises, so the queue's per-key
    backoff retries the key, not a loop of requests; a 4xx no retry can change is counted
    and logged, and the slice is not sent again until it changes. A slice the hub refuses
    (any other 4xx), or one that cannot be put on the wire at all, is reported where its
-   owner looks (SPEC §2.8): one Warning Event `EndpointSliceRejected` on the ServiceExport,
-   naming the slice and the reason, once per refusal of a slice's resourceVersion (not
-   once per retry). Each slice stands alone: one refused never holds up the others.
+   owner looks (docs/reference.md#import-path): one Warning Event `EndpointSliceRejected` on the
+   ServiceExport, naming the slice and the reason, once per refusal of a slice's resourceVersion
+   (not once per retry). Each slice stands alone: one refused never holds up the others.
 4. DELETE each slice the hub holds from us that the cluster no longer has.
 
 "What the hub holds from us" is `SentSlices`: per Service key, slice name → the
@@ -25,10 +27,10 @@ sourceResourceVersion sent. It is the agent's memory, not a cache of a feed (the
 import feed carries every cluster's slices cut to the import's ports, not what this cluster
 sent), so it is made true again by `repair()`: a list of the hub's
 EndpointSliceExports of this cluster, at start, at each leadership term and after every hub
-relist or outage (SPEC §2.4's "repair both ways"); between repairs our own writes' answers
-keep it current. The hub withdraws a Service's slices with its export (SPEC §4.2), so when
-the hub's feed says the export went, `forget_service()` drops that Service's memory: the
-slices of a later re-export are sent again.
+relist or outage (docs/reference.md#export-path's "repair both ways"); between repairs our own
+writes' answers keep it current. The hub withdraws a Service's slices with its export
+(docs/reference.md#rest-api), so when the hub's feed says the export went, `forget_service()` drops
+that Service's memory: the slices of a later re-export are sent again.
 
 Why the repair lists and then writes slice by slice rather than sending the hub's full-state
 sync (`PUT …/endpointslices`): the sync's one body would hold every slice of the cluster
@@ -37,8 +39,8 @@ unchanged slice, and a sync body built before a live change but landing after it
 put the older slice back. The list costs one read; the writes are only the differences.
 
 Why a queue of its own ("endpointslice"), not the export queue's. Both are export work
-(SPEC §2.8 separates import from export queues; this is neither new kind), and both are
-keyed by the Service, so the same informer events feed them. But they must not share a
+(docs/reference.md#import-path separates import from export queues; this is neither new kind), and
+both are keyed by the Service, so the same informer events feed them. But they must not share a
 key's fate: a slice waiting for its export (409, backing off) must not back off the
 export reconcile that would end the wait, a slice the hub refuses must not spend the
 ServiceExport's retry budget and get it dropped, and a rolling deployment's endpoint churn
@@ -47,9 +49,9 @@ each its own depth and latency metrics. A slice normally waits for its export by
 not a 409: step 1 sends nothing until the hub's record of the export is in our view, and
 that record's arrival on the hub feed queues the key here.
 
-Repair never starves live changes (SPEC §2.4), by the export side's mechanism: `repair()`
-runs as a queue item (`REPAIR_KEY`, on a worker, so only the leader lists the hub) and the
-keys it finds go to the queue's bulk lane, which every live change overtakes. Until the
+Repair never starves live changes (docs/reference.md#export-path), by the export side's mechanism:
+`repair()` runs as a queue item (`REPAIR_KEY`, on a worker, so only the leader lists the hub) and
+the keys it finds go to the queue's bulk lane, which every live change overtakes. Until the
 first repair has primed the memory, informer list events are not queued (the repair queues
 every key anyway), and a live key that comes first is deferred, not reconciled: against an
 empty memory it would PUT slices the hub already has — at a failover, every slice of every
@@ -569,7 +571,7 @@ class SliceExportReconciler:
                 return OUTCOME_WITHDRAWN
             assert record is not None
 
-            # 2. An agent older than the hub's minimum stops exporting (SPEC §5).
+            # 2. An agent older than the hub's minimum stops exporting (docs/reference.md#failover).
             if not self._gate.supported:
                 return OUTCOME_UNSUPPORTED
 
@@ -766,8 +768,8 @@ _CONDITION_FIELDS = ("ready", "serving", "terminating")
 def slice_export(
     *, cluster_id: str, obj: dict[str, Any], observed: datetime | None = None
 ) -> EndpointSliceExport:
-    """The EndpointSliceExport of one EndpointSlice: what SPEC §2.8 sends, nothing local
-    (`nodeName`, `targetRef`, hints). `observed`: when this agent saw the slice change
+    """The EndpointSliceExport of one EndpointSlice: what docs/reference.md#import-path sends,
+    nothing local (`nodeName`, `targetRef`, hints). `observed`: when this agent saw the slice change
     (`spec.sourceObservedTime`, where importers' sync latency starts,
     docs/reference.md#observability). Raises `ValidationError` naming the field when the
     slice cannot be expressed on the wire."""

@@ -1,4 +1,5 @@
-"""EndpointSliceExports and the import feed's history (SPEC §2.8, §4.3).
+"""EndpointSliceExports and the import feed's history (docs/reference.md#import-path,
+#change-feeds).
 
 * `endpoint_slices`: each source cluster's EndpointSliceExports, keyed like an
   EndpointSlice, with the Service they belong to indexed beside the namespace.

@@ -1,4 +1,5 @@
-"""What each member cluster imports, as its agent's heartbeat says (SPEC §2.8, §4.2).
+"""What each member cluster imports, as its agent's heartbeat says (docs/reference.md#import-path,
+#rest-api).
 
 * `clusters.imported_services`, `clusters.imported_endpoints`: the ServiceImports and
   endpoints the cluster's agent holds of the fleet's imports, so that `GET

@@ -1,4 +1,5 @@
-"""Failover and blast radius (SPEC §5.1): staleness is written down, and what it withdraws.
+"""Failover and blast radius (docs/reference.md#failover): staleness is written down, and what it
+withdraws.
 
 * `clusters.stale`: the cluster's last state transition as the hub recorded it (set by the
   staleness sweep, cleared by the cluster's next heartbeat), so that each transition is

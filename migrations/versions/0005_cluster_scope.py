@@ -1,4 +1,5 @@
-"""Trust boundaries (SPEC §4.4, issue 23): a member cluster's namespace scope and quotas.
+"""Trust boundaries (docs/reference.md#scope-and-limits): a member cluster's namespace scope and
+quotas.
 
 * `clusters.export_namespaces`, `clusters.import_namespaces`: the MemberCluster's
   `spec.exportNamespaces` / `spec.importNamespaces` (JSON lists of names and `*` globs),

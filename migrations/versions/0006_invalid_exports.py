@@ -1,4 +1,5 @@
-"""Invalid ServiceExports as their agents report them (SPEC §7, `mcsync exports --invalid`).
+"""Invalid ServiceExports as their agents report them (docs/reference.md#cli, `mcsync exports
+--invalid`).
 
 * `clusters.invalid_exports`: the JSON of the cluster's last reported `InvalidExports`
   (its `Valid=False` ServiceExports, at most 1,000 listed, and their total); NULL until

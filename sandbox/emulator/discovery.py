@@ -1,9 +1,10 @@
 """Discovery documents (`/version`, `/api`, `/api/v1`, `/apis`, `/apis/{g}`, `/apis/{g}/{v}`).
 
-The agent finds out which MCS versions a cluster serves by discovery (SPEC §2.1), so the
-group list must name exactly the configured versions, preferred first. Every resource
-with a status subresource also lists `{plural}/status`, as a real apiserver does, and
-each resource names its short names and categories (`kubectl get all` uses them).
+The agent finds out which MCS versions a cluster serves by discovery
+(docs/reference.md#export-path), so the group list must name exactly the configured versions,
+preferred first. Every resource with a status subresource also lists `{plural}/status`, as a real
+apiserver does, and each resource names its short names and categories (`kubectl get all` uses
+them).
 """
 
 from __future__ import annotations

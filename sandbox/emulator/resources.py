@@ -109,7 +109,8 @@ LEASES = ResourceType(
 )
 
 
-# The agent chart's CoreDNS hook edits the Corefile in one (SPEC §2.8, `member.corefile`).
+# The agent chart's CoreDNS hook edits the Corefile in one (docs/reference.md#import-path,
+# `member.corefile`).
 CONFIG_MAPS = ResourceType(
     group="", versions=("v1",), plural="configmaps", singular="configmap", kind="ConfigMap",
     tracks_generation=False, short_names=("cm",),

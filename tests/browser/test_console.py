@@ -1,5 +1,5 @@
-"""The fleet console (SPEC §8) in a real browser: Debian's Chromium driven by Playwright,
-against a real hub process whose fleet was written through the REST API.
+"""The fleet console (docs/reference.md#console) in a real browser: Debian's Chromium driven by
+Playwright, against a real hub process whose fleet was written through the REST API.
 
 Every test ends by checking that its tab requested nothing from another origin and logged
 no console error (`Tab.assert_clean`).

@@ -1,8 +1,8 @@
-"""The console's feed across a lost connection (SPEC §8 "a lost feed reconnects from its
-last revision", §4.3): the hub restarts under an open console, which resumes its one watch
-from the last revision it saw — a change written before it reconnected still arrives, and
-nothing is relisted — or, when the hub no longer holds that revision (410), relists and
-shows what changed meanwhile. Each test has its own hub process, restarted on the same
+"""The console's feed across a lost connection (docs/reference.md#console "a lost feed reconnects
+from its last revision", docs/reference.md#change-feeds): the hub restarts under an open console,
+which resumes its one watch from the last revision it saw — a change written before it reconnected
+still arrives, and nothing is relisted — or, when the hub no longer holds that revision (410),
+relists and shows what changed meanwhile. Each test has its own hub process, restarted on the same
 port, on SQLite and on PostgreSQL (LISTEN/NOTIFY)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""A fleet in trouble, live in an open console (SPEC §5.1, §8): a cluster whose heartbeats
-stop turns Stale and its endpoints are withdrawn, another reports a held mass withdrawal —
-and the console says so without a reload, though heartbeats are in no feed (the clusters
-are read again at the feed's BOOKMARK, every second on this hub). Its own hub process with
+"""A fleet in trouble, live in an open console (docs/reference.md#failover, #console): a cluster
+whose heartbeats stop turns Stale and its endpoints are withdrawn, another reports a held mass
+withdrawal — and the console says so without a reload, though heartbeats are in no feed (the
+clusters are read again at the feed's BOOKMARK, every second on this hub). Its own hub process with
 a 3-second cluster TTL, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 It answers over an `httpx.MockTransport`, so the CLI's real `HubClient` runs unchanged —
 URLs, query parameters, paging, bodies, status codes — without a server process. It
-follows SPEC §4.2 for the routes the tests use, and records every request so a test can
-assert what was asked (and that no token leaks into what is printed).
+follows docs/reference.md#rest-api for the routes the tests use, and records every request so a test
+can assert what was asked (and that no token leaks into what is printed).
 """
 
 from __future__ import annotations

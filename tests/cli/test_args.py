@@ -148,7 +148,7 @@ def write_config(path: Path, text: str) -> Path:
 
 
 def test_token_file_flag_beats_the_token_variable(tmp_path: Path) -> None:
-    """Issue 16 trap 6: `MCSYNC_TOKEN=x mcsync --token-file F clusters` must use F."""
+    """`MCSYNC_TOKEN=x mcsync --token-file F clusters` must use F."""
     token_file = tmp_path / "token"
     token_file.write_text("from-file\n")
     for argv in (["--token-file", str(token_file), "clusters"],

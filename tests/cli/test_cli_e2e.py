@@ -388,7 +388,7 @@ def test_watch_relists_when_the_hub_says_gone(short_history_hub: RunningHub) -> 
         process.wait(timeout=30)
 
 
-# --- issue 16: register/deregister, precedence, --watch on every list -------------------
+# --- register/deregister, precedence, --watch on every list -------------------
 
 
 def admin_cli(hub: RunningHub, *args: str, token_file: Path | None = None,
@@ -580,7 +580,7 @@ def test_endpoints_lists_the_slices_the_clusters_sent(
 
 
 def test_endpoints_watch_reports_a_slice_change(hub: RunningHub, fleet: dict[str, str]) -> None:
-    """Runs once the hub serves the import feed (issue 14 item 3); until then the hub
+    """Runs once the hub serves the import feed; until then the hub
     answers the watch with a plain list and the CLI says it cannot watch."""
     with httpx.stream("GET", f"{hub.url}/api/v1/clusters/east/imports",
                       params={"watch": "true", "timeoutSeconds": "1"},
@@ -613,8 +613,9 @@ def test_endpoints_watch_reports_a_slice_change(hub: RunningHub, fleet: dict[str
 def test_exports_invalid_lists_what_members_could_not_export(
     hub: RunningHub, fleet: dict[str, str]
 ) -> None:
-    """`exports --invalid` (SPEC §7): the Valid=False ServiceExports each agent reported in
-    its heartbeat, with the reason; not exports, so not in the export list or conflicts."""
+    """`exports --invalid` (docs/reference.md#cli): the Valid=False ServiceExports each agent
+    reported in its heartbeat, with the reason; not exports, so not in the export list or
+    conflicts."""
     beat = hub.call(
         "POST", "/api/v1/clusters/east/heartbeat", token=fleet["east"],
         body={"agentVersion": "0.1.0", "invalidExports": {"total": 2, "items": [

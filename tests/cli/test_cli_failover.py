@@ -1,7 +1,7 @@
-"""What the CLI shows and does of SPEC §5.1: `mcsync clusters` qualifies a cluster's state
-with `EndpointsWithdrawn` / `WithdrawalHeld`, `describe cluster` shows its conditions, and
-`mcsync clusters allow-withdrawal NAME` lets a held mass withdrawal through once — against
-a real hub process for the command, with an unknown cluster refused by name."""
+"""What the CLI shows and does of docs/reference.md#failover: `mcsync clusters` qualifies a
+cluster's state with `EndpointsWithdrawn` / `WithdrawalHeld`, `describe cluster` shows its
+conditions, and `mcsync clusters allow-withdrawal NAME` lets a held mass withdrawal through once —
+against a real hub process for the command, with an unknown cluster refused by name."""
 
 from __future__ import annotations
 

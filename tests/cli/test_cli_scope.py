@@ -1,6 +1,6 @@
 """`mcsync clusters register --export-namespace/--import-namespace` and `mcsync clusters
-set-scope` (SPEC §4.4): the flags are checked before the hub is asked, and against a real
-hub process the scope they set is what the hub then enforces."""
+set-scope` (docs/reference.md#scope-and-limits): the flags are checked before the hub is asked, and
+against a real hub process the scope they set is what the hub then enforces."""
 
 from __future__ import annotations
 

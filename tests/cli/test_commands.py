@@ -208,7 +208,7 @@ def test_register_writes_the_token_0600_and_never_prints_it(tmp_path: Path) -> N
 
 
 def test_register_twice_says_so_and_leaves_the_token_file_alone(tmp_path: Path) -> None:
-    """Issue 16 trap 4: a 409 used to print KeyError and truncate the working token."""
+    """A 409 prints no KeyError and leaves the working token as it was."""
     hub = FakeHub()
     target = tmp_path / "east.token"
     assert mcsync(hub, "clusters", "register", "east", "--token-file", str(target)).code == 0

@@ -1,4 +1,4 @@
-"""Completion of cluster and service names (issue 26): the bash script asks the hub named
+"""Completion of cluster and service names: the bash script asks the hub named
 on the command line for `-o name` refs, and offers nothing (quickly) when it cannot."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Errors that say what to do next (issue 26): where the hub URL and the token come from,
+"""Errors that say what to do next: where the hub URL and the token come from,
 and "did you mean" for a mistyped command word."""
 
 from __future__ import annotations

@@ -81,7 +81,8 @@ def with_invalid(name: str, count: int) -> MemberCluster:
       "the hub? (its log says why)" for n in ("north", "west")]
      + ["2 of the 3 clusters that have heartbeated are Stale and none has its endpoints "
         "withdrawn: the hub is most likely past its panic threshold (--stale-panic-fraction, "
-        "default 0.5) and withholds withdrawals, suspecting its own network (SPEC §5.1): "
+        "default 0.5) and withholds withdrawals, suspecting its own network "
+        "(docs/reference.md#failover): "
         "check the hub's connectivity first"]),
     (fleet([with_invalid("east", 3), with_invalid("west", 1)]),
      ["cluster east has 3 ServiceExports it cannot export (Valid=False): `mcsync exports "

@@ -196,8 +196,8 @@ class Fleet:
 
     def observed(self, cluster: str, service: str, *, resource_version: str | None = None
                  ) -> bool:
-        """The hub's record carries the dedupe annotation of SPEC §2.6 for the Service
-        version it holds (or for `resource_version`): that version's data point is taken."""
+        """The hub's record carries the dedupe annotation of docs/reference.md#export-path for the
+        Service version it holds (or for `resource_version`): that version's data point is taken."""
         record = self.hub.export(cluster, NAMESPACE, service)
         if record is None:
             return False

@@ -1,7 +1,7 @@
 """The records the CoreDNS `multicluster` plugin answers, from the objects of one cluster.
 
-mcsync ships no DNS (SPEC §2.8): in a real fleet the CoreDNS `multicluster` plugin (in
-CoreDNS since 1.12.2) answers `clusterset.local` from what mcsync writes. The emulated
+mcsync ships no DNS (docs/reference.md#import-path): in a real fleet the CoreDNS `multicluster`
+plugin (in CoreDNS since 1.12.2) answers `clusterset.local` from what mcsync writes. The emulated
 clusters run no CoreDNS, so the DNS conformance tests (`test_conformance.py`, ported from
 upstream's clusterip_service_dns.go and headless_service_dns.go) ask this model instead: it
 reads exactly what the plugin reads and answers what it answers (`plugin/multicluster` in

@@ -1,9 +1,9 @@
 """The upstream MCS API conformance suite, ported to the real fleet (hub, agents, clusters).
 
 `sigs.k8s.io/mcs-api/conformance` is the bar KEP-1645 implementations measure themselves
-against (SPEC §2.8: where it is stricter than the SPEC, it wins). Its tests talk to member
-clusters only, through the Kubernetes API; so do these, with the suite's driver rebuilt in
-`tests/e2e/conformance.py` (namespace per test, `hello` Service and ServiceExport as in
+against (docs/reference.md#import-path: where it is stricter than the reference, it wins). Its tests
+talk to member clusters only, through the Kubernetes API; so do these, with the suite's driver
+rebuilt in `tests/e2e/conformance.py` (namespace per test, `hello` Service and ServiceExport as in
 `k8s_objects.go`, the same awaits). Clusters are the fleet's west, north, east; upstream's
 `clients[0]` (the exporting "remote" cluster) is west, `clients[1]` north. Each test keeps
 its upstream name in its docstring and, as far as our objects allow, its assertions; where
@@ -436,7 +436,7 @@ def test_mcs_endpoint_slices_everywhere_and_unexport_deletes(t: Driver) -> None:
                 f"{LABEL_MCS_SERVICE_NAME!r} label referencing the service name")
             assert LABEL_ENDPOINTSLICE_MANAGED_BY in labels
             assert labels[LABEL_ENDPOINTSLICE_MANAGED_BY] != K8S_ENDPOINTSLICE_MANAGER
-            # Beyond upstream: ours say who manages them (SPEC §2.8).
+            # Beyond upstream: ours say who manages them (docs/reference.md#import-path).
             assert labels[LABEL_ENDPOINTSLICE_MANAGED_BY] == ENDPOINTSLICE_MANAGER
     assert {name: len(found) for name, found in names.items()} == {n: 2 for n in CLUSTERS}
 

@@ -191,7 +191,8 @@ def test_agent_killed_mid_change_loses_nothing_and_counts_nothing_twice(fleet: F
     north = fleet["north"]
     fleet.export(("orders", {"ports": HTTP_80}), order=("north",))
     wait_clean([north], "orders")
-    # Precondition: every data point of north's current exports is taken (§2.6).
+    # Precondition: every data point of north's current exports is taken
+    # (docs/reference.md#export-path).
     for name in north.kube.export_names():
         wait_for(lambda n=name: fleet.observed("north", n),  # type: ignore[misc]
                  what=f"north's {name} observed")
@@ -290,7 +291,8 @@ def test_stopped_agent_makes_its_cluster_stale_not_forgotten(fleet: Fleet) -> No
     assert rows["east"]["STATE"] == "Ready"
 
 
-# --- SPEC §5.1: a lost cluster stops receiving traffic, and gets it back -----------------
+# --- docs/reference.md#failover: a lost cluster stops receiving traffic, and gets it back
+# -----------------
 
 SLICES = f"/apis/discovery.k8s.io/v1/namespaces/{NAMESPACE}/endpointslices"
 

@@ -1,5 +1,5 @@
-"""The hub as a real process (SPEC §5, §7): durability across kill -9, the generated admin
-token, graceful SIGTERM, and a watch on one replica seeing a write through another.
+"""The hub as a real process (docs/reference.md#failover, #flags): durability across kill -9, the
+generated admin token, graceful SIGTERM, and a watch on one replica seeing a write through another.
 
 Each test starts `python -m hub serve` on a free loopback port in its own working
 directory (where the default admin token file lands) and waits for `/readyz`.

@@ -6,7 +6,7 @@ types); Prometheus scrapes both and loads the chart's alerting rules; every quer
 Grafana dashboard evaluates and, with the cluster picker set to the agent's cluster, the
 agent panels have data (the join on `mcsync_agent_info`); and the first failed hub request of
 an agent shows in `increase()` and sets the alert going — which needs the error counters to
-exist at 0 before that first error (issue 16).
+exist at 0 before that first error.
 
 One hub (per back end), one emulated member cluster with its agent, one Prometheus scraping
 every second and evaluating rules every second. Under CI a missing Prometheus fails.
@@ -146,9 +146,10 @@ def metrics_page(url: str) -> str:
     return answer.text
 
 
-# promtool's one complaint we keep on purpose: these histograms count milliseconds. SPEC §2.6
-# fixes the export-duration name and unit (fleet-networking's, so its dashboards work), and
-# the import lag uses the same buckets so the two compare on one axis (issue 15, SPEC §6).
+# promtool's one complaint we keep on purpose: these histograms count milliseconds.
+# docs/reference.md#export-path fixes the export-duration name and unit (fleet-networking's, so its
+# dashboards work), and the import lag uses the same buckets so the two compare on one axis
+# (docs/reference.md#observability).
 MILLISECOND_HISTOGRAMS = {EXPORT_DURATION_METRIC, "mcsync_agent_import_lag_milliseconds"}
 
 

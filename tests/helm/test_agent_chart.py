@@ -1,10 +1,10 @@
 """The mcsync-agent chart: CRDs, least-privilege RBAC, leader election and the member token.
 
 Exporting, the agent writes only ServiceExport status, its finalizer, Events and its Lease
-(SPEC §2.1); importing, it creates, replaces and deletes the ServiceImports, derived
-Services and mirrored EndpointSlices it manages (§2.8) and reads Namespaces and the
-ServiceImport CRD. The RBAC tests hold the chart to exactly that, so a later "just add a
-verb" shows up as a failing test and a review question.
+(docs/reference.md#export-path); importing, it creates, replaces and deletes the ServiceImports,
+derived Services and mirrored EndpointSlices it manages (docs/reference.md#import-path) and reads
+Namespaces and the ServiceImport CRD. The RBAC tests hold the chart to exactly that, so a later
+"just add a verb" shows up as a failing test and a review question.
 """
 
 from __future__ import annotations
@@ -64,9 +64,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     },
 }
 
-# SPEC §2.1: read Services; read and update ServiceExports (finalizer); write their status;
-# record Events (core and events.k8s.io); read EndpointSlices to export them (§2.8).
-# As (apiGroup, resource) -> verbs.
+# docs/reference.md#export-path: read Services; read and update ServiceExports (finalizer); write
+# their status; record Events (core and events.k8s.io); read EndpointSlices to export them
+# (docs/reference.md#import-path). As (apiGroup, resource) -> verbs.
 EXPORT_RULES = {
     ("", "services"): {"get", "list", "watch"},
     ("multicluster.x-k8s.io", "serviceexports"): {"get", "list", "watch", "update", "patch"},
@@ -75,8 +75,8 @@ EXPORT_RULES = {
     ("events.k8s.io", "events"): {"create", "patch"},
     ("discovery.k8s.io", "endpointslices"): {"get", "list", "watch"},
 }
-# SPEC §2.8, per watched namespace: the import reconcilers POST, PUT (the whole object, or
-# the ServiceImport's status) and DELETE their three kinds; never PATCH.
+# docs/reference.md#import-path, per watched namespace: the import reconcilers POST, PUT (the whole
+# object, or the ServiceImport's status) and DELETE their three kinds; never PATCH.
 WRITE = {"create", "update", "delete"}
 IMPORT_RULES = {
     **EXPORT_RULES,
@@ -91,8 +91,8 @@ CLUSTER_READS = {
     ("", "namespaces"): {"list", "watch"},
     ("apiextensions.k8s.io", "customresourcedefinitions"): {"get"},
 }
-# SPEC §2.1 (KEP-2149): read the About API's ClusterProperties and create them when absent,
-# in every scenario (another tool may have installed the CRD); never update or delete.
+# docs/reference.md#export-path (KEP-2149): read the About API's ClusterProperties and create them
+# when absent, in every scenario (another tool may have installed the CRD); never update or delete.
 # list/watch: every property is reported to the hub (docs/reference.md#cluster-properties).
 IDENTITY_RULES = {("about.k8s.io", "clusterproperties"): {"get", "create", "list", "watch"}}
 SERVICEIMPORT_CRD = "serviceimports.multicluster.x-k8s.io"

@@ -1,6 +1,7 @@
 """The member chart's MCS standards pieces: the About API CRD behind `aboutApi.installCRD`
-(SPEC §2.1, KEP-2149), the upstream labels of the shipped MCS CRDs (§2.1), and the CoreDNS
-wiring behind `coredns.multicluster.enabled` (§2.8).
+(docs/reference.md#export-path, KEP-2149), the upstream labels of the shipped MCS CRDs
+(docs/reference.md#export-path), and the CoreDNS wiring behind `coredns.multicluster.enabled`
+(docs/reference.md#import-path).
 
 The About API CRD is compared with the one the emulator serves (`sandbox.emulator.crds`,
 which the agent tests run against), so that what the chart installs is what the agent was
@@ -107,7 +108,8 @@ def test_mcs_crds_match_the_upstream_files(name: str) -> None:
     assert ours["spec"] == upstream["spec"]
 
 
-# -- coredns.multicluster: CoreDNS serves clusterset.local (SPEC §2.8) ----------------------
+# -- coredns.multicluster: CoreDNS serves clusterset.local (docs/reference.md#import-path)
+# ----------------------
 
 COREDNS = {**BASE, "coredns": {"multicluster": {"enabled": True}}}
 

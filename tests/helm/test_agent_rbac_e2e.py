@@ -290,7 +290,8 @@ def test_every_request_of_the_agent_is_allowed_by_the_chart(
 ) -> None:
     rendered = render(AGENT_CHART, {**BASE, **values})
     importing = values.get("import", {}).get("enabled", True)
-    # With the About API: the agent reads and creates its ClusterProperty (SPEC §2.1).
+    # With the About API: the agent reads and creates its ClusterProperty
+    # (docs/reference.md#export-path).
     east = kube_cluster_factory("east", about_api=True)
     proxy, kubeconfig = proxy_for(east, tmp_path)
     east.state.create("services", NS, service_body("web", NS, ipFamilies=["IPv4"]))

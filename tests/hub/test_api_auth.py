@@ -1,4 +1,4 @@
-"""Who may do what (SPEC §4.4), through the real app, store and database."""
+"""Who may do what (docs/reference.md#credentials), through the real app, store and database."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The heartbeat answer carries the hub's `--clusterset-name` (SPEC §2.1, KEP-2149), which
-agents write into the About API's `clusterset.k8s.io`; a hub that names none leaves it out."""
+"""The heartbeat answer carries the hub's `--clusterset-name` (docs/reference.md#export-path,
+KEP-2149), which agents write into the About API's `clusterset.k8s.io`; a hub that names none leaves
+it out."""
 
 from __future__ import annotations
 

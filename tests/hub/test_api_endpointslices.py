@@ -1,6 +1,7 @@
-"""EndpointSliceExport routes and the cluster import list end to end (SPEC §2.8, §4.2,
-§4.4): created / unchanged / replaced, 409 for a Service not exported, 422 naming each bad
-field, 403 outside the member's own path, 413 over the body limit, slices withdrawn with
+"""EndpointSliceExport routes and the cluster import list end to end (docs/reference.md#import-path,
+#rest-api, #scope-and-limits): created / unchanged / replaced, 409 for a Service not exported, 422
+#naming each bad field, 403 outside the member's own path, 413 over the body limit, slices withdrawn
+#with
 their export and their cluster, and the import list's cut ports."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Export routes end to end (SPEC §3, §4.2): PUT/GET/DELETE/PATCH, verdicts, lists, sync."""
+"""Export routes end to end (docs/reference.md#conflicts, #rest-api): PUT/GET/DELETE/PATCH,
+verdicts, lists, sync."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Failover over the API (SPEC §5.1, §4.2), on both databases, with the app's real
-lifespan (its staleness sweeper included): the heartbeat answers the hub's TTL; a cluster
+"""Failover over the API (docs/reference.md#failover, #rest-api), on both databases, with the app's
+real lifespan (its staleness sweeper included): the heartbeat answers the hub's TTL; a cluster
 whose heartbeats stop leaves the import list by itself, comes back with its next
 heartbeat, and the metrics say so; the mass-withdrawal hold shows as a condition and
 `allow-withdrawal` lets the next held repair through once; bad input is refused by name."""

@@ -1,4 +1,5 @@
-"""The import feed's watch (SPEC §4.3): `GET /api/v1/clusters/{c}/imports?watch=true`.
+"""The import feed's watch (docs/reference.md#change-feeds): `GET
+/api/v1/clusters/{c}/imports?watch=true`.
 
 Every agent of the fleet holds this feed open, so what it promises is checked here on both
 databases: a replay from a list's revision carries ServiceImports and EndpointSliceExports

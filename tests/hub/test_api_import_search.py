@@ -1,5 +1,5 @@
-"""The ServiceImport list's search (`q`, SPEC §8): the console's search field answered by the
-hub in SQL, with the list's paging and `conflict` filter, on both databases."""
+"""The ServiceImport list's search (`q`, docs/reference.md#console): the console's search field
+answered by the hub in SQL, with the list's paging and `conflict` filter, on both databases."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""`GET /api/v1/invalidexports` (SPEC §7, `mcsync exports --invalid`): the `Valid=False`
-ServiceExports each agent reports in its heartbeat, kept beside its cluster, replaced by
-each beat that carries a list, left as they are by a beat that carries none, gone with the
+"""`GET /api/v1/invalidexports` (docs/reference.md#cli, `mcsync exports --invalid`): the
+`Valid=False` ServiceExports each agent reports in its heartbeat, kept beside its cluster, replaced
+by each beat that carries a list, left as they are by a beat that carries none, gone with the
 cluster; never an export, so never in conflicts or imports. On SQLite and PostgreSQL."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The hub's `/metrics` (SPEC §6): series and values checked against the API's own answers.
+"""The hub's `/metrics` (docs/reference.md#observability): series and values checked against the
+API's own answers.
 
 Exports by verdict must equal what `GET /api/v1/serviceexports?conflict=…` answers; the
 conflict-resolution histogram counts one sample per write that changed something; request

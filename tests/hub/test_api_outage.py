@@ -1,4 +1,5 @@
-"""A database outage at run time (SPEC §5): 503 with Retry-After, never 500, then recovery.
+"""A database outage at run time (docs/reference.md#failover): 503 with Retry-After, never 500, then
+recovery.
 
 PostgreSQL: the hub's store connects through a loopback TCP proxy that the test cuts and
 restores (the connections die as in a server crash). SQLite: the pool is emptied and the

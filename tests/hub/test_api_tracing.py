@@ -1,6 +1,6 @@
-"""Tracing (SPEC §6): a server span per request, parented by the caller's `traceparent`,
-and each conflict resolution a span under its request; nothing traced (and no middleware
-installed) unless `OTEL_*` asks for it."""
+"""Tracing (docs/reference.md#observability): a server span per request, parented by the caller's
+`traceparent`, and each conflict resolution a span under its request; nothing traced (and no
+middleware installed) unless `OTEL_*` asks for it."""
 
 from __future__ import annotations
 

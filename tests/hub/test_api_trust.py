@@ -1,4 +1,5 @@
-"""Trust boundaries through the API (SPEC §3, §4.4; issue 23 items 1-3), on both databases.
+"""Trust boundaries through the API (docs/reference.md#conflicts, #scope-and-limits), on both
+databases.
 
 Each break the red team found is a row here: a member exporting where it may not (another
 namespace, the hub's denied ones), claiming an impossible `exportCreationTimestamp`,

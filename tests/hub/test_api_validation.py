@@ -1,4 +1,5 @@
-"""Refused input (SPEC §4.4): 413 for big bodies, 422 naming the field, nothing stored changes."""
+"""Refused input (docs/reference.md#scope-and-limits): 413 for big bodies, 422 naming the field,
+nothing stored changes."""
 
 from __future__ import annotations
 
@@ -365,7 +366,7 @@ async def test_watch_revision_outside_int64_or_ascii_is_422(hub: Hub, revision: 
     assert answer.json()["details"]["causes"][0]["field"] == "resourceVersion"
 
 
-# --- names ending in a newline (issue 13, item 3) -------------------------------------------
+# --- names ending in a newline -------------------------------------------
 
 
 @pytest.mark.reliability
@@ -431,7 +432,7 @@ async def test_export_refuses_a_trailing_newline(hub: Hub, mutate: Any, field: s
     assert await hub.snapshot() == before
 
 
-# --- integers past Python's 4,300-digit limit (issue 13, item 4) ----------------------------
+# --- integers past Python's 4,300-digit limit ----------------------------
 
 
 def _with_raw(body: dict[str, Any], marker: str, raw: str) -> bytes:
@@ -474,7 +475,7 @@ async def _huge_generation_refused(hub: Hub, digits: int) -> None:
     assert await hub.snapshot() == before
 
 
-# --- revisions that are garbage or from the future; trailing slashes (issue 13, "Also") ---
+# --- revisions that are garbage or from the future; trailing slashes ---
 
 
 @pytest.mark.reliability

@@ -1,4 +1,5 @@
-"""The change feed over HTTP (SPEC §4.3): replay, live push, bookmarks, 410, shutdown.
+"""The change feed over HTTP (docs/reference.md#change-feeds): replay, live push, bookmarks, 410,
+shutdown.
 
 Live streams go through a real uvicorn server on a loopback port (`serving`), because
 httpx's ASGI transport only returns a response once the app has finished it.

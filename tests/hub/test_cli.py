@@ -1,4 +1,5 @@
-"""`python -m hub` refuses bad configuration at start (SPEC §7): exit 2, one line naming it.
+"""`python -m hub` refuses bad configuration at start (docs/reference.md#flags): exit 2, one line
+naming it.
 
 Each case runs the real program as a subprocess in an empty working directory, with a
 clean `MCSYNC_*` environment, and checks that stderr is exactly one line naming the flag
@@ -39,7 +40,8 @@ def run_hub(
         (["--port", "abc"], {}, "--port", "integer"),
         (["serve", "--port", "0"], {}, "--port", "greater than or equal to 1"),
         (["--cluster-ttl", "-1"], {}, "--cluster-ttl", "greater than 0"),
-        # SPEC §5.1: three of the agent's shortest heartbeat interval (1 s) at least.
+        # docs/reference.md#failover: three of the agent's shortest heartbeat interval (1 s) at
+        # least.
         (["--cluster-ttl", "2.5"], {}, "--cluster-ttl", "at least 3 seconds"),
         (["--stale-panic-fraction", "0"], {}, "--stale-panic-fraction", "in (0, 1]"),
         (["--stale-panic-fraction", "1.5"], {}, "--stale-panic-fraction", "in (0, 1]"),

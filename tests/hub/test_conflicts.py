@@ -1,4 +1,4 @@
-"""Case-by-case tests of the pure conflict judge (hub/conflicts.py, SPEC §3).
+"""Case-by-case tests of the pure conflict judge (hub/conflicts.py, docs/reference.md#conflicts).
 
 Table-driven, the way fleet-networking tests its conflict rules: plain export specs in,
 verdicts out. Each case names the exports (cluster, age, the fields that differ from a
@@ -326,8 +326,8 @@ CASES = [
     ),
     Case(
         # Port *sets* are compared. cilium compares the lists in order (`mergePorts`,
-        # slices.EqualFunc), so it would flag this key; SPEC §3 speaks of sets, and the
-        # order of a Service's ports carries no meaning for routing.
+        # slices.EqualFunc), so it would flag this key; docs/reference.md#conflicts speaks of sets,
+        # and the order of a Service's ports carries no meaning for routing.
         "port: the same ports in another order do not conflict",
         [
             spec("a", created=at(0), ports=[HTTP, HTTPS]),

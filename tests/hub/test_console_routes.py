@@ -1,5 +1,5 @@
-"""The console's files as the hub serves them (SPEC §8): from the package, by exact name,
-each with the strict headers; nothing in them loads from another origin or inlines
+"""The console's files as the hub serves them (docs/reference.md#console): from the package, by
+exact name, each with the strict headers; nothing in them loads from another origin or inlines
 script or style. Browser behaviour is tested in tests/browser.
 
 The console's routes never touch the store (the page reads the API like any client), so

@@ -1,4 +1,5 @@
-"""Where the hub's admin token comes from (SPEC §4.4, §7), and what it refuses or warns of."""
+"""Where the hub's admin token comes from (docs/reference.md#scope-and-limits, #flags), and what it
+refuses or warns of."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Migration 0005 (issue 23): a hub upgraded with records already stored starts with every
+"""Migration 0005: a hub upgraded with records already stored starts with every
 cluster's quota counts equal to its rows, and a downgrade drops scope and counts only."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Alembic migrations on SQLite and PostgreSQL (SPEC §5): upgrade, downgrade, upgrade."""
+"""Alembic migrations on SQLite and PostgreSQL (docs/reference.md#failover): upgrade, downgrade,
+upgrade."""
 
 from __future__ import annotations
 

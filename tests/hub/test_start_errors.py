@@ -1,4 +1,4 @@
-"""Start-up mistakes that say what to do next (issue 26): a PostgreSQL server that refuses
+"""Start-up mistakes that say what to do next: a PostgreSQL server that refuses
 the database or role (one line, exit 3), a port another process holds (exit 4, no database
 touched), and the generated admin token beside the SQLite database, not in the working
 directory."""

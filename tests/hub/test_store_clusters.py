@@ -1,4 +1,5 @@
-"""Member clusters: registration and token hashes (SPEC §4.4), state (§5), deletion."""
+"""Member clusters: registration and token hashes (docs/reference.md#credentials), state
+(docs/reference.md#failover), deletion."""
 
 from __future__ import annotations
 

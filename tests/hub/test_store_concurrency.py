@@ -1,7 +1,7 @@
 """Racing writers on one key: one winner, verdicts equal to a fresh judgement, no errors.
 
-Two `Store` instances on one database stand for two hub replicas (SPEC §3: "two hub
-replicas racing on one key end with the same single winner, no deadlock, no 5xx").
+Two `Store` instances on one database stand for two hub replicas (docs/reference.md#conflicts: "two
+hub replicas racing on one key end with the same single winner, no deadlock, no 5xx").
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ from hub.store.db import async_url, make_engine
         ("postgresql://mcsync@db:5432/hub", "postgresql+asyncpg://mcsync@db:5432/hub"),
         ("postgres://u:p@db/hub", "postgresql+asyncpg://u:p@db/hub"),
         ("postgresql+asyncpg://u@db/hub", "postgresql+asyncpg://u@db/hub"),
-        # SPEC §5.2: the libpq host list of an HA pair goes to the driver as `host` lists.
+        # docs/reference.md#ha-postgresql: the libpq host list of an HA pair goes to the driver as
+        # `host` lists.
         (
             "postgresql://u:p@h1:5433,h2:5434/hub?target_session_attrs=read-write",
             "postgresql+asyncpg://u:p@/hub?host=h1%3A5433&host=h2%3A5434"

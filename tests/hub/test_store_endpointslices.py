@@ -1,7 +1,7 @@
-"""EndpointSliceExports and the import feed in the store, on SQLite and PostgreSQL (SPEC
-§2.8, §4.2, §4.3): put / unchanged / replace / delete, 409 for a Service not exported,
-withdrawal with the export (DELETE, sync, deregistration) in the same transaction, each
-recorded slice cut to the ports its source serves, and slices re-sent when a key's
+"""EndpointSliceExports and the import feed in the store, on SQLite and PostgreSQL
+(docs/reference.md#import-path, #rest-api, #change-feeds): put / unchanged / replace / delete, 409
+for a Service not exported, withdrawal with the export (DELETE, sync, deregistration) in the same
+transaction, each recorded slice cut to the ports its source serves, and slices re-sent when a key's
 per-port cluster lists change."""
 
 from __future__ import annotations

@@ -116,8 +116,9 @@ async def test_patch_annotations_with_precondition(store: Store) -> None:
 
 
 async def test_patch_of_annotations_keeps_the_verdict_and_judges_nothing(store: Store) -> None:
-    """The judge reads specs alone (SPEC §3): the agent's dedupe annotation patch (§2.6)
-    stores a new revision with the verdict it had, and costs no conflict resolution."""
+    """The judge reads specs alone (docs/reference.md#conflicts): the agent's dedupe annotation
+    patch (docs/reference.md#export-path) stores a new revision with the verdict it had, and costs
+    no conflict resolution."""
     await store.exports.put("beta", make_export("beta", type="Headless"))
     put = await store.exports.put("alpha", make_export("alpha"))
     assert conflict_of(put.object)[0] == "True"

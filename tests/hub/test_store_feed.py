@@ -1,5 +1,6 @@
-"""The change feed (SPEC §4.3): order, resume, retained history, and live changes handed
-to subscribers by the shared reader, woken by local commits and other replicas' NOTIFY."""
+"""The change feed (docs/reference.md#change-feeds): order, resume, retained history, and live
+changes handed to subscribers by the shared reader, woken by local commits and other replicas'
+NOTIFY."""
 
 from __future__ import annotations
 

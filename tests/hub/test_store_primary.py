@@ -1,5 +1,5 @@
 """A hub replica whose database server stops taking writes treats it as having no primary
-(SPEC §5.2), and takes writes again by itself when a writable server answers.
+(docs/reference.md#ha-postgresql), and takes writes again by itself when a writable server answers.
 
 PostgreSQL only, inherently: read-only is PostgreSQL's (a standby after a failover, or a
 primary fenced read-only). Made here, scoped to the test's own database, by

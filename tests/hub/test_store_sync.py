@@ -1,4 +1,5 @@
-"""Full-state sync (SPEC §4.2, `PUT …/serviceexports`): upsert the set, withdraw the rest."""
+"""Full-state sync (docs/reference.md#rest-api, `PUT …/serviceexports`): upsert the set, withdraw
+the rest."""
 
 from __future__ import annotations
 

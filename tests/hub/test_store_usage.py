@@ -1,4 +1,5 @@
-"""Quotas and scope inside the store's group commit (SPEC §4.4, `hub.store.usage`).
+"""Quotas and scope inside the store's group commit (docs/reference.md#scope-and-limits,
+`hub.store.usage`).
 
 A quota refusal or a scope refusal fails only its own write: the creates and updates that
 share its transaction commit, each with its own answer, and the cluster's counts end equal

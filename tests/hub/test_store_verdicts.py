@@ -1,4 +1,5 @@
-"""Verdicts decided inside the store's write transactions (SPEC §3), on both databases.
+"""Verdicts decided inside the store's write transactions (docs/reference.md#conflicts), on both
+databases.
 
 The judge itself is tested case by case elsewhere (hub/conflicts.py); here the question is
 whether the store feeds it the right exports, in precedence order, and keeps every

@@ -1,5 +1,5 @@
-"""Failover in the store (SPEC §5.1), on SQLite and PostgreSQL: a Stale cluster's slices
-leave the import feed once (DELETED events, out of the list) and come back with its next
+"""Failover in the store (docs/reference.md#failover), on SQLite and PostgreSQL: a Stale cluster's
+slices leave the import feed once (DELETED events, out of the list) and come back with its next
 heartbeat (ADDED, in the heartbeat's transaction); fail open per service; the panic
 threshold; writes while withheld; the mass-withdrawal hold and its one-shot allowance;
 and two replicas sweeping one database record each transition once."""

@@ -1,7 +1,7 @@
 """A single-stack cluster (`service_ip_families=("IPv4",)`) refuses what kube-apiserver
 refuses there: a family it does not serve, and RequireDualStack; PreferDualStack gets its
-one family. What the agent's ServiceImport condition `IPFamilyNotSupported` (SPEC §2.8)
-is about."""
+one family. What the agent's ServiceImport condition `IPFamilyNotSupported`
+(docs/reference.md#import-path) is about."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The cluster's id and clusterset in KEP-2149's About API (SPEC §2.1).
+"""The cluster's id and clusterset in KEP-2149's About API (docs/reference.md#export-path).
 
 `resolve_cluster_id` is driven row by row against emulated clusters with and without the
 About API (one row per outcome); the agent process is then run against a real hub started

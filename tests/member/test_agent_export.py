@@ -335,8 +335,8 @@ def test_bad_start_is_one_line_and_exit_2(
 def test_live_change_is_not_starved_by_the_startup_repair(
     kube_cluster: KubeCluster, hub_process: HubProcess, agent_factory: AgentFactory
 ) -> None:
-    """SPEC §2.4: the repair of many keys at start goes to the bulk lane; a fresh change
-    made while it runs is exported long before the repair finishes."""
+    """docs/reference.md#export-path: the repair of many keys at start goes to the bulk lane; a
+    fresh change made while it runs is exported long before the repair finishes."""
     state = kube_cluster.state
     many = 300
     for index in range(many):

@@ -1,5 +1,5 @@
 """End to end: while the hub is away, an agent keeps every import object exactly as it is
-(SPEC §5.1 "Hub outage"), and converges once the hub is back.
+(docs/reference.md#failover "Hub outage"), and converges once the hub is back.
 
 Real hub process (SQLite and PostgreSQL), a real agent process, the Kubernetes API emulator
 over HTTP. Cluster east exports shop/web and, like every cluster, imports it: its

@@ -1,5 +1,5 @@
-"""End to end (SPEC §6): scrape the agents' and the hub's `/metrics` and check the values
-against what the hub and the clusters say; probes; the agent's JSON log lines.
+"""End to end (docs/reference.md#observability): scrape the agents' and the hub's `/metrics` and
+check the values against what the hub and the clusters say; probes; the agent's JSON log lines.
 
 Two emulated clusters, two agent processes (`--log-format json`, no `OTEL_*` variables) and
 a hub process. `web` clashes (east ClusterIP, west headless), `api` does not. Then:
@@ -326,7 +326,8 @@ def otlp(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpReceiver]:
     plain_env = agent_support._env
 
     def traced_env(**extra: str) -> dict[str, str]:
-        # Only the endpoint: the exporter (otlp) follows from it, as SPEC §6 says.
+        # Only the endpoint: the exporter (otlp) follows from it, as docs/reference.md#observability
+        # says.
         return plain_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url, **extra)
 
     monkeypatch.setattr(agent_support, "_env", traced_env)

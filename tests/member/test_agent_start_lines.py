@@ -1,4 +1,4 @@
-"""The agent's start-up errors are ONE line with nothing before it (issue 26): a kubeconfig
+"""The agent's start-up errors are ONE line with nothing before it: a kubeconfig
 it cannot parse, a metrics port another process holds (found before the cluster is
 contacted), and what a refused heartbeat tells the operator to do."""
 

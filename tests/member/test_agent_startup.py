@@ -1,4 +1,5 @@
-"""`mcsync-agent` start-up errors name the flag that caused them (SPEC §7), and only that.
+"""`mcsync-agent` start-up errors name the flag that caused them (docs/reference.md#flags), and only
+that.
 
 A missing CA bundle used to be reported as `--metrics-port: cannot listen on 9090: No such
 file or directory` (a catch-all `except OSError`): an operator then debugs the wrong thing.

@@ -1,4 +1,5 @@
-"""End to end: one broken cluster cannot empty the fleet (SPEC §5.1 mass-withdrawal guard).
+"""End to end: one broken cluster cannot empty the fleet (docs/reference.md#failover mass-withdrawal
+guard).
 
 Real parts: a hub process on SQLite and on PostgreSQL, `python -m member` processes, and the
 Kubernetes API emulator over HTTP.

@@ -1,6 +1,6 @@
-"""The chart's CoreDNS hook (`member.corefile`, SPEC §2.8): the `multicluster` stanza goes
-into the root server block and comes out again, nothing else of the Corefile changes, and
-against an emulated cluster's ConfigMap an unchanged Corefile is never rewritten."""
+"""The chart's CoreDNS hook (`member.corefile`, docs/reference.md#import-path): the `multicluster`
+stanza goes into the root server block and comes out again, nothing else of the Corefile changes,
+and against an emulated cluster's ConfigMap an unchanged Corefile is never rewritten."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Event recording (SPEC §2.5): create, fold repeats into a count, never raise."""
+"""Event recording (docs/reference.md#export-path): create, fold repeats into a count, never
+raise."""
 
 from __future__ import annotations
 

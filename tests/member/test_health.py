@@ -1,5 +1,5 @@
-"""The agent's probe and scrape port (SPEC §7): `/healthz` says the process is alive,
-`/readyz` answers 503 with the reason until informers synced and the hub answers, and
+"""The agent's probe and scrape port (docs/reference.md#flags): `/healthz` says the process is
+alive, `/readyz` answers 503 with the reason until informers synced and the hub answers, and
 `/metrics` serves the agent's own registry."""
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ def test_probes_and_scrape() -> None:
 
 
 def test_every_known_error_retry_and_drop_series_exists_at_zero_from_start() -> None:
-    """SPEC §6: the first error, retry or drop must be an increase that `rate()`,
-    `increase()` and an `increase(...) > 0` alert can see, so each series the agent knows
+    """docs/reference.md#observability: the first error, retry or drop must be an increase that
+    `rate()`, `increase()` and an `increase(...) > 0` alert can see, so each series the agent knows
     of is scraped at 0 before anything happens."""
     from member.hubclient import CALLS, EXPECTED_ERROR_CODES, HubClient, HubClientConfig
     from member.workqueue import WorkQueue, WorkQueueMetrics

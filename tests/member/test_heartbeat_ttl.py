@@ -1,4 +1,5 @@
-"""The agent beats at least three times per hub TTL (SPEC §5.1), whatever its flag says.
+"""The agent beats at least three times per hub TTL (docs/reference.md#failover), whatever its flag
+says.
 
 One late or lost heartbeat must never make a cluster Stale (a Stale cluster's endpoints are
 withdrawn fleet-wide), so the interval in use is `--heartbeat-interval` or a third of the TTL
@@ -24,7 +25,8 @@ from shared.version import __version__
 
 
 class TtlHub:
-    """Answers every heartbeat with `ttl` (None: a hub older than §5.1) and records them."""
+    """Answers every heartbeat with `ttl` (None: a hub older than docs/reference.md#failover) and
+    records them."""
 
     def __init__(self, ttl: float | None, *, allowed: bool = False) -> None:
         self.ttl = ttl

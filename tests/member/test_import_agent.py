@@ -1,4 +1,5 @@
-"""End to end: a ServiceExport in cluster east is imported in west and east (SPEC §2.8).
+"""End to end: a ServiceExport in cluster east is imported in west and east
+(docs/reference.md#import-path).
 
 Real hub process, real agent processes, two emulated clusters; the test plays
 kube-controller-manager's EndpointSlice controller in east. West has the namespace, so it
@@ -157,7 +158,8 @@ def test_an_export_is_imported_everywhere_and_unexported_everywhere(
     wait_for(lambda: import_settled(west_agent), what="west's import queues drained")
     assert import_writes(west_agent) == written + 1
     # The end-to-end sync latency of that change, labelled by its source cluster only: from
-    # east's agent seeing the slice change to west's mirror written (SPEC §6).
+    # east's agent seeing the slice change to west's mirror written
+    # (docs/reference.md#observability).
     count, total = sync_latency(west_agent)
     assert count == synced_before[0] + 1
     assert 0 < total - synced_before[1] < time.time() - changed_at
@@ -206,8 +208,8 @@ def test_an_agent_started_later_imports_what_the_hub_lists(
     assert found["eps"]["endpoints"][0]["addresses"] == ["10.0.0.1"]
     wait_for(lambda: import_settled(west_agent), what="west's import queues drained")
     written = import_writes(west_agent)
-    # Six writes for the key, the fewest SPEC §2.8 allows (the derived Service names the
-    # ServiceImport's uid, the ServiceImport its clusterIPs, status is a subresource, and
+    # Six writes for the key, the fewest docs/reference.md#import-path allows (the derived Service
+    # names the ServiceImport's uid, the ServiceImport its clusterIPs, status is a subresource, and
     # its Ready condition turns True once, after the slice is written), and none refused:
     # no 409 retried, no object written twice.
     assert written == 6

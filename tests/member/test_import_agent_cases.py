@@ -1,6 +1,6 @@
-"""End to end, one case each: what an importing agent does beyond the happy path (SPEC §2.1,
-§2.8). Each test exports `shop/web` from east first, then starts west's agent(s), so west's
-first list of the hub's import feed brings everything.
+"""End to end, one case each: what an importing agent does beyond the happy path
+(docs/reference.md#export-path, #import-path). Each test exports `shop/web` from east first, then
+starts west's agent(s), so west's first list of the hub's import feed brings everything.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""End to end: the ServiceImport's `Ready` condition (SPEC §2.8) as the real agent writes
-it in emulated clusters — True/Ready in a cluster that serves the import's IP families,
+"""End to end: the ServiceImport's `Ready` condition (docs/reference.md#import-path) as the real
+agent writes it in emulated clusters — True/Ready in a cluster that serves the import's IP families,
 False/IPFamilyNotSupported in a single-stack one that cannot, which holds the derived
 Service and slices back, and is not rewritten while the refusal lasts."""
 

@@ -1,5 +1,5 @@
-"""End to end, issue 23's attacks on the agent (SPEC §2.1, §2.8): real hub processes on
-SQLite and PostgreSQL, real agent processes, emulated clusters over HTTP.
+"""End to end, attacks on the agent (docs/reference.md#export-path, #import-path): real hub
+processes on SQLite and PostgreSQL, real agent processes, emulated clusters over HTTP.
 
 * Objects in the way of an import — a user's Services on every derived name of a key, a
   slice with mcsync's labels but no owner on a mirrored slice's name — are left alone with

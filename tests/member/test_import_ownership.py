@@ -1,5 +1,5 @@
 """Ownership by uid chain, derived names that never collide, and per-object isolation in
-the import reconcilers (SPEC §2.1, §2.8; issue 23 items 3, 4 and 5), against the fakes of
+the import reconcilers (docs/reference.md#export-path, #import-path), against the fakes of
 `test_import_reconcilers`: one row per outcome.
 
 * A foreign object — one carrying mcsync's labels but no ownerReference to our owner, or

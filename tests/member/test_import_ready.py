@@ -1,5 +1,5 @@
-"""The ServiceImport's `Ready` condition (SPEC §2.8, `member.importready`): one row per
-outcome of `ready_condition`, then the reconcilers over the fake cluster of
+"""The ServiceImport's `Ready` condition (docs/reference.md#import-path, `member.importready`): one
+row per outcome of `ready_condition`, then the reconcilers over the fake cluster of
 `test_import_reconcilers` — each transition written once, nothing rewritten after."""
 
 from __future__ import annotations

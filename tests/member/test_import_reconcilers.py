@@ -1,4 +1,5 @@
-"""The three import reconcilers against fakes: one table row per decision (SPEC §2.8).
+"""The three import reconcilers against fakes: one table row per decision
+(docs/reference.md#import-path).
 
 The fake cluster applies each write at once and the listers read it back, as informers
 that have caught up would: so a second reconcile shows what the first left behind, and
@@ -522,8 +523,9 @@ def _lag(world: World, kind: str) -> tuple[float, float]:
 
 
 def test_the_import_lag_is_counted_once_per_hub_change(world: World) -> None:
-    """SPEC §6: from the hub's commit of a change (the event's `mcsync.io/changed-at`) to
-    this cluster's objects written for it; once per change and kind, never for a repair."""
+    """docs/reference.md#observability: from the hub's commit of a change (the event's
+    `mcsync.io/changed-at`) to this cluster's objects written for it; once per change and kind,
+    never for a repair."""
     assert _lag(world, "EndpointSlice") == (0.0, 0.0)
     committed = utcnow() - timedelta(milliseconds=250)
     world.feed(hub_import(committed))

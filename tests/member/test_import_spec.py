@@ -1,4 +1,5 @@
-"""The exact objects of SPEC §2.8, one table row per outcome (`member.importspec`)."""
+"""The exact objects of docs/reference.md#import-path, one table row per outcome
+(`member.importspec`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The generic informer (SPEC §2.7): list, watch from the list's resourceVersion, resume, relist.
+"""The generic informer (docs/reference.md#export-path): list, watch from the list's
+resourceVersion, resume, relist.
 
 Two sources: a small in-memory ListWatch defined here (the informer is not Kubernetes-specific:
 the agent also runs one over the hub's feed, so the protocol itself is the contract under test),

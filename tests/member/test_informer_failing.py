@@ -1,5 +1,5 @@
-"""What the mass-withdrawal guard reads of an informer (SPEC §5.1): `failing` while the
-server refuses its list or watch (its cache is then "cannot see", kept as it was), and
+"""What the mass-withdrawal guard reads of an informer (docs/reference.md#failover): `failing` while
+the server refuses its list or watch (its cache is then "cannot see", kept as it was), and
 `lists`, which moves with every list delivered (the guard judges each relist anew).
 """
 

@@ -1,6 +1,7 @@
-"""The heartbeat's report of invalid ServiceExports (SPEC §7, `member.invalidexports`):
-read back from the ServiceExports' own `Valid` condition, sent when it changed since the
-last beat the hub answered, never before the caches are filled, capped and counted."""
+"""The heartbeat's report of invalid ServiceExports (docs/reference.md#flags,
+`member.invalidexports`): read back from the ServiceExports' own `Valid` condition, sent when it
+changed since the last beat the hub answered, never before the caches are filled, capped and
+counted."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Client loading and ServiceExport version discovery (SPEC §2.1, §7), against the emulator."""
+"""Client loading and ServiceExport version discovery (docs/reference.md#export-path, #flags),
+against the emulator."""
 
 from __future__ import annotations
 

@@ -66,8 +66,8 @@ def test_initial_list_then_live_changes_in_order(
 def test_the_derived_services_of_imports_are_not_watched_for_export(
     kube_cluster: KubeCluster, stop: threading.Event
 ) -> None:
-    """The agent's own derived Services (SPEC §2.8) are never exported: the export side's
-    Service informer neither lists nor watches them."""
+    """The agent's own derived Services (docs/reference.md#import-path) are never exported: the
+    export side's Service informer neither lists nor watches them."""
     state = kube_cluster.state
     ours = {"app.kubernetes.io/managed-by": "mcsync"}
     state.create("services", "default", service("mcsync-0123456789", labels=ours))

@@ -1,4 +1,5 @@
-"""ServiceExport writes (SPEC §2.1): status with a precondition, finalizer and annotations."""
+"""ServiceExport writes (docs/reference.md#export-path): status with a precondition, finalizer and
+annotations."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Lease leader election (SPEC §1 HA) against the emulator, with short durations."""
+"""Lease leader election (docs/reference.md#flags HA) against the emulator, with short durations."""
 
 from __future__ import annotations
 

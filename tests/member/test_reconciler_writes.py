@@ -4,7 +4,7 @@ A new valid ServiceExport costs exactly one Kubernetes metadata patch (finalizer
 exportedSince together), one hub PUT, one status write and one hub dedupe PATCH, in that
 order; the verdict Event is queued, not waited for; a reconcile that finds everything up to
 date writes nothing. The export-duration data point is taken when the verdict is reported
-back, so a slow dedupe PATCH does not lengthen it (SPEC §2.6).
+back, so a slow dedupe PATCH does not lengthen it (docs/reference.md#export-path).
 
 The fakes advance one shared clock by each request's latency, so durations are exact.
 """

@@ -1,11 +1,11 @@
 """The slice export reconciler against fakes: which hub writes each situation costs.
 
-One row per outcome of SPEC §2.8's source side: a new slice is one PUT, an unchanged
-resourceVersion nothing, a changed one one PUT, a deleted slice one DELETE, an unexported
+One row per outcome of docs/reference.md#import-path's source side: a new slice is one PUT, an
+unchanged resourceVersion nothing, a changed one one PUT, a deleted slice one DELETE, an unexported
 or invalid Service has every slice withdrawn, a 409 is retried through the queue's backoff,
 a slice of a Service that is not exported and a slice mcsync manages are left alone. Then
-the repair (SPEC §2.4: the hub's set against the cluster's, both ways), the body that is
-sent, and the metrics.
+the repair (docs/reference.md#export-path: the hub's set against the cluster's, both ways), the body
+that is sent, and the metrics.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""End to end: an agent process sends its cluster's EndpointSlices to a real hub (SPEC §2.8).
+"""End to end: an agent process sends its cluster's EndpointSlices to a real hub
+(docs/reference.md#import-path).
 
 A pod-IP change in a slice reaches the hub as one PUT; a relist that changes nothing sends
 nothing; a slice of a Service that is not exported, and one that mcsync manages, never
 leave the cluster; a deleted slice and an unexported Service are withdrawn; a restarted
-agent repairs the hub's set both ways (SPEC §2.4).
+agent repairs the hub's set both ways (docs/reference.md#export-path).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The hub client's EndpointSliceExport calls against a real hub process (SPEC §4.2)."""
+"""The hub client's EndpointSliceExport calls against a real hub process
+(docs/reference.md#rest-api)."""
 
 from __future__ import annotations
 

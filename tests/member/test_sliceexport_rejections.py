@@ -1,4 +1,4 @@
-"""A source slice the hub refuses is reported where its owner looks (SPEC §2.8, issue 23):
+"""A source slice the hub refuses is reported where its owner looks (docs/reference.md#import-path):
 one Warning Event on its ServiceExport naming the slice and the reason, once per refusal
 (not once per retry), and the Service's other slices are exported all the same. One row per
 kind of refusal, against the fakes of `test_sliceexport`.

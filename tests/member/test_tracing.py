@@ -1,5 +1,5 @@
-"""One trace from the agent's reconcile to the hub's conflict resolution (SPEC §6), and the
-decision's log line that leads to it.
+"""One trace from the agent's reconcile to the hub's conflict resolution
+(docs/reference.md#observability), and the decision's log line that leads to it.
 
 The agent runs in-process (`Agent.run` in a thread, against an emulated cluster over real
 HTTP) with one in-memory span exporter; the hub runs in-process behind a real uvicorn

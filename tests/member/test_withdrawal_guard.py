@@ -1,4 +1,4 @@
-"""The mass-withdrawal guard's decision (SPEC §5.1), without Kubernetes or a hub.
+"""The mass-withdrawal guard's decision (docs/reference.md#failover), without Kubernetes or a hub.
 
 A repair that would withdraw more than half of the cluster's exports on the hub, when it has
 at least 10, withdraws none; ordinary unexports are never held; "cannot see" the

@@ -1,4 +1,5 @@
-"""Work queue and rate limiter: the scheduling promises of SPEC §2.7 and §2.4 (live not starved)."""
+"""Work queue and rate limiter: the scheduling promises of docs/reference.md#export-path (live not
+starved)."""
 
 from __future__ import annotations
 

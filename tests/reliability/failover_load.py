@@ -1,6 +1,6 @@
-"""One PostgreSQL failover under load against running hub replicas, measured (SPEC §5.2; no
-tests here: tests/reliability/test_pg_failover.py asserts on it, bench/pg_failover.py
-times it).
+"""One PostgreSQL failover under load against running hub replicas, measured
+(docs/reference.md#ha-postgresql; no tests here: tests/reliability/test_pg_failover.py asserts on
+it, bench/pg_failover.py times it).
 
 While `writers` member clusters PUT exports one after another, each request to the next
 replica in turn (retrying a 503 or a cut connection, as the agent does), and a watch per

@@ -1,5 +1,5 @@
 """A PostgreSQL primary with a synchronous streaming standby, made from the installed server
-binaries, and the moving address in front of it (SPEC §5.2; no tests here).
+binaries, and the moving address in front of it (docs/reference.md#ha-postgresql; no tests here).
 
 * `PostgresPair` — `initdb`, a primary on a loopback port of its own, a standby made by
   `pg_basebackup -R -c fast`, `synchronous_standby_names` set once the standby streams;

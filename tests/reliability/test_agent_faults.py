@@ -1,5 +1,5 @@
-"""The agent under faults (SPEC §2.6, §5): a network partition from the hub, and a kill
-between the dedupe write and the observation it guards.
+"""The agent under faults (docs/reference.md#export-path, #failover): a network partition from the
+hub, and a kill between the dedupe write and the observation it guards.
 
 Real processes: the agent (`python -m member`) against an emulated Kubernetes API
 (tests/kube) and a hub process, with a loopback TCP proxy (`ThreadedProxy`) between agent
@@ -161,7 +161,8 @@ def test_partition_of_a_full_minute_then_convergence(
     kube_cluster: KubeCluster, hub_process: HubProcess, proxy: ThreadedProxy,
     agent_factory: AgentFactory, record_property: RecordProperty,
 ) -> None:
-    """The hub is unreachable for the minute SPEC §5 / the issue name; CI runs it too."""
+    """The hub is unreachable for the minute docs/reference.md#failover / the issue name; CI runs it
+    too."""
     figures = Figures("agent-hub partition 60s", record_property)
     _partition(60.0, kube_cluster, hub_process, proxy, agent_factory, figures)
     figures.report()

@@ -1,5 +1,5 @@
-"""PostgreSQL goes away under load (SPEC §5): 503 with Retry-After, never 500; the hub
-recovers by itself; nothing acknowledged is lost; watches hear changes again.
+"""PostgreSQL goes away under load (docs/reference.md#failover): 503 with Retry-After, never 500;
+the hub recovers by itself; nothing acknowledged is lost; watches hear changes again.
 
 PostgreSQL only, inherently: the outage is made with PostgreSQL's own tools, scoped to
 the test's own database, because the server is shared with other tests and must never be

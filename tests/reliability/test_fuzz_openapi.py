@@ -1,4 +1,5 @@
-"""Property-based fuzzing of the hub's whole OpenAPI with schemathesis (SPEC §4.1, §4.4).
+"""Property-based fuzzing of the hub's whole OpenAPI with schemathesis (docs/reference.md#rest-api,
+#scope-and-limits).
 
 The hub runs as a real process (`python -m hub serve`) on a fresh database of each back end.
 schemathesis reads its `/openapi.json` and generates requests for every operation, both
@@ -174,7 +175,8 @@ def test_openapi_fuzz_has_no_5xx_and_matches_the_schema(
     record_property("status_codes", dict(sorted(codes.items())))
     assert not failures, f"{figures}\n" + "\n".join(failures[:5])
     assert all(code < 500 for code in codes), figures
-    # Every request carried a token; none may show in a log line or a metric (SPEC §4.4).
+    # Every request carried a token; none may show in a log line or a metric
+    # (docs/reference.md#credentials).
     metrics = httpx.get(f"{hub.url}/metrics").text
     assert hub.stop() == 0, hub.log()[-3000:]
     log = hub.log()

@@ -1,5 +1,5 @@
-"""SIGTERM to the hub under load (SPEC §5: graceful): requests already being answered
-finish, open watches end cleanly (a complete stream, not a reset) and promptly (not after
+"""SIGTERM to the hub under load (docs/reference.md#failover: graceful): requests already being
+answered finish, open watches end cleanly (a complete stream, not a reset) and promptly (not after
 their `timeoutSeconds`), the process exits 0, and every export it acknowledged is there
 when the next hub starts. Runs on SQLite and PostgreSQL.
 

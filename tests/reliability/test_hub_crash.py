@@ -1,5 +1,5 @@
-"""`kill -9` of the hub in the middle of a stream of thousands of exports (SPEC §5: an
-export the hub answered 2xx for is durable).
+"""`kill -9` of the hub in the middle of a stream of thousands of exports
+(docs/reference.md#failover: an export the hub answered 2xx for is durable).
 
 Besides the simulated agents, one real agent (`python -m member`, reaching the hub
 through a proxy that follows the hub to its new port) exports `REAL_EXPORTS` Services of

@@ -1,4 +1,4 @@
-"""A property of the whole API (issue 13, item 3): every name the hub accepts in a body can
+"""A property of the whole API: every name the hub accepts in a body can
 be read and deleted through its path. Runs on SQLite and PostgreSQL.
 
 The bug it guards against: the body's validators and the path's disagreed about

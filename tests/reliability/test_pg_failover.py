@@ -1,5 +1,5 @@
 """The hub on a highly available PostgreSQL pair: a primary failover under load loses
-nothing and needs no restart (SPEC §5.2, issue 24).
+nothing and needs no restart (docs/reference.md#ha-postgresql).
 
 A real pair made here from the installed server binaries (`tests.reliability.pgpair`: a
 primary and a synchronous streaming standby, as the `postgres` user, on loopback ports of

@@ -1,6 +1,7 @@
 """Two hub replicas on one PostgreSQL behind round-robin, 50 clusters racing to export one
-service with different specs (SPEC §3: "two hub replicas racing on one key end with the
-same single winner, no deadlock, no 5xx"; §4.3: every replica's watch sees every change).
+service with different specs (docs/reference.md#conflicts: "two hub replicas racing on one key end
+with the same single winner, no deadlock, no 5xx"; docs/reference.md#change-feeds: every replica's
+watch sees every change).
 
 PostgreSQL only, inherently: replicas share state only through PostgreSQL (row locks on
 the key's ServiceImport row, LISTEN/NOTIFY for the feed). Real processes on loopback.

@@ -1,4 +1,4 @@
-"""Slow and surplus clients (issue 13, item 2): a client that trickles its request head is
+"""Slow and surplus clients: a client that trickles its request head is
 dropped after the header timeout, legitimate clients are served meanwhile, and when the
 hub's file descriptors run short its log stays small and it recovers. Real `python -m hub`
 processes on loopback, default settings (10 s header timeout), SQLite and PostgreSQL.

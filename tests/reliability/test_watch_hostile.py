@@ -1,13 +1,13 @@
-"""Stalled watches must not hold the hub (SPEC §4.3, §5; issue 13, item 1).
+"""Stalled watches must not hold the hub (docs/reference.md#change-feeds, #failover).
 
 A member opens `WATCHES` watches of its cluster (`…/serviceexports?watch=true&
 timeoutSeconds=600`) over raw sockets that never read a byte (each with a small receive
 buffer, so the kernel absorbs little and the hub feels the backpressure at once), then
 PUTs `PUTS` exports, each carrying `ANNOTATIONS` annotations of `ANNOTATION_CHARS`
-characters, so every event is pushed at every stalled watch. The numbers are issue 13's:
+characters, so every event is pushed at every stalled watch. The numbers are the original report's:
 900 watches, 60 PUTs, 65,000-character annotations — four of them (about 0.26 MB of JSON
-per event), not that issue's fourteen: Kubernetes' 256 KiB bound on a record's
-annotations (SPEC §4.4) now refuses 0.9 MB of them with a 422.
+per event), not that report's fourteen: Kubernetes' 256 KiB bound on a record's
+annotations (docs/reference.md#scope-and-limits) now refuses 0.9 MB of them with a 422.
 
 What must hold, measured on the real `python -m hub serve` process:
 

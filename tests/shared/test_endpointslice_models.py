@@ -1,6 +1,7 @@
-"""The EndpointSliceExport wire model refuses what Kubernetes would refuse (SPEC §2.8, §4.4):
-each bad slice is a validation error naming the field, so the hub answers a 422 that says
-what to fix instead of storing a slice no cluster could write."""
+"""The EndpointSliceExport wire model refuses what Kubernetes would refuse
+(docs/reference.md#import-path, #scope-and-limits): each bad slice is a validation error naming the
+field, so the hub answers a 422 that says what to fix instead of storing a slice no cluster could
+write."""
 
 from __future__ import annotations
 

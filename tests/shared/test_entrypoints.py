@@ -1,6 +1,6 @@
 """The console scripts of the hub and the agent say which extra is missing, in one line.
 
-`pip install mcsync` installs the CLI alone (issue 16). The table runs the check against
+`pip install mcsync` installs the CLI alone. The table runs the check against
 the installed distribution's real Requires-Dist lines with made-up installed versions; the
 last test runs `mcsync-hub`'s entry point in an interpreter that sees only what a plain
 `pip install mcsync` gives (the project's metadata, `packaging`, the source), no server

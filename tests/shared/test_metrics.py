@@ -1,4 +1,5 @@
-"""The export-duration contract of SPEC §2.6 and §6, as the agent exposes it."""
+"""The export-duration contract of docs/reference.md#export-path, #observability, as the agent
+exposes it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every name and key of every wire model refuses a trailing newline (issue 13, item 3).
+"""Every name and key of every wire model refuses a trailing newline.
 
 Python's `re` lets `$` match *before* a final newline, so `"evil\\n"` passed every check
 written as `PATTERN.match(value)` with a pattern ending in `$`: a cluster registered under

@@ -1,10 +1,11 @@
-"""`shared.validation` accepts what Kubernetes accepts and refuses what it refuses (SPEC §4.4).
+"""`shared.validation` accepts what Kubernetes accepts and refuses what it refuses
+(docs/reference.md#scope-and-limits).
 
 The cases are Kubernetes' own: apimachinery's `TestIsQualifiedName`, `TestIsValidLabelValue`
 and `TestIsFullyQualifiedDomainName` (pkg/util/validation), `ValidateAnnotations`' size
 limit (pkg/api/validation), `TestValidateEndpointIP` (pkg/apis/core/validation) and the
-EndpointSlice address cases (pkg/apis/discovery/validation), plus the red team's addresses
-of issue 23. Each row is one value and whether Kubernetes takes it; the models then refuse
+EndpointSlice address cases (pkg/apis/discovery/validation), plus the red team's addresses.
+Each row is one value and whether Kubernetes takes it; the models then refuse
 the same values in place, with the field and the value in the message.
 """
 

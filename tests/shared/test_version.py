@@ -1,4 +1,5 @@
-"""Version comparison as the hub's `minAgentVersion` check relies on it (SPEC §5)."""
+"""Version comparison as the hub's `minAgentVersion` check relies on it
+(docs/reference.md#failover)."""
 
 from __future__ import annotations
 

@@ -63,7 +63,7 @@ peer to race, and its Deployment uses the Recreate strategy so two never overlap
 {{- end }}
 
 {{/*
-What the agent may do in the namespaces it watches (SPEC §2.1, §2.8). Exactly the verbs it
+What the agent may do in the namespaces it watches (docs/reference.md#export-path, #import-path). Exactly the verbs it
 uses; no wildcard and no Secrets.
 
 Export: read Services, read and update ServiceExports (its finalizer), write their status,
@@ -126,7 +126,7 @@ exactly the watched namespaces.
 {{- end }}
 
 {{/*
-Cluster-scoped identity (SPEC §2.1, KEP-2149): read the About API's ClusterProperties
+Cluster-scoped identity (docs/reference.md#export-path, KEP-2149): read the About API's ClusterProperties
 cluster.clusterset.k8s.io and clusterset.k8s.io, and create them where they are absent.
 Never update or delete: an existing property is the cluster's, not the agent's. (RBAC
 cannot limit create by name, so get is not limited either: ClusterProperties hold

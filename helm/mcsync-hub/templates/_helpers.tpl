@@ -59,7 +59,7 @@ app.kubernetes.io/component: hub
 The database the hub uses: database.type when set, else derived from what was given —
 PostgreSQL when a URL of it, an existing Secret or the bundled trial database is configured,
 SQLite on the chart's volume when nothing is (so `helm install` with no values gives a
-working single-replica hub, the embedded default of SPEC §1).
+working single-replica hub, the embedded default of docs/reference.md#flags).
 */}}
 {{- define "mcsync-hub.databaseType" -}}
 {{- $db := .Values.database }}

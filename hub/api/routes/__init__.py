@@ -1,4 +1,5 @@
-"""The API's routers, one module per resource (SPEC §4); `ROUTERS` is what the app mounts.
+"""The API's routers, one module per resource (docs/reference.md#rest-api); `ROUTERS` is what the
+app mounts.
 
 Routers sit apart from the machinery they use (`hub.api.deps`, `params`, `auth`, `status`,
 `watch`): they depend on it and nothing depends on them, so the dependency graph of

@@ -1,9 +1,11 @@
-"""MemberCluster routes (SPEC §4.2): registration, listing, deregistration, heartbeats.
+"""MemberCluster routes (docs/reference.md#rest-api): registration, listing, deregistration,
+heartbeats.
 
 Registration is the only moment a member token exists in clear: the store keeps its hash
 and the answer carries it once, as the top-level `token` of a RegisteredMemberCluster.
 The heartbeat answers the hub's version and `minAgentVersion`, which is how an agent
-learns it is too old to export (SPEC §5); the hub only logs the mismatch, the agent acts.
+learns it is too old to export (docs/reference.md#failover); the hub only logs the mismatch, the
+agent acts.
 """
 
 from __future__ import annotations
@@ -93,9 +95,9 @@ async def patch_cluster(
     _access: AdminAccess,
     store: StoreDep,
 ) -> Response:
-    """JSON merge patch (SPEC §4.2, §4.4): a label set to null is removed; a spec field
-    set to null becomes absent (every namespace); fields left out are kept. The new scope
-    holds for the cluster's next write and its next import list or watch."""
+    """JSON merge patch (docs/reference.md#rest-api, #scope-and-limits): a label set to null is
+    removed; a spec field set to null becomes absent (every namespace); fields left out are kept.
+    The new scope holds for the cluster's next write and its next import list or watch."""
     spec = (
         {name: getattr(patch.spec, name) for name in patch.spec.model_fields_set}
         if patch.spec is not None

@@ -5,8 +5,8 @@ values, on which property, with both values and the winner that decided them.
 this answers the question a fleet operator asks next — "which clusters run another `type`
 than the service's winner, and what do they run?" — in one SQL query over the stored
 decided-property columns (`hub.store.conflictquery`), paged like every list. Only the
-properties the winner decides are listed (SPEC §3); ports and IP families are merged, and
-their conflicts are read from each export's `Conflict` condition.
+properties the winner decides are listed (docs/reference.md#conflicts); ports and IP families are
+merged, and their conflicts are read from each export's `Conflict` condition.
 """
 
 from __future__ import annotations

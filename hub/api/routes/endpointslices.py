@@ -1,4 +1,5 @@
-"""EndpointSliceExport routes (SPEC §2.8, §4.2): a member's slices, and the fleet-wide list.
+"""EndpointSliceExport routes (docs/reference.md#import-path, #rest-api): a member's slices, and the
+fleet-wide list.
 
 Access is the exports': a member token writes only under its own
 `/api/v1/clusters/{cluster}/…`, readers (and that member) read. Each handler reads top to
@@ -126,7 +127,7 @@ async def put_slice(
 ) -> Response:
     """200 when replaced or unchanged, 201 when created. 404 when the cluster is not
     registered; 409 when the cluster does not export the slice's Service; 403 outside
-    the cluster's scope or past its quota (SPEC §4.4)."""
+    the cluster's scope or past its quota (docs/reference.md#scope-and-limits)."""
     _check_agreement(body, cluster=cluster, namespace=namespace, name=slice)
     check_namespace(
         settings.deny_export_namespace, namespace, what=f"EndpointSliceExport {slice!r}"

@@ -1,4 +1,5 @@
-"""InternalServiceExport routes (SPEC §4.2): a member's exports, and the fleet-wide list.
+"""InternalServiceExport routes (docs/reference.md#rest-api): a member's exports, and the fleet-wide
+list.
 
 Each handler reads top to bottom: access rule (in the signature), path/body agreement,
 one store call, one decision log line, the answer. The store judges conflicts inside its

@@ -5,8 +5,8 @@ database outage, so liveness deliberately ignores the database). `/readyz` answe
 only when the database answers AND its schema is at the newest migration, so a load
 balancer stops sending traffic to a replica that could only answer 503 — and a replica
 started with `--no-migrate` before the migration job ran stays out of rotation until it
-has. On PostgreSQL "answers" means a writable primary answers (SPEC §5.2): during a
-failover `/readyz` is 503 and its message says "no writable primary" and why, which is
+has. On PostgreSQL "answers" means a writable primary answers (docs/reference.md#ha-postgresql):
+during a failover `/readyz` is 503 and its message says "no writable primary" and why, which is
 what `mcsync status` shows, beside the metric `mcsync_hub_database_primary_writable`.
 Both answer a shared `Status` either way, so a probe's log says why.
 

@@ -1,5 +1,6 @@
-"""ServiceImport routes (SPEC §3, §4.2): the per-service view the store derives on writes,
-and what a cluster must import (`/clusters/{cluster}/imports`, SPEC §2.8).
+"""ServiceImport routes (docs/reference.md#conflicts, #rest-api): the per-service view the store
+derives on writes, and what a cluster must import (`/clusters/{cluster}/imports`,
+docs/reference.md#import-path).
 
 Read-only: a ServiceImport is never written through the API; it changes only as a side
 effect of export writes, inside their transactions. The import list is the same for every
@@ -147,8 +148,9 @@ async def list_cluster_imports(
     ServiceImport and EndpointSliceExport change of the fleet after `resourceVersion`, in
     revision order, pushed as it commits on any replica (`hub.api.watch`); an object's
     `kind` says which it is. A cluster with `spec.importNamespaces` sees only those
-    namespaces (SPEC §4.4)."""
-    scope = await store.clusters.import_scope(cluster)  # SPEC §4.4: None, every namespace
+    namespaces (docs/reference.md#scope-and-limits)."""
+    # docs/reference.md#scope-and-limits: None, every namespace
+    scope = await store.clusters.import_scope(cluster)
     if watch.watch:
         fleet = ImportFeedSource(store.import_feed)
         scoped: WatchSource = (

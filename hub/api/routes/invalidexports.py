@@ -1,8 +1,8 @@
 """`GET /api/v1/invalidexports`: ServiceExports that are `Valid=False` in their cluster.
 
 Why a ServiceExport is not exported is known only in its cluster; each agent reports its
-invalid ones in its heartbeat (SPEC §7, `mcsync exports --invalid`), so that an operator
-asks the hub once instead of every cluster. What a cluster reports may be up to one
+invalid ones in its heartbeat (docs/reference.md#cli, `mcsync exports --invalid`), so that an
+operator asks the hub once instead of every cluster. What a cluster reports may be up to one
 heartbeat interval old.
 """
 

@@ -1,4 +1,4 @@
-// One watch of the hub's change feed (SPEC §4.3), held for as long as the console is open:
+// One watch of the hub's change feed (docs/reference.md#change-feeds), held for as long as the console is open:
 // the console's whole cost to the hub is this one watcher, whatever view is shown.
 //
 // Browsers' EventSource cannot send an Authorization header, so the feed is a fetch() whose

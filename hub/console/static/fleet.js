@@ -1,6 +1,6 @@
 // What the console knows of the fleet: the clusters (a few dozen objects), and the one page
 // of services on screen. Nothing else: at 10,000 services the browser holds the 50 rows it
-// shows, the clusters and the feed (SPEC §8: "the browser never holds more than it shows").
+// shows, the clusters and the feed (docs/reference.md#console: "the browser never holds more than it shows").
 //
 // The page comes from the hub's ServiceImport list, conflicting keys first: `conflict=true`
 // from the page's start, then, when those run out before the page is full, `conflict=false`
