@@ -63,18 +63,10 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store.context import StoreContext
-from hub.store.feed import change_rows
-from hub.store.importfeed import (
-    ImportChanges,
-    Key,
-    SliceChange,
-    Triple,
-    importer_view,
-    served_ports,
-    triples_filter,
-    withheld_among,
-)
+from hub.store.importchanges import ImportChanges, SliceChange, triples_filter, withheld_among
+from hub.store.importview import Key, Triple, importer_view, served_ports
 from hub.store.locks import lock_keys, take_revisions
+from hub.store.revisions import change_rows
 from hub.store.rows import Write
 from hub.store.tables import clusters, endpoint_slices, endpoint_withdrawals
 from shared.timefmt import utcnow
