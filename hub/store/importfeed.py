@@ -204,7 +204,8 @@ class ImportFeed:
         malformed continue token or a limit below 1.
 
         `namespaces`: the importing cluster's `spec.importNamespaces` (names and `*`
-        globs, SPEC §4.4): only those namespaces' imports and slices are read (None: all).
+        globs, `docs/reference.md#scope-and-limits`): only those namespaces' imports and
+        slices are read (None: all).
         `cluster`: the importing cluster; the keys whose `mcsync.io/import-clusters` leaves
         it out are not read (`importselection`).
         """
