@@ -2,7 +2,7 @@
 Services it exports, as its agent sends them, and the fleet-wide listing of them.
 
 A slice is accepted only while its cluster exports its Service (`Conflict` otherwise, a
-409), and it goes with that export: `importfeed.follow_exports` deletes it inside the
+409), and it goes with that export: `importchanges.follow_exports` deletes it inside the
 transaction that withdraws the export (a DELETE, a sync, a cluster's deregistration).
 
 Every write is one transaction through `write_slices`, in the store-wide lock order

@@ -64,7 +64,7 @@ class ChangeRecord:
     text: str | None = None
     # Which feed the row belongs to: InternalServiceExport rows make the per-cluster
     # export feed; ServiceImport and EndpointSliceExport rows the import feed
-    # (`hub.store.importfeed`, which always gives `text`).
+    # (`hub.store.importchanges`, which always gives `text`).
     kind: str = constants.KIND_EXPORT
 
     def __post_init__(self) -> None:

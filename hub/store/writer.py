@@ -11,7 +11,7 @@ locked the clusters, `locks.lock_clusters`). The plan, step by step:
 3. **Judge** each affected key (`verdicts`): every record written, and every other export
    whose condition now reads differently, takes a revision; the ServiceImports whose
    documents change are stored; the import feed learns what the write does to it
-   (`importfeed.follow_exports`).
+   (`importchanges.follow_exports`).
 4. **Revisions**, LAST of the locks (`locks.take_revisions`): one per change, the import
    feed's first, so export records keep their transaction's newest revisions.
 5. **Write each row once**, verdict and revision included (`stamps` builds them,
