@@ -27,7 +27,7 @@ watcher has sent *everything relevant*; events move it to their own revision.
   every change of the cluster after J, in order. Then the watch replays (position, J] from
   the database, discarding anything after J that a page brings (the buffer has it). A
   replay page shorter than a page was read after J was committed — and commits happen in
-  revision order (see `hub.store.feed`) — so it saw everything ≤ J, and `position` may jump
+  revision order (see `hub.store.revisions`) — so it saw everything ≤ J, and `position` may jump
   to J. Then it sends the buffer, skipping anything ≤ `position` (a watch may start ahead
   of this replica's reader, from a revision another replica answered).
 * Idle: while the watch is attached with an empty buffer it has been handed everything of

@@ -56,13 +56,14 @@ from hub.store.errors import (
     StoreError,
 )
 from hub.store.exports import ExportStore
-from hub.store.feed import Feed, read_current_revision
+from hub.store.feed import Feed
 from hub.store.importfeed import ImportFeed
 from hub.store.imports import ImportStore
 from hub.store.invalidexports import InvalidExportStore
 from hub.store.notify import ChangeNotifier
 from hub.store.primary import DEFAULT_TIMEOUT_SECONDS, PrimaryWatch
 from hub.store.results import Page, PutResult
+from hub.store.revisions import read_current_revision
 from hub.store.tables import REVISION_ROW_ID
 from hub.store.tables import revision as revision_table
 from hub.store.usage import Quotas

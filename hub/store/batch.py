@@ -5,7 +5,7 @@ A PUT of one export costs the hub about a dozen statements (lock the cluster, lo
 key, read, write, judge, stamp, history, revision counter) and each statement costs
 about as much Python as the statement's SQL: with 64 agents writing at once, the hub
 spent ~8 ms of CPU per PUT on statement overhead and round trips (bench/put_throughput).
-Every writer also ends on the same revision-counter row (`feed.allocate_revisions`), so
+Every writer also ends on the same revision-counter row (`revisions.allocate_revisions`), so
 concurrent write transactions already ran one after another; running them *as one*
 costs no concurrency.
 

@@ -34,16 +34,11 @@ from hub.store import codec
 from hub.store.context import StoreContext
 from hub.store.errors import NotFound
 from hub.store.fanout import BufferLimits, FeedFanout, Subscription
-from hub.store.feed import (
-    ChangeRecord,
-    change_rows,
-    check_history_read,
-    read_current_revision,
-    read_retained,
-)
-from hub.store.importfeed import ImportChanges, admission, exclusion, keys_slices
+from hub.store.feed import check_history_read, read_retained
+from hub.store.importchanges import ImportChanges, admission, exclusion, keys_slices
 from hub.store.importselection import judge_cluster
 from hub.store.locks import lock_selection_exclusive, take_revisions
+from hub.store.revisions import ChangeRecord, change_rows, read_current_revision
 from hub.store.tables import changes, clusters, service_imports
 from shared import constants
 from shared.models import (

@@ -47,8 +47,8 @@ from sqlalchemy.types import Text
 
 from hub.store import paging
 from hub.store.context import StoreContext
-from hub.store.feed import read_current_revision
 from hub.store.results import Page
+from hub.store.revisions import read_current_revision
 from hub.store.tables import exports
 from shared import properties
 from shared.models import ExportConflict, PropertyConflict

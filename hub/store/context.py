@@ -18,20 +18,17 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from opentelemetry import trace
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from hub.store.db import read_transaction, write_transaction
 from hub.store.errors import DatabaseUnavailable
+from hub.store.locks import KeyLocks, PostgresLocks, SQLiteLocks
 from hub.store.notify import ChangeNotifier
 from hub.store.primary import PrimaryWatch
+from hub.store.rows import PostgresRows, RowWriter, SQLiteRows
 from hub.store.usage import Quotas
-
-if TYPE_CHECKING:
-    from hub.store.locks import KeyLocks
-    from hub.store.rows import RowWriter
 
 RESOLUTION_SPAN = "conflict resolution"
 
@@ -124,11 +121,6 @@ class StoreContext:
 def for_backend(backend: str) -> tuple[RowWriter, KeyLocks]:
     """The row writer and the locks of `backend` ("sqlite" or "postgresql"): the one place
     a back end's name is turned into its implementations."""
-    # Imported here: `locks` takes the revision counter through `feed`, which needs this
-    # module.
-    from hub.store.locks import PostgresLocks, SQLiteLocks
-    from hub.store.rows import PostgresRows, SQLiteRows
-
     if backend == "postgresql":
         return PostgresRows(), PostgresLocks()
     if backend == "sqlite":

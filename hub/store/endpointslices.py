@@ -3,7 +3,7 @@ EndpointSlices of the Services it exports, as its agent sends them, and the flee
 them.
 
 A slice is accepted only while its cluster exports its Service (`Conflict` otherwise, a
-409), and it goes with that export: `importfeed.follow_exports` deletes it inside the
+409), and it goes with that export: `importchanges.follow_exports` deletes it inside the
 transaction that withdraws the export (a DELETE, a sync, a cluster's deregistration).
 
 Every write is one transaction through `write_slices`, in the store-wide lock order
@@ -59,18 +59,11 @@ from hub.store import codec, paging
 from hub.store.batch import ClusterNotRegistered, GroupCommit
 from hub.store.context import StoreContext
 from hub.store.errors import Conflict, NotFound
-from hub.store.feed import change_rows, read_current_revision
-from hub.store.importfeed import (
-    ImportChanges,
-    Key,
-    SliceChange,
-    Triple,
-    importer_view,
-    served_ports,
-    withheld_among,
-)
+from hub.store.importchanges import ImportChanges, SliceChange, withheld_among
+from hub.store.importview import Key, Triple, importer_sees, served_ports
 from hub.store.locks import lock_clusters, lock_keys, take_revisions
 from hub.store.results import Page
+from hub.store.revisions import change_rows, read_current_revision
 from hub.store.rows import Write
 from hub.store.synclock import SyncLocks
 from hub.store.tables import endpoint_slices, exports
@@ -282,8 +275,9 @@ async def write_slices(
     )
 
     def view_of(cluster_id: str, key: Key, spec: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]:
-        imported, view = importer_view(spec, served[key].get(cluster_id))
-        return imported and (cluster_id, *key) not in withheld, view
+        return importer_sees(
+            spec, served[key].get(cluster_id), withheld=(cluster_id, *key) in withheld
+        )
 
     # --- 3. the real changes -----------------------------------------------------------------
     feed = ImportChanges()

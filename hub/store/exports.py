@@ -19,10 +19,10 @@ from hub.store import codec, paging
 from hub.store.batch import ClusterNotRegistered, WriteBatcher
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
-from hub.store.feed import read_current_revision
 from hub.store.locks import lock_cluster
 from hub.store.mutations import SURELY_WITHIN, annotations_refusal, not_found
 from hub.store.results import Page, PutResult
+from hub.store.revisions import read_current_revision
 from hub.store.syncguard import guard_sync
 from hub.store.synclock import SyncLocks
 from hub.store.tables import clusters, exports

@@ -39,7 +39,7 @@ itself, and then takes the buffer, skipping anything at or below its position. P
 always a committed revision, so that replay sees everything ≤ J.
 
 A short page read after a wake-up to revision M lets P jump to M (commits happen in
-revision order, see `hub.store.feed`); a subscriber whose buffer is empty has therefore
+revision order, see `hub.store.revisions`); a subscriber whose buffer is empty has therefore
 seen everything of its key up to P, which is what its BOOKMARKs and the feed-lag metric
 report.
 

@@ -1,37 +1,25 @@
-"""The change feed of docs/reference.md#change-feeds: one global revision, a retained history, and
-its readers.
+"""The change feed's read half: what a watch or a list reads of the one revision history
+(see `docs/reference.md#change-feeds`).
 
-Write side. Every writer takes its revisions with one statement on the one counter row
-(`allocate_revisions`, reached through `locks.take_revisions`) and then inserts one
-history row per changed record (`change_rows`) in the same transaction:
+The history is written by `hub.store.revisions` (one global revision counter, one row per
+changed record, commits in revision order, pruning past `history_limit`); this module only
+reads it, and is where a reader learns, exactly, whether a change after its revision was
+lost (→ Gone, `read_retained`, shared with the import feed's reader `hub.store.importfeed`).
 
-    UPDATE revision SET value = value + k                      -- takes the counter's row lock
-      RETURNING value, pg_notify('mcsync_changes', value)       -- NOTIFY delivered at commit
-    INSERT INTO changes … (k rows, one per changed record)
+`Feed.changes_since` replays the retained history in revision order (a watch's replay, a
+list's resume). `Feed.subscribe` hands a watch the live changes of its cluster from the
+replica's one shared reader (`hub.store.fanout`), which the ChangeNotifier wakes on this
+process's commits and, on PostgreSQL, on every replica's NOTIFY; a commit then costs one
+history read and one encoding, not one of each per watch. `event_line` is the one wire form
+of a watch event, used for the shared lines and for what a watch sends by itself (replay,
+BOOKMARK, ERROR) alike.
 
-Why the counter row decides the feed's order: its lock is held from the allocation to the
-commit, so a transaction that takes revisions later also commits later — commits happen
-in revision order. A reader that has read every change up to N therefore never sees a
-commit with a revision ≤ N appear behind it, and "resume from N" is exact. Writers take
-revisions as late as they can, after locking, reading, planning and judging
-(`hub.store.writer`, `hub.store.endpointslices`), so that only the statements writing the
-rows are serialised; taking them first would queue every key's writers behind each other
-for the whole write. On SQLite the whole transaction holds the database's single writer
-lock anyway (BEGIN IMMEDIATE), so the order is trivially the same.
-
-History retention: the last `history_limit` revisions are kept. Pruning runs inside the
-write whose allocation crosses a multiple of a step (so its cost is bounded and amortised)
-and remembers the newest pruned revision in `revision.pruned_through`, which is how a
-reader knows, exactly, whether a change after its revision was lost (→ Gone,
-`read_retained`, shared with the import feed).
-
-Read side: `Feed.changes_since` replays the retained history in revision order (a watch's
-replay, a list's resume). `Feed.subscribe` hands a watch the live changes of its cluster
-from the replica's one shared reader (`hub.store.fanout`), which the ChangeNotifier wakes
-on this process's commits and, on PostgreSQL, on every replica's NOTIFY; a commit then
-costs one history read and one encoding, not one of each per watch. `event_line` is the
-one wire form of a watch event, used for the shared lines and for what a watch sends by
-itself (replay, BOOKMARK, ERROR) alike.
+Why the cut between writing and reading is here: the readers open their own read
+transactions through the store context (`hub.store.context`), while the transaction path
+(the context's locks, `hub.store.locks`) needs the revision counter. With both halves in
+one module the store had an import circle (context → locks → feed → context); now the
+write half imports nothing of this one, as the apiserver keeps `etcd3/store.go` (writes)
+apart from `watcher.go` (watches).
 """
 
 from __future__ import annotations
@@ -42,19 +30,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import Row, Select, delete, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Row, Select, select
 
 from hub.store import codec
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import Gone
 from hub.store.fanout import BufferLimits, FeedFanout, Subscription
-from hub.store.rows import Write
+from hub.store.revisions import read_current_revision
 from hub.store.tables import REVISION_ROW_ID, changes, clusters
 from hub.store.tables import revision as revision_table
 from shared import constants
-from shared.models import InternalServiceExport, WatchEvent, to_wire
+from shared.models import WatchEvent, to_wire
 
 
 def event_line(event: WatchEvent) -> bytes:
@@ -135,101 +122,6 @@ class HistoryRow:
         obj = orjson.loads(self.text)
         obj.setdefault("status", {})["clusterState"] = self.state
         return orjson.dumps({"type": self.type, "object": obj}, option=orjson.OPT_APPEND_NEWLINE)
-
-
-@dataclass(frozen=True)
-class ChangeRecord:
-    """One record's change in a write, before its revision is known."""
-
-    type: str  # ADDED / MODIFIED / DELETED
-    cluster_id: str
-    namespace: str
-    name: str
-    # The record after the change (the last state for DELETED); None when `text` is given.
-    object: InternalServiceExport | None
-    # `codec.export_to_text(object)` when the writer has it already (`codec.export_text`).
-    text: str | None = None
-    # Which feed the row belongs to: InternalServiceExport rows make the per-cluster
-    # export feed; ServiceImport and EndpointSliceExport rows the import feed
-    # (`hub.store.importfeed`, which always gives `text`).
-    kind: str = constants.KIND_EXPORT
-
-    def __post_init__(self) -> None:
-        if self.object is None and self.text is None:
-            raise ValueError("a change needs its object or its text")
-
-    def object_text(self) -> str:
-        if self.text is not None:
-            return self.text
-        assert self.object is not None  # __post_init__
-        return codec.export_to_text(self.object)
-
-
-def prune_step(history_limit: int) -> int:
-    """How often (in revisions) a write prunes: a tenth of the history, 1..1000."""
-    return max(1, min(1000, history_limit // 10))
-
-
-async def allocate_revisions(conn: AsyncConnection, *, count: int, history_limit: int) -> int:
-    """Take `count` revisions; answer the newest. Call LAST in the write (see module doc).
-
-    The statement as SQLAlchemy says it (SQLite); PostgreSQL's adds the NOTIFY and goes on
-    the driver's connection (`locks.PostgresLocks.revisions`). Both then `prune_history`.
-    """
-    stmt = (
-        update(revision_table)
-        .where(revision_table.c.id == REVISION_ROW_ID)
-        .values(value=revision_table.c.value + count)
-        .returning(revision_table.c.value)
-    )
-    newest = int((await conn.execute(stmt)).scalar_one())
-    await prune_history(conn, newest=newest, count=count, history_limit=history_limit)
-    return newest
-
-
-async def prune_history(
-    conn: AsyncConnection, *, newest: int, count: int, history_limit: int
-) -> None:
-    """Drop the history older than the last `history_limit` revisions, when the `count`
-    revisions just taken (up to `newest`) crossed a multiple of the pruning step."""
-    step = prune_step(history_limit)
-    if (newest - count) // step != newest // step and newest > history_limit:
-        horizon = newest - history_limit
-        await conn.execute(delete(changes).where(changes.c.revision <= horizon))
-        # Only this transaction can move the watermark (it holds the counter row), and
-        # horizons only grow, so a plain assignment keeps it monotonic.
-        await conn.execute(
-            update(revision_table)
-            .where(revision_table.c.id == REVISION_ROW_ID)
-            .values(pruned_through=horizon)
-        )
-
-
-def change_rows(records: Sequence[tuple[int, ChangeRecord]]) -> Write:
-    """The history rows of (revision, change) pairs, which the watch replays; written with
-    the transaction's other rows in one `RowWriter.write`."""
-    rows = [
-        {
-            "revision": rev,
-            "cluster_id": rec.cluster_id,
-            "namespace": rec.namespace,
-            "name": rec.name,
-            "type": rec.type,
-            "object": rec.object_text(),
-            "kind": rec.kind,
-        }
-        for rev, rec in records
-    ]
-    return Write("insert", changes, rows)
-
-
-async def read_current_revision(conn: AsyncConnection) -> int:
-    value = (
-        await conn.execute(
-            select(revision_table.c.value).where(revision_table.c.id == REVISION_ROW_ID)
-        )
-    ).scalar_one()
-    return int(value)
 
 
 class Feed:

@@ -1,64 +1,37 @@
-"""The import feed's store half (docs/reference.md#import-path, #change-feeds): what every cluster
-must import, as ServiceImport and EndpointSliceExport changes in the one revision history.
+"""The import feed's read half: what a watch or a list of a cluster's imports reads (see
+`docs/reference.md#import-path` and `docs/reference.md#change-feeds`).
 
-Every write that changes a ServiceImport or an EndpointSliceExport records that change
-here, inside its own transaction, with a revision from the one global sequence (taken LAST,
-as `hub.store.feed` explains), in the `changes` table with the row's `kind`. So the import
-feed needs no second sequence and no second history: it is the same history read with
-another filter (`imports_since`), and the export feed reads it without these rows.
+The history rows are written, already cut to what importers see, by the write half
+(`hub.store.importchanges`); this module replays them from a revision (`imports_since`,
+paged by the replica's one shared reader `hub.store.fanout`, each change read and encoded
+once) and lists the store as it is now (`list_imports`), applying the same rule of what
+an importer sees (`hub.store.importview.importer_sees`), scoped to a cluster's
+`spec.importNamespaces` and `mcsync.io/import-clusters` (`hub.store.importselection`).
 
-Each EndpointSliceExport is recorded as an importing cluster must write it: its ports cut
-to those its source cluster serves in the import (the ServiceImport's `status.ports[].
-clusters` lists; a slice port matches an import port by name, since a slice carries the
-Service port's name with the *target* port number). A slice with ports of which its source
-serves none is not imported at all (docs/reference.md#import-path): its change is recorded as
-DELETED, so an importer holding an older, visible form of it drops it. Cutting at write time, once,
-rather than per watcher is what lets every agent of the fleet receive the same bytes.
-
-A write that changes a key's per-port cluster lists changes what some slices look like to
-importers although the slices themselves did not change: those slices are recorded again
-(re-sent) in the same transaction, each only when its cut form actually differs. Withdrawing
-an export withdraws its cluster's slices of that key in the same transaction.
-
-While a cluster is Stale its exports may be withheld (docs/reference.md#failover,
-`hub.store.withdrawals`, which records the events of withholding and giving back): a withheld
-export's slices are not imported (out of the list; a write of one is recorded as DELETED) and are
-not re-sent when the import's ports change. Each writer reads the rows of `endpoint_withdrawals` of
-its keys under the keys' locks (`withheld_among`).
-
-Within one transaction the import feed's changes take revisions before the transaction's
-export changes (`ImportChanges` is allocated first): a slice deletion, then the
-ServiceImport, then the slices re-sent or written. Export records keep the newest revisions
-of their transaction, as before this feed existed.
+Why the cut is here: reading needs the store context's read transactions and the fan-out,
+writing needs the keys' locks and the revision counter; neither half imports the other,
+as the apiserver keeps `watcher.go` apart from `etcd3/store.go`.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import orjson
-from pydantic import TypeAdapter
-from sqlalchemy import and_, delete, exists, false, or_, select, tuple_
+from sqlalchemy import and_, exists, false, or_, select, tuple_
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from hub.store import codec, paging
+from hub.store import paging
 from hub.store.context import StoreContext
 from hub.store.fanout import BufferLimits, FeedFanout, Subscription
-from hub.store.feed import (
-    ChangeRecord,
-    check_history_read,
-    read_current_revision,
-    read_retained,
-)
-from hub.store.importselection import ANNOTATION_AUDIENCE, excluded_at, judge_key
-from hub.store.locks import KeyRow
+from hub.store.feed import check_history_read, read_retained
+from hub.store.importselection import excluded_at
+from hub.store.importview import Key, Triple, import_text, importer_sees, served_ports, slice_text
 from hub.store.results import Page
+from hub.store.revisions import read_current_revision
 from hub.store.tables import (
     changes,
     endpoint_slices,
@@ -68,516 +41,9 @@ from hub.store.tables import (
 )
 from shared import constants
 from shared.models import EndpointSliceExport, ServiceImport, WatchEvent
-from shared.timefmt import format_millis, utcnow
-
-Key = tuple[str, str]  # (namespace, Service name)
-Triple = tuple[str, str, str]  # (cluster_id, namespace, Service name): one export's slices
 
 IMPORT_KINDS: tuple[str, str] = (constants.KIND_IMPORT, constants.KIND_ENDPOINT_SLICE)
-# The `cluster_id` of a ServiceImport's change row: it belongs to every cluster, and to no
-# cluster's export feed (no cluster can be named "").
-FLEET = ""
-
-_TIMESTAMP: TypeAdapter[datetime] = TypeAdapter(datetime)
 _LIST_KIND = "clusterimports"
-
-
-# --- cutting a slice to what its source serves -----------------------------------------------
-
-
-def served_ports(status_text: str | None) -> dict[str, frozenset[str]]:
-    """cluster → the names of the import ports it serves, from a stored import status."""
-    if not status_text:
-        return {}
-    served: dict[str, set[str]] = {}
-    for port in json.loads(status_text).get("ports", ()):
-        for cluster in port.get("clusters", ()):
-            served.setdefault(cluster, set()).add(port.get("name", ""))
-    return {cluster: frozenset(names) for cluster, names in served.items()}
-
-
-def importer_view(
-    spec: Mapping[str, Any], served: frozenset[str] | None
-) -> tuple[bool, dict[str, Any]]:
-    """(imported?, the spec as importers see it): the slice's ports cut to `served`.
-
-    A slice without ports (a Service without ports) has nothing to cut and is imported as
-    it is. A slice with ports of which its source serves none is not imported.
-    """
-    ports = spec.get("ports") or []
-    if not ports:
-        return True, dict(spec)
-    names = served or frozenset()
-    kept = [p for p in ports if p.get("name", "") in names]
-    return bool(kept), {**spec, "ports": kept}
-
-
-def _change_type(before: bool | None, after: bool) -> str:
-    """The event of a slice whose imported state goes from `before` (None: absent)."""
-    if not after:
-        return "DELETED"
-    return "MODIFIED" if before else "ADDED"
-
-
-# --- the texts of the history rows ----------------------------------------------------------
-
-
-def _annotations(changed_at: datetime | None, audience: str | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    if changed_at is not None:
-        out[constants.ANNOTATION_CHANGED_AT] = format_millis(changed_at)
-    if audience is not None:
-        out[ANNOTATION_AUDIENCE] = audience
-    return out
-
-
-def _timestamp(value: datetime | None) -> Any:
-    return None if value is None else _TIMESTAMP.dump_python(value, mode="json")
-
-
-def slice_text(
-    *,
-    namespace: str,
-    name: str,
-    resource_version: int,
-    created_at: datetime,
-    spec: Mapping[str, Any],
-    changed_at: datetime | None = None,
-    audience: str | None = None,
-) -> str:
-    """The canonical JSON of an EndpointSliceExport (as `to_wire` gives it); a change of
-    the feed carries its commit time in `mcsync.io/changed-at` (`changed_at`), a row for
-    one cluster's feed alone its name in `mcsync.io/audience` (`importselection`)."""
-    metadata: dict[str, Any] = {
-        "name": name,
-        "namespace": namespace,
-        "resourceVersion": str(resource_version),
-        "creationTimestamp": _timestamp(created_at),
-    }
-    annotations = _annotations(changed_at, audience)
-    if annotations:
-        metadata["annotations"] = annotations
-    return codec.canonical_json(
-        {
-            "apiVersion": constants.API_VERSION,
-            "kind": constants.KIND_ENDPOINT_SLICE,
-            "metadata": metadata,
-            "spec": spec,
-        }
-    )
-
-
-def import_text(
-    *,
-    namespace: str,
-    name: str,
-    resource_version: int,
-    created_at: datetime | None,
-    spec_text: str,
-    status_text: str,
-    changed_at: datetime | None = None,
-    audience: str | None = None,
-) -> str:
-    """The canonical JSON of a ServiceImport from its stored texts, without building it;
-    a change of the feed carries its commit time in `mcsync.io/changed-at`.
-
-    The cluster states of `status.clusters` are read-time facts and are not in it.
-    """
-    metadata: dict[str, Any] = {
-        "name": name,
-        "namespace": namespace,
-        "resourceVersion": str(resource_version),
-        "annotations": _annotations(changed_at, audience),
-    }
-    if created_at is not None:
-        metadata["creationTimestamp"] = _timestamp(created_at)
-    document = {
-        "apiVersion": constants.API_VERSION,
-        "kind": constants.KIND_IMPORT,
-        "metadata": metadata,
-    }
-    try:
-        return orjson.dumps(
-            {
-                **document,
-                "spec": orjson.Fragment(spec_text),
-                "status": orjson.Fragment(status_text),
-            },
-            option=orjson.OPT_SORT_KEYS,
-        ).decode()
-    except TypeError:  # what orjson refuses, the stdlib writes (see codec.canonical_json)
-        return codec.canonical_json(
-            {**document, "spec": json.loads(spec_text), "status": json.loads(status_text)}
-        )
-
-
-# --- the changes of one write transaction ---------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SliceChange:
-    """One slice's change as importers see it; `stamp`: the row takes the revision."""
-
-    type: str
-    cluster_id: str
-    namespace: str
-    name: str
-    created_at: datetime
-    view: Mapping[str, Any]
-    stamp: bool
-    # The one cluster whose feed carries this row (`importselection`); None: every one.
-    audience: str | None = None
-
-
-@dataclass(frozen=True)
-class ImportChange:
-    """One ServiceImport's change: its texts after it (the last ones for DELETED)."""
-
-    type: str
-    namespace: str
-    name: str
-    created_at: datetime | None
-    spec_text: str
-    status_text: str
-    # The one cluster whose feed carries this row (`importselection`); None: every one.
-    audience: str | None = None
-
-
-@dataclass
-class ImportChanges:
-    """The import feed's changes of one write transaction, in revision order."""
-
-    items: list[SliceChange | ImportChange] = field(default_factory=list)
-    # EndpointSliceExport rows the write deletes, per source cluster (`hub.store.usage`).
-    deleted_slices: Counter[str] = field(default_factory=Counter)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def records(
-        self, first: int
-    ) -> tuple[list[tuple[int, ChangeRecord]], dict[Key, int], list[dict[str, Any]]]:
-        """With revisions from `first` on: the history rows, each ServiceImport's revision,
-        and the `endpoint_slices` rows to update with theirs (re-sent slices). Each row carries the
-        time of this write (`mcsync.io/changed-at`): the transaction commits right after."""
-        changed_at = utcnow()
-        history: list[tuple[int, ChangeRecord]] = []
-        import_revisions: dict[Key, int] = {}
-        stamps: dict[Triple, dict[str, Any]] = {}
-        for offset, item in enumerate(self.items):
-            rev = first + offset
-            if isinstance(item, ImportChange):
-                text = import_text(
-                    namespace=item.namespace,
-                    name=item.name,
-                    resource_version=rev,
-                    created_at=item.created_at,
-                    spec_text=item.spec_text,
-                    status_text=item.status_text,
-                    changed_at=changed_at,
-                    audience=item.audience,
-                )
-                if item.audience is None:
-                    import_revisions[(item.namespace, item.name)] = rev
-                record = ChangeRecord(
-                    item.type,
-                    FLEET if item.audience is None else item.audience,
-                    item.namespace,
-                    item.name,
-                    None,
-                    text,
-                    constants.KIND_IMPORT,
-                )
-            else:
-                text = slice_text(
-                    namespace=item.namespace,
-                    name=item.name,
-                    resource_version=rev,
-                    created_at=item.created_at,
-                    spec=item.view,
-                    changed_at=changed_at,
-                    audience=item.audience,
-                )
-                record = ChangeRecord(
-                    item.type,
-                    item.cluster_id,
-                    item.namespace,
-                    item.name,
-                    None,
-                    text,
-                    constants.KIND_ENDPOINT_SLICE,
-                )
-                if item.stamp and item.audience is None:
-                    stamps[(item.cluster_id, item.namespace, item.name)] = {
-                        "cluster_id": item.cluster_id,
-                        "namespace": item.namespace,
-                        "name": item.name,
-                        "resource_version": rev,
-                    }
-            history.append((rev, record))
-        return history, import_revisions, list(stamps.values())
-
-
-def triples_filter(ctx: StoreContext, triples: Sequence[Triple]) -> Any:
-    """The slices of the exports `triples` name (`ix_endpoint_slices_service`)."""
-    columns = (
-        endpoint_slices.c.cluster_id,
-        endpoint_slices.c.namespace,
-        endpoint_slices.c.service_name,
-    )
-    return ctx.rows.where_in(columns, triples)
-
-
-async def withheld_among(
-    conn: AsyncConnection, ctx: StoreContext, triples: Sequence[Triple]
-) -> set[Triple]:
-    """Which of `triples` (cluster, namespace, Service) the import feed withholds now (one
-    indexed read); under the triples' key locks the answer holds until commit."""
-    if not triples:
-        return set()
-    found = await ctx.rows.select_in(
-        conn, endpoint_withdrawals, ("cluster_id", "namespace", "service_name"), sorted(triples)
-    )
-    return {(r["cluster_id"], r["namespace"], r["service_name"]) for r in found}
-
-
-async def follow_exports(
-    conn: AsyncConnection,
-    ctx: StoreContext,
-    *,
-    written: Mapping[Triple, str],
-    before: Mapping[Key, KeyRow | None],
-    upserts: Sequence[Mapping[str, Any]],
-    deletes: Sequence[Key],
-) -> ImportChanges:
-    """What an export write (`writer.write_exports`) does to the import feed.
-
-    `written`: each export record written → ADDED / MODIFIED / DELETED; `before`: the
-    stored ServiceImport row of each affected key as the write found it (None, or a lock
-    row with no `created_at`, when there was none); `upserts` / `deletes`: the
-    ServiceImport rows the write is about to store / remove. Deletes the withdrawn
-    exports' slices, and answers the changes to record, allocation not yet made.
-    """
-    out = ImportChanges()
-    withdrawn = [rid for rid, kind in written.items() if kind == "DELETED"]
-    added = {rid for rid, kind in written.items() if kind == "ADDED"}
-
-    def served_before(key: Key) -> dict[str, frozenset[str]]:
-        row = before.get(key)
-        return served_ports(row["status"] if row is not None and row["created_at"] else None)
-
-    # 1. A withdrawn export takes its cluster's slices of that key along.
-    if withdrawn:
-        where = triples_filter(ctx, withdrawn)
-        rows = (await conn.execute(select(endpoint_slices).where(where))).mappings().all()
-        if rows:
-            served_of: dict[Key, dict[str, frozenset[str]]] = {}
-            for row in sorted(rows, key=lambda r: (r["namespace"], r["name"], r["cluster_id"])):
-                key = (row["namespace"], row["service_name"])
-                if key not in served_of:
-                    served_of[key] = served_before(key)
-                _, view = importer_view(
-                    json.loads(row["spec"]), served_of[key].get(row["cluster_id"])
-                )
-                out.items.append(
-                    SliceChange(
-                        "DELETED",
-                        row["cluster_id"],
-                        row["namespace"],
-                        row["name"],
-                        row["created_at"],
-                        view,
-                        stamp=False,
-                    )
-                )
-            await conn.execute(delete(endpoint_slices).where(where))
-            out.deleted_slices.update(row["cluster_id"] for row in rows)
-            # A withheld export goes with its slices (an export without slices has no row).
-            withheld = (
-                endpoint_withdrawals.c.cluster_id,
-                endpoint_withdrawals.c.namespace,
-                endpoint_withdrawals.c.service_name,
-            )
-            await conn.execute(
-                delete(endpoint_withdrawals).where(ctx.rows.where_in(withheld, withdrawn))
-            )
-
-    # 2. The ServiceImports themselves.
-    for key in deletes:
-        last = before.get(key)
-        if last is not None and last["created_at"] is not None:
-            await judge_key(conn, ctx, key, before=last["spec"], after=None)
-            out.items.append(
-                ImportChange("DELETED", *key, last["created_at"], last["spec"], last["status"])
-            )
-    resend: dict[Triple, tuple[frozenset[str] | None, frozenset[str] | None]] = {}
-    gone = set(withdrawn)
-    let_in: list[tuple[Mapping[str, Any], set[str]]] = []
-    for upsert in upserts:
-        key = (upsert["namespace"], upsert["name"])
-        stored = before.get(key)
-        existed = stored is not None and stored["created_at"] is not None
-        # 2a. `mcsync.io/import-clusters` (`importselection`): the clusters the key's new
-        #     selector leaves out hear of it first, so no event of this write reaches them.
-        left, admitted = await judge_key(
-            conn,
-            ctx,
-            key,
-            before=stored["spec"] if existed and stored is not None else None,
-            after=upsert["spec"],
-        )
-        if left:
-            last = stored if existed and stored is not None else upsert
-            held = (await keys_slices(conn, ctx, [key])).get(key, [])
-            out.items.extend(exclusion(key, last, held, left))
-        if admitted:
-            let_in.append((upsert, admitted))
-        out.items.append(
-            ImportChange(
-                "MODIFIED" if existed else "ADDED",
-                *key,
-                upsert["created_at"],
-                upsert["spec"],
-                upsert["status"],
-            )
-        )
-        # 3. Which clusters' slices of the key now look different to importers.
-        old_served = served_before(key)
-        if existed and stored is not None and stored["status"] == upsert["status"]:
-            continue
-        new_served = served_ports(upsert["status"])
-        for cluster in old_served.keys() | new_served.keys():
-            rid = (cluster, *key)
-            if rid in gone or rid in added:  # slices gone above, or none yet
-                continue
-            if old_served.get(cluster) != new_served.get(cluster):
-                resend[rid] = (old_served.get(cluster), new_served.get(cluster))
-
-    # 4. Re-send those slices whose cut form changed, unless their export is withheld.
-    if resend:
-        for rid in await withheld_among(conn, ctx, sorted(resend)):
-            del resend[rid]
-    if resend:
-        where = triples_filter(ctx, sorted(resend))
-        query = select(endpoint_slices).where(where)
-        query = query.order_by(
-            endpoint_slices.c.namespace,
-            endpoint_slices.c.service_name,
-            endpoint_slices.c.cluster_id,
-            endpoint_slices.c.name,
-        )
-        for row in (await conn.execute(query)).mappings():
-            old, new = resend[(row["cluster_id"], row["namespace"], row["service_name"])]
-            spec = json.loads(row["spec"])
-            was, old_view = importer_view(spec, old)
-            now_in, view = importer_view(spec, new)
-            if (was, old_view) == (now_in, view):
-                continue
-            out.items.append(
-                SliceChange(
-                    _change_type(was, now_in),
-                    row["cluster_id"],
-                    row["namespace"],
-                    row["name"],
-                    row["created_at"],
-                    view,
-                    stamp=True,
-                )
-            )
-
-    # 5. The clusters the key's new selector lets in get it whole, as it is now.
-    if let_in:
-        held_of = await keys_slices(
-            conn, ctx, [(u["namespace"], u["name"]) for u, _ in let_in]
-        )
-        for upsert, admitted in let_in:
-            key = (upsert["namespace"], upsert["name"])
-            out.items.extend(admission(key, upsert, held_of.get(key, []), admitted))
-    return out
-
-
-async def keys_slices(
-    conn: AsyncConnection, ctx: StoreContext, keys: Sequence[Key]
-) -> dict[Key, list[RowMapping]]:
-    """Each key's stored slices whose export is not withheld, in list order: one read of
-    the slices and one of the withheld exports, however many keys."""
-    if not keys:
-        return {}
-    where = ctx.rows.where_in(
-        (endpoint_slices.c.namespace, endpoint_slices.c.service_name), sorted(set(keys))
-    )
-    rows = (
-        await conn.execute(
-            select(endpoint_slices)
-            .where(where)
-            .order_by(
-                endpoint_slices.c.namespace,
-                endpoint_slices.c.service_name,
-                endpoint_slices.c.cluster_id,
-                endpoint_slices.c.name,
-            )
-        )
-    ).mappings().all()
-    triples = sorted({(r["cluster_id"], r["namespace"], r["service_name"]) for r in rows})
-    withheld = await withheld_among(conn, ctx, triples)
-    out: dict[Key, list[RowMapping]] = {}
-    for r in rows:
-        if (r["cluster_id"], r["namespace"], r["service_name"]) not in withheld:
-            out.setdefault((r["namespace"], r["service_name"]), []).append(r)
-    return out
-
-
-def admission(
-    key: Key,
-    stored: Mapping[str, Any],
-    held: Sequence[RowMapping],
-    clusters: set[str],
-) -> list[SliceChange | ImportChange]:
-    """What each of `clusters`, let in to `key`, must hear (`importselection`): the
-    ServiceImport (`stored`: its row as it is now) and its imported slices (`held`, from
-    `keys_slices`), ADDED."""
-    served = served_ports(stored["status"])
-    items: list[SliceChange | ImportChange] = []
-    for cluster in sorted(clusters):
-        items.append(ImportChange(
-            "ADDED", *key, stored["created_at"], stored["spec"], stored["status"],
-            audience=cluster,
-        ))
-        for row in held:
-            imported, view = importer_view(json.loads(row["spec"]), served.get(row["cluster_id"]))
-            if imported:
-                items.append(SliceChange(
-                    "ADDED", row["cluster_id"], row["namespace"], row["name"],
-                    row["created_at"], view, stamp=False, audience=cluster,
-                ))
-    return items
-
-
-def exclusion(
-    key: Key,
-    stored: Mapping[str, Any],
-    held: Sequence[RowMapping],
-    clusters: set[str],
-) -> list[SliceChange | ImportChange]:
-    """What each of `clusters`, left out of `key`, must hear: a DELETED of each slice it
-    held (`held`, from `keys_slices`), then of the ServiceImport (`stored`: its row)."""
-    served = served_ports(stored["status"])
-    items: list[SliceChange | ImportChange] = []
-    for cluster in sorted(clusters):
-        for row in held:
-            _, view = importer_view(json.loads(row["spec"]), served.get(row["cluster_id"]))
-            items.append(SliceChange(
-                "DELETED", row["cluster_id"], row["namespace"], row["name"],
-                row["created_at"], view, stamp=False, audience=cluster,
-            ))
-        items.append(ImportChange(
-            "DELETED", *key, stored["created_at"], stored["spec"], stored["status"],
-            audience=cluster,
-        ))
-    return items
-
-
-# --- reading the feed --------------------------------------------------------------------
 
 
 def namespace_filter(column: Any, patterns: Sequence[str]) -> Any:
@@ -738,9 +204,10 @@ class ImportFeed:
         malformed continue token or a limit below 1.
 
         `namespaces`: the importing cluster's `spec.importNamespaces` (names and `*`
-        globs, docs/reference.md#scope-and-limits): only those namespaces' imports and slices are
-        read (None: all). `cluster`: the importing cluster; the keys whose
-        `mcsync.io/import-clusters` leaves it out are not read (`importselection`).
+        globs, `docs/reference.md#scope-and-limits`): only those namespaces' imports and
+        slices are read (None: all).
+        `cluster`: the importing cluster; the keys whose `mcsync.io/import-clusters` leaves
+        it out are not read (`importselection`).
         """
         paging.check_limit(limit)
         after: tuple[str, ...] | None = None
@@ -855,10 +322,12 @@ class ImportFeed:
             for row in rows:
                 sort_key = (row["namespace"], row["service_name"], row["cluster_id"], row["name"])
                 last = sort_key
-                if (row["cluster_id"], row["namespace"], row["service_name"]) in withheld:
-                    continue
                 served = served_ports(row["status"]).get(row["cluster_id"])
-                imported, view = importer_view(json.loads(row["spec"]), served)
+                imported, view = importer_sees(
+                    json.loads(row["spec"]),
+                    served,
+                    withheld=(row["cluster_id"], row["namespace"], row["service_name"]) in withheld,
+                )
                 if not imported:
                     continue
                 item = EndpointSliceExport.model_validate_json(

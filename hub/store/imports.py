@@ -16,8 +16,8 @@ from hub.store import codec, paging
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
 from hub.store.errors import NotFound
-from hub.store.feed import read_current_revision
 from hub.store.results import Page
+from hub.store.revisions import read_current_revision
 from hub.store.tables import clusters, exports, service_imports
 from shared.models import ObjectMeta, ServiceImport, ServiceImportSpec
 

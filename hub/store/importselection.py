@@ -15,7 +15,7 @@ the object carries `mcsync.io/audience: <cluster>`, and a ServiceImport row's `c
 is that cluster, so a watch finds its own with the history's index):
 
 * a key's selector changes (an export write; `judge_key`, called by
-  `importfeed.follow_exports` under the key's lock): every cluster is judged against the
+  `importchanges.follow_exports` under the key's lock): every cluster is judged against the
   new selector — O(clusters), for a change that is rare;
 * a cluster's properties change (`judge_cluster`, `clusterproperties`): that cluster is
   judged against every key that has a selector — O(keys with a selector), never the fleet.

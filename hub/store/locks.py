@@ -65,8 +65,8 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store.errors import NotFound
-from hub.store.feed import allocate_revisions, prune_history
 from hub.store.notify import CHANNEL
+from hub.store.revisions import allocate_revisions, prune_history
 from hub.store.rows import PostgresRows, SQLiteRows, fetch
 from hub.store.tables import REVISION_ROW_ID, clusters, service_imports
 from hub.store.tables import revision as revision_table

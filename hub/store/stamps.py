@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hub.store import codec
-from hub.store.feed import ChangeRecord
 from hub.store.mutations import Entry, Mutation, Plan
+from hub.store.revisions import ChangeRecord
 from hub.store.verdicts import Change
 from shared.models import (
     Condition,

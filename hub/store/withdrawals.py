@@ -19,7 +19,7 @@ import feed as DELETED events and out of the import list (`importfeed` skips the
 come back as ADDED events when the row goes. Deleting, not rewriting them not-ready, is
 docs/decisions.md's choice. Every row is written and removed under its key's lock
 (`locks.lock_keys`) in the transaction that records those events, and every writer of the
-feed (`importfeed.follow_exports`, `endpointslices.write_slices`) reads the rows of its
+feed (`importchanges.follow_exports`, `endpointslices.write_slices`) reads the rows of its
 keys under the same locks: a slice written while its export is withheld is recorded as
 DELETED, a withheld export's slices are not re-sent when the import's ports change, and an
 export withdrawn takes its row along.
@@ -63,18 +63,10 @@ from sqlalchemy import func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store.context import StoreContext
-from hub.store.feed import change_rows
-from hub.store.importfeed import (
-    ImportChanges,
-    Key,
-    SliceChange,
-    Triple,
-    importer_view,
-    served_ports,
-    triples_filter,
-    withheld_among,
-)
+from hub.store.importchanges import ImportChanges, SliceChange, triples_filter, withheld_among
+from hub.store.importview import Key, Triple, importer_view, served_ports
 from hub.store.locks import lock_keys, take_revisions
+from hub.store.revisions import change_rows
 from hub.store.rows import Write
 from hub.store.tables import clusters, endpoint_slices, endpoint_withdrawals
 from shared.timefmt import utcnow

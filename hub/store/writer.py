@@ -12,7 +12,7 @@ locked the clusters, `locks.lock_clusters`). The plan, step by step:
 3. **Judge** each affected key (`verdicts`): every record written, and every other export
    whose condition now reads differently, takes a revision; the ServiceImports whose
    documents change are stored; the import feed learns what the write does to it
-   (`importfeed.follow_exports`).
+   (`importchanges.follow_exports`).
 4. **Revisions**, LAST of the locks (`locks.take_revisions`): one per change, the import
    feed's first, so export records keep their transaction's newest revisions.
 5. **Write each row once**, verdict and revision included (`stamps` builds them,
@@ -34,12 +34,12 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from hub.store import importfeed, stamps
+from hub.store import importchanges, stamps
 from hub.store.context import StoreContext
 from hub.store.errors import StoreError
-from hub.store.feed import change_rows
 from hub.store.locks import Key, lock_keys, take_revisions
 from hub.store.mutations import Mutation, MutationResult, plan
+from hub.store.revisions import change_rows
 from hub.store.rows import Write
 from hub.store.tables import endpoint_slices, exports, service_imports
 from hub.store.usage import Allowance, usage_write
@@ -89,7 +89,7 @@ async def write_exports(
     judged = judge_plan(ctx.instruments, p)  # 3.
     changes = verdict_changes(p, judged, now, order={m.record_id: i for i, m in enumerate(live)})
     imports = import_rows(judged, before, now)
-    feed = await importfeed.follow_exports(
+    feed = await importchanges.follow_exports(
         conn, ctx, written=p.written, before=before, upserts=imports, deletes=p.empty
     )
     newest = await take_revisions(conn, ctx, len(feed) + len(changes))  # 4.

@@ -189,7 +189,7 @@ def _scenario() -> list[tuple[str, list[InternalServiceExport]]]:
 async def _run_and_dump(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     monkeypatch.setattr("hub.store.exports.utcnow", lambda: NOW)
     # The import feed's rows carry their write time (`mcsync.io/changed-at`): one clock.
-    monkeypatch.setattr("hub.store.importfeed.utcnow", lambda: NOW)
+    monkeypatch.setattr("hub.store.importchanges.utcnow", lambda: NOW)
     for cluster, items in _scenario():
         await store.exports.sync(cluster, items)
     async with store.engine.connect() as conn:

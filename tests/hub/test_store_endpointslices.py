@@ -17,7 +17,8 @@ from sqlalchemy import func, select
 from hub.store import Conflict, Gone, NotFound, Store
 from hub.store import endpointslices as endpointslices_module
 from hub.store.feed import event_line
-from hub.store.importfeed import ImportRow, importer_view, served_ports
+from hub.store.importfeed import ImportRow
+from hub.store.importview import importer_view, served_ports
 from hub.store.tables import changes, endpoint_slices, service_imports
 from shared.models import EndpointSliceExport, ServiceImport
 from tests.hub.test_store_support import at, make_export, open_store, port, register
