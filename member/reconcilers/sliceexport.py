@@ -78,19 +78,28 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from opentelemetry import trace
 from pydantic import ValidationError
 
+from member.controller import (
+    ENDPOINT_SLICES,
+    HUB_RECORDS,
+    SERVICE_EXPORTS,
+    SERVICES,
+    Controller,
+    Event,
+    Watch,
+)
 from member.exportspec import validate
-from member.heartbeat import VersionGate
 from member.hubclient import HubConflict, HubRejected, HubUnavailable
+from member.hubfeed import record_key
+from member.informer import namespaced_key
 from member.kube.events import EventRecorder
-from member.metrics import AgentMetrics
-from member.reconcilers.export import Lister
+from member.reconcilers.export import ExportParts, Lister
 from member.reconcilers.instrumented import (
     OUTCOME_ERROR,
     OUTCOME_NOT_LEADING,
@@ -98,7 +107,7 @@ from member.reconcilers.instrumented import (
     declare_series,
     run_reconcile,
 )
-from member.withdrawalguard import WithdrawalGuard
+from member.workqueue import WorkQueue
 from shared.constants import (
     ENDPOINTSLICE_MANAGER,
     LABEL_ENDPOINTSLICE_MANAGED_BY,
@@ -430,38 +439,31 @@ class SliceExportReconciler:
 
     def __init__(
         self,
+        parts: ExportParts,
         *,
-        cluster_id: str,
-        service_exports: Lister,
-        services: Lister,
         slices: SliceSource,
         hub_view: RecordView,
         hub: SliceHub,
         sent: SentSlices,
-        gate: VersionGate,
-        deny_namespaces: Iterable[str],
-        metrics: AgentMetrics,
-        may_write: Callable[[], bool] = lambda: True,
-        tracer: trace.Tracer | None = None,
         events: EventRecorder | None = None,
-        guard: WithdrawalGuard | None = None,
     ) -> None:
-        self._cluster_id = cluster_id
+        self._cluster_id = parts.cluster_id
         self._events = events
         # (key, slice name) -> the refusal last reported for it: one Event per refusal.
         self._reported: dict[tuple[str, str], tuple[str, str]] = {}
         self._reported_lock = threading.Lock()
-        self._guard = guard
-        self._exports = service_exports
-        self._services = services
+        self._guard = parts.guard
+        self._exports = parts.service_exports
+        self._services = parts.services
         self._slices = slices
         self._hub_view = hub_view
         self._hub = hub
         self._sent = sent
-        self._gate = gate
-        self._deny = frozenset(deny_namespaces)
-        self._metrics = metrics
-        self._may_write = may_write
+        self._gate = parts.gate
+        self._deny = parts.deny_namespaces
+        self._metrics = metrics = parts.metrics
+        self._may_write = parts.may_write
+        tracer = parts.tracer
         self._tracer = tracer if tracer is not None else trace.get_tracer("mcsync.agent")
         self._live_lock = threading.Lock()
         self._live_waits: set[str] = set()  # keys whose live change awaits the hub's record
@@ -827,3 +829,70 @@ def _first_error(exc: ValidationError) -> str:
     first = errors[0]
     where = ".".join(str(part) for part in first.get("loc", ()))
     return f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
+
+
+def slice_controller(
+    reconciler: SliceExportReconciler,
+    queue: WorkQueue,
+    *,
+    slices: SlicesByService,
+    sent: SentSlices,
+    in_scope: Callable[[str], bool],
+) -> Controller:
+    """The slice controller: for EndpointSlices (keyed by their Service), watching Services,
+    ServiceExports and the hub's records too, since each changes what a Service's slices
+    should be on the hub. Why list events wait for the first repair and why a hub record's
+    event is live only when a live change waits for it: this module's docstring."""
+
+    def queue_slices(key: str, bulk: bool) -> list[tuple[str, bool]]:
+        if bulk and not sent.primed:
+            return []  # the first slice repair queues every key
+        if not bulk:
+            reconciler.note_live_change(key)
+        return [(key, bulk)]
+
+    def by_namespaced_key(event: Event) -> list[tuple[str, bool]]:
+        obj = event.obj
+        return [] if obj is None else queue_slices(namespaced_key(obj), event.from_relist)
+
+    def by_service_of_slice(event: Event) -> list[tuple[str, bool]]:
+        return [pair for key in slices.observe(event.old, event.new)
+                for pair in queue_slices(key, event.from_relist)]
+
+    def by_hub_record(event: Event) -> list[tuple[str, bool]]:
+        obj = event.obj
+        if obj is None:
+            return []
+        key = record_key(obj)
+        if not in_scope(key):
+            return []
+        # Live only when a live change in the cluster waits for this record; else it is
+        # the echo of our own bulk work.
+        live = not event.from_relist and reconciler.export_arrived(key)
+        return [(key, not live)] if live or sent.primed else []
+
+    def reconcile(key: str) -> None:
+        try:
+            if key != REPAIR_KEY:
+                reconciler.reconcile(key)
+                return
+            repaired = reconciler.repair()
+            for found in repaired.live:
+                queue.add(found)
+            for found in repaired.bulk:
+                if in_scope(found):
+                    queue.add(found, bulk=True)
+        except NotLeading:
+            logger.debug("%s: abandoned, this replica stopped leading", key)
+
+    return Controller(
+        name=CONTROLLER,
+        queue=queue,
+        reconcile=reconcile,
+        for_=Watch(ENDPOINT_SLICES, by_service_of_slice),
+        watches=(
+            Watch(SERVICES, by_namespaced_key),
+            Watch(SERVICE_EXPORTS, by_namespaced_key),
+            Watch(HUB_RECORDS, by_hub_record),
+        ),
+    )

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 from member.heartbeat import VersionGate
 from member.hubclient import HubConflict, HubRejected, HubUnavailable
 from member.metrics import AgentMetrics
+from member.reconcilers.export import ExportParts
 from member.reconcilers.sliceexport import (
     OUTCOME_AWAITING_EXPORT,
     OUTCOME_DEFERRED,
@@ -147,16 +148,18 @@ class World:
         self.index = SlicesByService(self.slice_cache)
         self.metrics = AgentMetrics(registry=self.registry)
         self.reconciler = SliceExportReconciler(
-            cluster_id=CLUSTER,
-            service_exports=self.exports,
-            services=self.services,
+            ExportParts(
+                cluster_id=CLUSTER,
+                service_exports=self.exports,
+                services=self.services,
+                gate=self.gate,
+                deny_namespaces=frozenset({"kube-system"}),
+                metrics=self.metrics,
+            ),
             slices=self.index,
             hub_view=self,
             hub=self.hub,
             sent=self.sent,
-            gate=self.gate,
-            deny_namespaces=["kube-system"],
-            metrics=self.metrics,
         )
         self.reconciler.repair()  # the agent has started: the hub holds nothing from it yet
 
