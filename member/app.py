@@ -14,9 +14,9 @@
 * EndpointSlices (SPEC §2.8) have a queue of their own, keyed by the same Service key: a
   Service, ServiceExport or hub record event queues the key in both, a slice event in the
   slice queue only. Why two queues, and how the slices' repair runs as a queue item, is
-  `member.reconcilers.sliceexport`'s docstring. A hub record that goes (the hub withdrew
+  `member.export.sliceexport`'s docstring. A hub record that goes (the hub withdrew
   its slices with it) makes the slice reconciler forget what it had sent of that Service.
-* Import (SPEC §2.8) is `member.importer`: its own informers (the hub's import feed, the
+* Import (SPEC §2.8) is `member.imports.importer`: its own informers (the hub's import feed, the
   cluster's ServiceImports, managed Services and EndpointSlices, Namespaces), three queues
   and three reconcilers, started and stopped with leadership like the export workers;
   `--no-import` leaves it out.
@@ -73,10 +73,14 @@ from member.controller import (
     dispatch,
 )
 from member.duration import DurationRecorder
+from member.export.sentslices import SentSlices
+from member.export.serviceexport import ExportParts, ExportReconciler, export_controller
+from member.export.sliceexport import REPAIR_KEY, SliceExportReconciler, slice_controller
+from member.export.sliceindex import SlicesByService
 from member.heartbeat import HeartbeatLoop, VersionGate
 from member.hubclient import HubClient, HubClientConfig, idle_connection_seconds
 from member.hubfeed import HubExportListWatch, HubView, record_key
-from member.importer import Importer
+from member.imports.importer import Importer
 from member.informer import Informer, namespaced_key
 from member.invalidexports import InvalidExportsReporter
 from member.kube.client import discover_serviceexport_version, load_api_client
@@ -92,14 +96,6 @@ from member.metrics import AgentMetrics
 from member.namespaced import NamespacedLister, per_namespace
 from member.propertiesfeed import PropertiesFeed
 from member.propertiesreport import PropertiesReporter
-from member.reconcilers.export import ExportParts, ExportReconciler, export_controller
-from member.reconcilers.sliceexport import (
-    REPAIR_KEY,
-    SentSlices,
-    SliceExportReconciler,
-    SlicesByService,
-    slice_controller,
-)
 from member.settings import AgentSettings
 from member.transform import (
     transform_endpointslice,
@@ -255,7 +251,7 @@ class Agent:
         # docs/reference.md#cluster-properties: this cluster's properties (its About API)
         # and the fleet's (the hub's feed), which cluster selection reads.
         self.fleet_properties = FleetPropertiesView(self.cluster_id)
-        # Import (SPEC §2.8): its own informers, queues and reconcilers (`member.importer`).
+        # Import (SPEC §2.8): its own informers, queues and reconcilers (`member.imports.importer`).
         self.importer: Importer | None = None
         if not settings.no_import:
             self.importer = Importer(

@@ -19,18 +19,18 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from member.duration import DurationRecorder
+from member.export.serviceexport import (
+    OUTCOME_EXPORTED,
+    OUTCOME_UP_TO_DATE,
+    ExportParts,
+    ExportReconciler,
+)
 from member.heartbeat import VersionGate
 from member.hubclient import HubClient
 from member.hubfeed import HubView
 from member.kube.events import EventRecorder
 from member.kube.resources import ServiceExportClient
 from member.metrics import AgentMetrics
-from member.reconcilers.export import (
-    OUTCOME_EXPORTED,
-    OUTCOME_UP_TO_DATE,
-    ExportParts,
-    ExportReconciler,
-)
 from shared import conditions as c
 from shared.constants import (
     ANNOTATION_EXPORTED_SINCE,

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
+from member.export.serviceexport import ExportParts
+from member.export.sliceexport import REASON_REJECTED, SliceExportReconciler
 from member.hubclient import HubRejected
-from member.reconcilers.export import ExportParts
-from member.reconcilers.sliceexport import REASON_REJECTED, SliceExportReconciler
 from shared.models import EndpointSliceExport
 from tests.member.test_sliceexport import KEY, FakeHub, World, endpointslice
 
