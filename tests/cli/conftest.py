@@ -27,6 +27,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.processes import spawn
+
 REPO = Path(__file__).resolve().parents[2]
 READY_DEADLINE_SECONDS = 60.0
 CLI_DEADLINE_SECONDS = 60.0
@@ -128,7 +130,7 @@ def running_hub(
         {"MCSYNC_ADMIN_TOKEN": admin, "MCSYNC_READER_TOKEN": reader, **(extra_env or {})}
     )
     with log_path.open("wb") as log:
-        process = subprocess.Popen(
+        process = spawn(
             command, cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT
         )
     try:

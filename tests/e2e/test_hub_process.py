@@ -22,6 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.processes import spawn
+
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
@@ -62,7 +64,7 @@ class HubProcess:
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("MCSYNC_", "OTEL_"))}
         clean.update({"PYTHONPATH": str(REPO), **(env or {})})
         self._log = self.log_path.open("w")
-        self.process = subprocess.Popen(
+        self.process = spawn(
             [
                 sys.executable,
                 "-m",

@@ -35,6 +35,7 @@ from tests.helm.test_dashboard import queries
 from tests.kube.fixtures import FIXTURE_NAMESPACES, start_emulator_process
 from tests.member import agent_support
 from tests.member.agent_support import AgentProcess, HubProcess, free_port, wait_for
+from tests.support.processes import spawn
 
 CLUSTER = "west"
 SCRAPE = "1s"
@@ -75,7 +76,7 @@ def start_prometheus(directory: Path, *, hub: HubProcess, agent_port: int) -> Pr
     }
     (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
     log = (directory / "prometheus.log").open("ab")
-    process = subprocess.Popen(
+    process = spawn(
         [prometheus_binary("prometheus"), f"--config.file={directory / 'prometheus.yml'}",
          f"--storage.tsdb.path={directory / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
         stdout=log, stderr=subprocess.STDOUT,

@@ -26,6 +26,7 @@ import yaml
 
 from tests.cli.conftest import REPO, clean_env, cli_command, ok, run_cli
 from tests.member.agent_support import wait_for
+from tests.support.processes import spawn
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = [pytest.mark.e2e, pytest.mark.slow,
@@ -76,7 +77,7 @@ class Launched:
     """The running `mcsync sandbox` process and the `key: value` lines it printed."""
 
     def __init__(self) -> None:
-        self.process = subprocess.Popen(
+        self.process = spawn(
             cli_command("sandbox"), env=clean_env(), cwd=REPO, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, start_new_session=True)
         self.lines: dict[str, str] = {}

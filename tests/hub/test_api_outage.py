@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+import pytest
 
 from hub.app import create_app
 from hub.store import Store, migrate
@@ -111,6 +112,7 @@ async def test_outage_answers_503_with_retry_after_then_recovers(database_url: s
         assert 'mcsync_hub_exports{verdict="no_conflict"} 1.0' in scrape.text
 
 
+@pytest.mark.empty_database  # it migrates the database itself, while the hub serves
 async def test_readyz_is_503_until_the_schema_is_at_head(database_url: str) -> None:
     store = await Store.open(database_url)  # an empty database: no migrations applied
     app = create_app(settings_for(database_url), store=store)

@@ -38,7 +38,8 @@ def postgres_answers() -> bool:
     ("migrate", f"{PG}/no_such_db_{uuid.uuid4().hex[:8]}", "does not exist: create it"),
     ("serve", f"postgresql://no_such_role_{uuid.uuid4().hex[:8]}@127.0.0.1:5432/test",
      "does not exist: create the role"),
-])
+], ids=["serve-no-database", "migrate-no-database", "serve-no-role"])  # fixed: xdist workers
+# must collect the same test ids, and the names above are random
 def test_a_refused_database_or_role_is_one_line_and_exit_3(
         tmp_path: Path, command: str, url: str, says: str) -> None:
     done = run_hub([command, "--database-url", url, "--port", str(free_port())], cwd=tmp_path) \

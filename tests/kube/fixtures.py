@@ -43,6 +43,7 @@ from sandbox.emulator.kubeconfig import write_kubeconfig
 from sandbox.emulator.resources import DEFAULT_MCS_VERSIONS
 from sandbox.emulator.server import EmulatorServer
 from sandbox.emulator.state import EmulatorState
+from tests.support.processes import spawn
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Namespaces every fixture cluster has besides the system ones: where mcsync is installed.
@@ -199,7 +200,7 @@ def start_emulator_process(
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    process = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+    process = spawn(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
                                text=True)
     stdout = process.stdout
     assert stdout is not None

@@ -4,6 +4,8 @@
   tmp_path (or any `database` URL given to `HubProcess`), admin and reader tokens from
   `MCSYNC_ADMIN_TOKEN` / `MCSYNC_READER_TOKEN`; `register(cluster)` answers a member
   token. `stop()` / `start()` restart it on the same port and database (hub outages).
+  (tests/member's own `hub_process` and `backend_hub` serve the same hub from the test
+  process, `tests/support/inprocess_hub.py`: those tests do not test the hub's process.)
 * `agent_factory(...)` — `python -m member` processes against an emulated cluster
   (`tests/kube`) and the hub (`new_agent(...)` outside a test's own fixtures); `.metric()`
   reads its `/metrics`, `.settled()` says its work queue is drained, `.stop()` sends SIGTERM
@@ -11,6 +13,8 @@
 * `wait_for(...)` polls a condition with a generous deadline; tests never sleep-and-hope.
 
 Every process writes its log to a file in tmp_path; a failed wait prints the logs' tails.
+Processes start in process groups of their own (`tests.support.processes.spawn`), killed
+at the latest when pytest exits or is interrupted.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.processes import spawn
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -132,7 +138,7 @@ class HubProcess:
             "--port", str(self.port), "--database-url", self.database_url, *self.extra_args,
         ]
         log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
+        self.process = spawn(
             cmd, cwd=REPO_ROOT,
             env=_env(MCSYNC_ADMIN_TOKEN=self.admin_token, MCSYNC_READER_TOKEN=self.reader_token),
             stdout=log, stderr=subprocess.STDOUT,
@@ -241,7 +247,7 @@ class AgentProcess:
 
     def start(self, *, wait_ready: bool = True) -> AgentProcess:
         log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
+        self.process = spawn(
             [sys.executable, "-m", "member", *self.args],
             cwd=REPO_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
         )

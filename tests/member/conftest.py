@@ -8,10 +8,14 @@ from tests.kube.fixtures import (  # noqa: F401
     kube_cluster_factory,
 )
 
-# Agent end-to-end support: a real hub process (`python -m hub serve`, SQLite in tmp_path)
-# and agents as real `python -m member` processes; helpers in tests/member/agent_support.py.
-from tests.member.agent_support import agent_factory, backend_hub, hub_process  # noqa: F401
+# Agent end-to-end support: agents as real `python -m member` processes (helpers in
+# tests/member/agent_support.py) against the hub these tests do not test the process of:
+# what `mcsync-hub serve` runs, served from the test process (tests/support/inprocess_hub.py).
+# tests/e2e and tests/reliability keep the hub process.
+from tests.member.agent_support import agent_factory  # noqa: F401
 from tests.member.informer_support import stop  # noqa: F401
+from tests.support.inprocess_hub import inprocess_backend_hub as backend_hub  # noqa: F401
+from tests.support.inprocess_hub import inprocess_hub as hub_process  # noqa: F401
 
 
 @pytest.fixture
