@@ -21,7 +21,7 @@ what an importing agent reads). Then, `--rounds` times:
   (`return_seconds`).
 
 The importing agents' Kubernetes writes are one per event they receive for the victim's
-slices (a DELETED deletes the mirrored slice, an ADDED creates it; `member/importer.py`
+slices (a DELETED deletes the mirrored slice, an ADDED creates it; `member/imports/importer.py`
 writes nothing else for them): the benchmark counts every event each watch received in
 each phase (`events_per_importer_*`), which is the writes' upper bound, and the
 victim's slice events among them.

@@ -14,12 +14,17 @@
 * EndpointSlices (docs/reference.md#import-path) have a queue of their own, keyed by the same
   Service key: a Service, ServiceExport or hub record event queues the key in both, a slice event in
   the slice queue only. Why two queues, and how the slices' repair runs as a queue item, is
-  `member.reconcilers.sliceexport`'s docstring. A hub record that goes (the hub withdrew
+  `member.export.sliceexport`'s docstring. A hub record that goes (the hub withdrew
   its slices with it) makes the slice reconciler forget what it had sent of that Service.
-* Import (docs/reference.md#import-path) is `member.importer`: its own informers (the hub's import
-  feed, the cluster's ServiceImports, managed Services and EndpointSlices, Namespaces), three queues
-  and three reconcilers, started and stopped with leadership like the export workers;
+* Import (docs/reference.md#import-path) is `member.imports.importer`: its own informers (the hub's
+  import feed, the cluster's ServiceImports, managed Services and EndpointSlices, Namespaces), three
+  queues and three reconcilers, started and stopped with leadership like the export workers;
   `--no-import` leaves it out.
+* Each controller declares what it watches and how events map to its queue keys beside its
+  reconcile (`member.controller`; `export_controller`, `slice_controller`), as
+  controller-runtime's builder does; here the informers are built once per kind and every
+  event goes to the controllers that watch that kind, after the notes the agent keeps
+  (the withdrawal guard's, the hub view's settled writes, the importer's other Services).
 * Workers start only once every informer has synced. Before that, a key the hub knows and
   the ServiceExport cache does not *yet* know would look like an orphan and be deleted.
 * After every hub (re)list, and at the start of every leadership term, every key known on
@@ -59,11 +64,23 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from member.clusteridentity import AboutApi, ClustersetProperty, resolve_cluster_id
 from member.clusterproperties import FleetPropertiesView
+from member.controller import (
+    ENDPOINT_SLICES,
+    HUB_RECORDS,
+    SERVICE_EXPORTS,
+    SERVICES,
+    Event,
+    dispatch,
+)
 from member.duration import DurationRecorder
+from member.export.sentslices import SentSlices
+from member.export.serviceexport import ExportParts, ExportReconciler, export_controller
+from member.export.sliceexport import REPAIR_KEY, SliceExportReconciler, slice_controller
+from member.export.sliceindex import SlicesByService
 from member.heartbeat import HeartbeatLoop, VersionGate
 from member.hubclient import HubClient, HubClientConfig, idle_connection_seconds
 from member.hubfeed import HubExportListWatch, HubView, record_key
-from member.importer import Importer
+from member.imports.importer import Importer
 from member.informer import Informer, namespaced_key
 from member.invalidexports import InvalidExportsReporter
 from member.kube.client import discover_serviceexport_version, load_api_client
@@ -79,13 +96,6 @@ from member.metrics import AgentMetrics
 from member.namespaced import NamespacedLister, per_namespace
 from member.propertiesfeed import PropertiesFeed
 from member.propertiesreport import PropertiesReporter
-from member.reconcilers.export import ExportReconciler, NotLeading
-from member.reconcilers.sliceexport import (
-    REPAIR_KEY,
-    SentSlices,
-    SliceExportReconciler,
-    SlicesByService,
-)
 from member.settings import AgentSettings
 from member.transform import (
     transform_endpointslice,
@@ -186,7 +196,9 @@ class Agent:
             namespaces,
             name="services",
             list_watch=lambda ns: ServiceListWatch(self.api, namespace=ns),
-            handler=self._on_service_event,
+            # The controllers are declared below (they read the listers built on these
+            # informers); their handlers are looked up when the first event comes.
+            handler=lambda *event: self._handlers[SERVICES](*event),
             watch_timeout_seconds=timeout,
             transform=transform_service,
         )
@@ -196,7 +208,7 @@ class Agent:
             list_watch=lambda ns: ServiceExportListWatch(
                 self.api, version=self.mcs_version, namespace=ns
             ),
-            handler=self._on_export_event,
+            handler=lambda *event: self._handlers[SERVICE_EXPORTS](*event),
             watch_timeout_seconds=timeout,
             transform=transform_service_export,
         )
@@ -204,14 +216,14 @@ class Agent:
             namespaces,
             name="endpointslices",
             list_watch=lambda ns: EndpointSliceListWatch(self.api, namespace=ns),
-            handler=self._on_slice_event,
+            handler=lambda *event: self._handlers[ENDPOINT_SLICES](*event),
             watch_timeout_seconds=timeout,
             transform=transform_endpointslice,
         )
         self.hub_informer = Informer(
             name="hub",
             list_watch=HubExportListWatch(self.hub),
-            handler=self._on_hub_event,
+            handler=lambda *event: self._handlers[HUB_RECORDS](*event),
             watch_timeout_seconds=timeout,
             key_func=record_key,
             on_list=self._repair,
@@ -241,7 +253,7 @@ class Agent:
         # and the fleet's (the hub's feed), which cluster selection reads.
         self.fleet_properties = FleetPropertiesView(self.cluster_id)
         # Import (docs/reference.md#import-path): its own informers, queues and reconcilers
-        # (`member.importer`).
+        # (`member.imports.importer`).
         self.importer: Importer | None = None
         if not settings.no_import:
             self.importer = Importer(
@@ -289,10 +301,20 @@ class Agent:
                 synced=lambda: all(i.has_synced() for i in self.export_informers.values()),
             ),
         )
-        self.reconciler = ExportReconciler(
+        # What both export reconcilers share, passed once (`ExportParts`).
+        parts = ExportParts(
             cluster_id=self.cluster_id,
             service_exports=self.service_exports,
             services=self.services,
+            gate=self.gate,
+            deny_namespaces=frozenset(settings.deny_namespace),
+            metrics=self.metrics,
+            may_write=self._leading.is_set,
+            tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
+            guard=self.guard,
+        )
+        self.reconciler = ExportReconciler(
+            parts,
             hub_view=self.hub_view,
             hub=self.hub,
             writer=ServiceExportClient(self.api, version=self.mcs_version),
@@ -302,29 +324,31 @@ class Agent:
                 histogram=self.metrics.export_duration,
                 cluster_id=self.cluster_id,
             ),
-            gate=self.gate,
-            deny_namespaces=settings.deny_namespace,
-            metrics=self.metrics,
-            may_write=self._leading.is_set,
-            tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
-            guard=self.guard,
         )
         self.slice_reconciler = SliceExportReconciler(
-            cluster_id=self.cluster_id,
-            service_exports=self.service_exports,
-            services=self.services,
+            parts,
             slices=self.slices,
             hub_view=self.hub_view,
             hub=self.hub,
             sent=self.sent_slices,
-            gate=self.gate,
-            deny_namespaces=settings.deny_namespace,
-            metrics=self.metrics,
-            may_write=self._leading.is_set,
-            tracer=trace.get_tracer("mcsync.agent", tracer_provider=tracer_provider),
             events=self.events,
-            guard=self.guard,
         )
+        # Each controller declares what it watches beside its reconcile (`member.controller`);
+        # here every event of a source goes to the controllers that watch it.
+        self.controllers = [
+            export_controller(self.reconciler, self.queue, in_scope=self._in_scope),
+            slice_controller(self.slice_reconciler, self.slice_queue, slices=self.slices,
+                             sent=self.sent_slices, in_scope=self._in_scope),
+        ]
+        observers: dict[str, list[Callable[[Event], None]]] = {
+            SERVICES: [self._on_other_service],
+            SERVICE_EXPORTS: [self._note_export],
+            HUB_RECORDS: [self._on_hub_record],
+        }
+        self._handlers = {
+            source: dispatch(self.controllers, source, observers.get(source, ()))
+            for source in (SERVICES, SERVICE_EXPORTS, ENDPOINT_SLICES, HUB_RECORDS)
+        }
         self.elector: LeaderElector | None = None
         if settings.leader_elect:
             lease = settings.lease_duration
@@ -437,17 +461,15 @@ class Agent:
                 self.importer.repair()
             self._workers = [
                 *(self.importer.start_workers(self._worker_stop) if self.importer else []),
-                *run_workers(
-                    self.queue,
-                    process=self._process,
-                    workers=self.settings.workers,
-                    stop=self._worker_stop,
-                ),
-                *run_workers(
-                    self.slice_queue,
-                    process=self._process_slices,
-                    workers=self.settings.workers,
-                    stop=self._worker_stop,
+                *(
+                    thread
+                    for controller in self.controllers
+                    for thread in run_workers(
+                        controller.queue,
+                        process=controller.reconcile,
+                        workers=self.settings.workers,
+                        stop=self._worker_stop,
+                    )
                 ),
             ]
 
@@ -467,111 +489,34 @@ class Agent:
         for thread in self._workers:
             thread.join(timeout=_WORKER_JOIN_SECONDS)
 
-    def _process(self, key: str) -> None:
-        try:
-            self.reconciler.reconcile(key)
-        except NotLeading:
-            # Abandoned, not failed: the next term's repair queues every key again.
-            logger.debug("%s: abandoned, this replica stopped leading", key)
+    # -- what events note before the controllers map them to keys ---------------------------
 
-    def _process_slices(self, key: str) -> None:
-        try:
-            if key != REPAIR_KEY:
-                self.slice_reconciler.reconcile(key)
-                return
-            repaired = self.slice_reconciler.repair()
-            for found in repaired.live:
-                self.slice_queue.add(found)
-            for found in repaired.bulk:
-                if self._in_scope(found):
-                    self.slice_queue.add(found, bulk=True)
-        except NotLeading:
-            logger.debug("%s: abandoned, this replica stopped leading", key)
+    def _note_export(self, event: Event) -> None:
+        obj = event.obj
+        if obj is None:
+            return
+        key = namespaced_key(obj)
+        if event.new is not None:
+            self.guard.note_export(key)
+        elif not event.from_relist:
+            # Deleted while watched: an ordinary unexport, which the guard never holds.
+            # One that vanished between two lists is a repair's to judge.
+            self.guard.note_unexport(key)
 
-    # -- events → queue ---------------------------------------------------------------------
-
-    def _on_kube_event(
-        self,
-        event_type: str,
-        old: dict[str, Any] | None,
-        new: dict[str, Any] | None,
-        from_relist: bool,
-    ) -> None:
-        obj = new if new is not None else old
-        if obj is not None:
-            key = namespaced_key(obj)
-            self.queue.add(key, bulk=from_relist)
-            self._queue_slices(key, bulk=from_relist)
-
-    def _on_export_event(
-        self,
-        event_type: str,
-        old: dict[str, Any] | None,
-        new: dict[str, Any] | None,
-        from_relist: bool,
-    ) -> None:
-        obj = new if new is not None else old
-        if obj is not None:
-            key = namespaced_key(obj)
-            if new is not None:
-                self.guard.note_export(key)
-            elif not from_relist:
-                # Deleted while watched: an ordinary unexport, which the guard never holds.
-                # One that vanished between two lists is a repair's to judge.
-                self.guard.note_unexport(key)
-        self._on_kube_event(event_type, old, new, from_relist)
-
-    def _on_service_event(
-        self,
-        event_type: str,
-        old: dict[str, Any] | None,
-        new: dict[str, Any] | None,
-        from_relist: bool,
-    ) -> None:
-        """A Service is export work, and may be in the way of an import's derived name."""
-        self._on_kube_event(event_type, old, new, from_relist)
+    def _on_other_service(self, event: Event) -> None:
+        """A Service may be in the way of an import's derived name."""
         if self.importer is not None:
-            self.importer.on_other_service(event_type, old, new, from_relist)
+            self.importer.on_other_service(event.type, event.old, event.new, event.from_relist)
 
-    def _on_slice_event(
-        self,
-        event_type: str,
-        old: dict[str, Any] | None,
-        new: dict[str, Any] | None,
-        from_relist: bool,
-    ) -> None:
-        for key in self.slices.observe(old, new):
-            self._queue_slices(key, bulk=from_relist)
-
-    def _queue_slices(self, key: str, *, bulk: bool) -> None:
-        if bulk and not self.sent_slices.primed:
-            return  # the first slice repair queues every key (see member.reconcilers.sliceexport)
-        if not bulk:
-            self.slice_reconciler.note_live_change(key)
-        self.slice_queue.add(key, bulk=bulk)
-
-    def _on_hub_event(
-        self,
-        event_type: str,
-        old: dict[str, Any] | None,
-        new: dict[str, Any] | None,
-        from_relist: bool,
-    ) -> None:
-        obj = new if new is not None else old
+    def _on_hub_record(self, event: Event) -> None:
+        obj = event.obj
         if obj is None:
             return
         key = record_key(obj)
         self.hub_view.settle(key)  # the feed may have caught up with one of our writes
-        if event_type == "DELETED":
+        if event.type == "DELETED":
             # The hub withdrew the export's slices with it (docs/reference.md#rest-api).
             self.sent_slices.forget_service(key)
-        if self._in_scope(key):
-            self.queue.add(key, bulk=from_relist)
-            # Live only when a live change in the cluster waits for this record; else it is
-            # the echo of our own bulk work (member.reconcilers.sliceexport's module doc).
-            live = not from_relist and self.slice_reconciler.export_arrived(key)
-            if live or self.sent_slices.primed:
-                self.slice_queue.add(key, bulk=not live)
 
     def _repair(self) -> None:
         """Queue every key either side knows, in the bulk lane (docs/reference.md#export-path), once

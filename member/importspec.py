@@ -24,7 +24,7 @@ outcome is a plain data test:
   of them contributes no slice. Owned by the derived Service. A source slice is held as a
   `SourceSlice` (parsed once, immutable, its endpoints one `pack_json()` bytes) and a
   desired slice as a `MirroredSlice` tuple, so that "is this still what we wrote?" is a
-  tuple equality (`member.reconcilers.mirroredslices`); `mirrored_body()` spells the
+  tuple equality (`member.imports.mirroredslices`); `mirrored_body()` spells the
   object out.
 
 "Equal" is `matches(desired, existing)`: every field we state must be what the cluster

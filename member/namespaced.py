@@ -2,7 +2,7 @@
 
 An agent restricted to some namespaces (`--namespace`) may only list and watch in those,
 so it runs one informer per namespace; unrestricted, one for all (key None). Both the
-export side (`member.app`) and the import side (`member.importer`) build their informers
+export side (`member.app`) and the import side (`member.imports.importer`) build their informers
 this way and read them through a `NamespacedLister`, which sends a "namespace/name" to the
 informer of its namespace (or the one for all).
 """

@@ -9,7 +9,7 @@ transform before caching them, keeping only what the agent reads:
   resourceVersion, generation; the spec fields that are exported, and `type`/`clusterIP`
   (ExternalName and headless); of each port its name, protocol, port and appProtocol.
   Labels, annotations, managedFields, status, targetPort/nodePort, clusterIPs … are dropped.
-* ServiceExport — the reconciler (`member.reconcilers.export`), the status write and Events:
+* ServiceExport — the reconciler (`member.export.serviceexport`), the status write and Events:
   everything but managedFields and labels, and of the annotations only the agent's own
   (`mcsync.io/…`; the reconciler reads the exportedSince stamp and its spec hash).
   Its `status` is kept whole: the status write is a PUT of `{**cached, "status": …}` to the
@@ -23,7 +23,7 @@ transform before caching them, keeping only what the agent reads:
   field by field with the derived export), and only the `Conflict` condition's type, status,
   reason and message (copied into the ServiceExport's status). Other conditions,
   `lastTransitionTime`, `clusterState` and creationTimestamp are dropped.
-* EndpointSlice — `member.reconcilers.sliceexport`, which sends exactly this
+* EndpointSlice — `member.export.sliceexport`, which sends exactly this
   (docs/reference.md#import-path): metadata name, namespace, resourceVersion and the two labels it
   reads (the Service's name, the managing controller); `addressType`; of each port its name,
   protocol, port and appProtocol; of each endpoint its addresses, the ready / serving / terminating
@@ -32,7 +32,7 @@ transform before caching them, keeping only what the agent reads:
   one slice per Service, pod references were the larger half of each cached slice.
 
 * ServiceImport, derived Service, mirrored EndpointSlice (the import side,
-  `member.importer`) — these are ours, and an update of one is a PUT of the cached object
+  `member.imports.importer`) — these are ours, and an update of one is a PUT of the cached object
   with our fields laid on (`member.importspec.overlay`), so whatever the cache drops, the
   PUT would erase: only what the API server sets and ignores in an update goes
   (`managedFields`, `creationTimestamp`, `generation`, `selfLink`, a Service's `status`).

@@ -1,9 +1,3 @@
-"""The agent's reconcilers: one per file, each a `reconcile(key)` that reads top to bottom.
-
-`export.ExportReconciler` is the only one today: ServiceExport + Service + the hub's record
-of one "namespace/name" key → the hub's record and the ServiceExport's status agree.
-"""
-
-from member.reconcilers.export import ExportReconciler, NotLeading
-
-__all__ = ["ExportReconciler", "NotLeading"]
+"""What every reconciler shares: `instrumented` (span, outcome, errors, duration of each
+reconcile, and `NotLeading`). The reconcilers themselves live with their direction:
+`member.export` and `member.imports`."""

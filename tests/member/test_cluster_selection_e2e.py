@@ -30,7 +30,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from member.hubclient import HubClient, HubClientConfig
-from member.importer import Importer
+from member.imports.importer import Importer
 from member.importselection import StaticProperties
 from member.importspec import derived_service_name, mirrored_slice_name
 from member.kube.events import EventRecorder

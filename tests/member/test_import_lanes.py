@@ -1,4 +1,5 @@
-"""Which import queues, and which lane of them, an event puts its key in (`member.importer`).
+"""Which import queues, and which lane of them, an event puts its key in
+(`member.imports.importer`).
 
 A cold start queues every key in the bulk lanes. A live change of one source slice must
 not wait behind them: when its key is not imported yet (no derived Service), the slices
@@ -18,8 +19,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from member.hubclient import HubClient, HubClientConfig
-from member.importer import Importer
 from member.importfeed import feed_entry
+from member.imports.importer import Importer
 from member.importspec import derived_service_name
 from member.kube.events import EventRecorder
 from member.metrics import AgentMetrics

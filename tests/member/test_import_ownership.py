@@ -23,8 +23,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from member.importfeed import feed_entry, import_item_key
+from member.imports.mirroredslices import SliceWriteErrors
 from member.importspec import derived_service_name, derived_service_names, mirrored_slice_name
-from member.reconcilers.mirroredslices import SliceWriteErrors
 from shared.models import EndpointSliceExport, ServiceImport
 from tests.member.test_import_reconcilers import KEY, World, hub_import, hub_slice
 

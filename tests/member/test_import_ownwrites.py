@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from member.imports.base import ManagedIndex
 from member.ownwrites import OwnWrites, RememberingWriter
-from member.reconcilers.importbase import ManagedIndex
 
 
 class Cache:

@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 
 from member.importfeed import feed_entry
+from member.imports.mirroredslices import MirroredSliceReconciler
+from member.imports.serviceimport import ServiceImportReconciler
 from member.importselection import (
     ImportSelections,
     SelectionMetrics,
@@ -30,8 +32,6 @@ from member.importspec import (
     pack_json,
     unpack_json,
 )
-from member.reconcilers.mirroredslices import MirroredSliceReconciler
-from member.reconcilers.serviceimport import ServiceImportReconciler
 from member.transform import unpacked
 from shared.clusterselection import ClusterSelector
 from shared.models import EndpointSliceExport, ServiceImport

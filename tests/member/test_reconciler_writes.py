@@ -19,13 +19,18 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from member.duration import DurationRecorder
+from member.export.serviceexport import (
+    OUTCOME_EXPORTED,
+    OUTCOME_UP_TO_DATE,
+    ExportParts,
+    ExportReconciler,
+)
 from member.heartbeat import VersionGate
 from member.hubclient import HubClient
 from member.hubfeed import HubView
 from member.kube.events import EventRecorder
 from member.kube.resources import ServiceExportClient
 from member.metrics import AgentMetrics
-from member.reconcilers.export import OUTCOME_EXPORTED, OUTCOME_UP_TO_DATE, ExportReconciler
 from shared import conditions as c
 from shared.constants import (
     ANNOTATION_EXPORTED_SINCE,
@@ -222,9 +227,14 @@ class World:
         self.events = FakeEvents(self.calls)
         self.metrics = AgentMetrics(registry=CollectorRegistry())
         self.reconciler = ExportReconciler(
-            cluster_id=CLUSTER,
-            service_exports=self.exports,
-            services=self.services,
+            ExportParts(
+                cluster_id=CLUSTER,
+                service_exports=self.exports,
+                services=self.services,
+                gate=VersionGate(),
+                deny_namespaces=frozenset({"kube-system"}),
+                metrics=self.metrics,
+            ),
             hub_view=cast(HubView, self.view),
             hub=cast(HubClient, FakeHub(self.clock, self.calls)),
             writer=cast(ServiceExportClient, FakeWriter(self.clock, self.calls, self.exports)),
@@ -235,9 +245,6 @@ class World:
                 cluster_id=CLUSTER,
                 clock=self.clock,
             ),
-            gate=VersionGate(),
-            deny_namespaces=["kube-system"],
-            metrics=self.metrics,
             clock=self.clock,
         )
 

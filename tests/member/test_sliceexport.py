@@ -20,10 +20,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from member.heartbeat import VersionGate
-from member.hubclient import HubConflict, HubRejected, HubUnavailable
-from member.metrics import AgentMetrics
-from member.reconcilers.sliceexport import (
+from member.export.sentslices import Sent, SentSlices
+from member.export.serviceexport import ExportParts
+from member.export.sliceexport import (
     OUTCOME_AWAITING_EXPORT,
     OUTCOME_DEFERRED,
     OUTCOME_NOT_EXPORTED,
@@ -31,12 +30,13 @@ from member.reconcilers.sliceexport import (
     OUTCOME_UNSUPPORTED,
     OUTCOME_UP_TO_DATE,
     OUTCOME_WITHDRAWN,
-    Sent,
-    SentSlices,
     SliceExportReconciler,
-    SlicesByService,
-    slice_export,
 )
+from member.export.sliceindex import SlicesByService
+from member.export.slicewire import slice_export
+from member.heartbeat import VersionGate
+from member.hubclient import HubConflict, HubRejected, HubUnavailable
+from member.metrics import AgentMetrics
 from member.workqueue import WorkQueue, WorkQueueMetrics, run_workers
 from shared.constants import (
     ENDPOINTSLICE_MANAGER,
@@ -147,16 +147,18 @@ class World:
         self.index = SlicesByService(self.slice_cache)
         self.metrics = AgentMetrics(registry=self.registry)
         self.reconciler = SliceExportReconciler(
-            cluster_id=CLUSTER,
-            service_exports=self.exports,
-            services=self.services,
+            ExportParts(
+                cluster_id=CLUSTER,
+                service_exports=self.exports,
+                services=self.services,
+                gate=self.gate,
+                deny_namespaces=frozenset({"kube-system"}),
+                metrics=self.metrics,
+            ),
             slices=self.index,
             hub_view=self,
             hub=self.hub,
             sent=self.sent,
-            gate=self.gate,
-            deny_namespaces=["kube-system"],
-            metrics=self.metrics,
         )
         self.reconciler.repair()  # the agent has started: the hub holds nothing from it yet
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from member.export.slicewire import slice_export
 from member.hubclient import HubClient, HubClientConfig, HubConflict, HubRejected
-from member.reconcilers.sliceexport import slice_export
 from shared.models import EndpointSliceExport
 from tests.member.agent_support import HubProcess
 from tests.member.test_hubclient import client, export

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from member.export.serviceexport import ExportParts
+from member.export.sliceexport import REASON_REJECTED, SliceExportReconciler
 from member.hubclient import HubRejected
-from member.reconcilers.sliceexport import REASON_REJECTED, SliceExportReconciler
 from shared.models import EndpointSliceExport
 from tests.member.test_sliceexport import KEY, FakeHub, World, endpointslice
 
@@ -44,16 +45,18 @@ def _world() -> tuple[World, Events]:
     world = World(hub=RefusingHub())
     events = Events()
     world.reconciler = SliceExportReconciler(
-        cluster_id="member-1",
-        service_exports=world.exports,
-        services=world.services,
+        ExportParts(
+            cluster_id="member-1",
+            service_exports=world.exports,
+            services=world.services,
+            gate=world.gate,
+            deny_namespaces=frozenset({"kube-system"}),
+            metrics=world.metrics,
+        ),
         slices=world.index,
         hub_view=world,
         hub=world.hub,
         sent=world.sent,
-        gate=world.gate,
-        deny_namespaces=["kube-system"],
-        metrics=world.metrics,
         events=events,  # type: ignore[arg-type]
     )
     world.reconciler.repair()

@@ -7,7 +7,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from member.reconcilers.sliceexport import service_key, slice_export
+from member.export.sliceindex import service_key
+from member.export.slicewire import slice_export
 from member.transform import transform_endpointslice
 from shared.constants import LABEL_ENDPOINTSLICE_MANAGED_BY, LABEL_SERVICE_NAME
 from shared.models import to_wire

@@ -26,8 +26,8 @@ from pydantic import SecretStr
 from hub.app import create_app
 from hub.store import migrate
 from member.app import Agent
+from member.export.serviceexport import OUTCOME_EXPORTED, RECONCILE_SPAN
 from member.hubclient import ROUTE_EXPORT
-from member.reconcilers.export import OUTCOME_EXPORTED, RECONCILE_SPAN
 from member.settings import AgentSettings
 from shared import conditions as c
 from shared.logs import JsonFormatter, RedactBearer, TraceContext

@@ -306,7 +306,7 @@ def test_json_mode_is_as_strict_as_python_mode() -> None:
 def test_the_agent_refuses_what_the_hub_refuses() -> None:
     """The agent builds what it sends with the same models: a source slice the hub would
     refuse (a loopback address, a non-canonical one) is not sent (`slice_export` raises)."""
-    from member.reconcilers.sliceexport import slice_export
+    from member.export.slicewire import slice_export
 
     source = {
         "metadata": {

@@ -62,6 +62,7 @@ from kubernetes import client as k8s
 from opentelemetry import trace
 
 from member.clusterproperties import FleetProperties
+from member.export.serviceexport import NotLeading
 from member.hubclient import HubClient
 from member.importfeed import (
     HubImportListWatch,
@@ -73,6 +74,15 @@ from member.importfeed import (
 from member.importmetrics import ImportMetrics
 from member.importowners import DerivedServices, InTheWay
 from member.importready import FamilyRefusals
+from member.imports.base import (
+    ImportReconciler,
+    ImportScope,
+    ManagedIndex,
+    NamespaceLister,
+)
+from member.imports.derivedservice import DerivedServiceReconciler
+from member.imports.mirroredslices import ChangedSlices, MirroredSliceReconciler
+from member.imports.serviceimport import ForeignImports, ServiceImportReconciler
 from member.importselection import ImportSelections, SelectionMetrics, StaticProperties
 from member.importspec import OPTIONAL_IMPORT_FIELDS, is_managed
 from member.informer import Informer, namespaced_key
@@ -96,16 +106,6 @@ from member.kube.resources import (
 from member.metrics import AgentMetrics
 from member.namespaced import NamespacedLister, per_namespace
 from member.ownwrites import OwnWrites, RememberingWriter
-from member.reconcilers.derivedservice import DerivedServiceReconciler
-from member.reconcilers.export import NotLeading
-from member.reconcilers.importbase import (
-    ImportReconciler,
-    ImportScope,
-    ManagedIndex,
-    NamespaceLister,
-)
-from member.reconcilers.mirroredslices import ChangedSlices, MirroredSliceReconciler
-from member.reconcilers.serviceimport import ForeignImports, ServiceImportReconciler
 from member.transform import endpoint_count, transform_import_object
 from member.workqueue import WorkQueue, WorkQueueMetrics, run_workers
 from shared.constants import MCS_GROUP

@@ -51,6 +51,7 @@ from typing import Any, Unpack
 
 from member.importfeed import SliceRef
 from member.importowners import is_orphan_of
+from member.imports.base import ImportDeps, ImportReconciler, ManagedIndex
 from member.importselection import ImportSelections, masked
 from member.importspec import (
     MirroredSlice,
@@ -65,7 +66,6 @@ from member.importspec import (
     overlay,
     owned_by,
 )
-from member.reconcilers.importbase import ImportDeps, ImportReconciler, ManagedIndex
 from member.reconcilers.instrumented import NotLeading
 from member.transform import unpacked
 

@@ -30,6 +30,7 @@ import logging
 from typing import Any, Unpack
 
 from member.importready import FamilyRefusals, family_refusal
+from member.imports.base import ImportDeps, ImportReconciler
 from member.importspec import (
     create_body,
     desired_derived_service,
@@ -37,7 +38,6 @@ from member.importspec import (
     matches,
     overlay,
 )
-from member.reconcilers.importbase import ImportDeps, ImportReconciler
 
 __all__ = ["DerivedServiceReconciler"]
 

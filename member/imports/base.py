@@ -2,7 +2,7 @@
 the span.
 
 The ServiceImport, derived-Service and mirrored-EndpointSlice reconcilers each read top to
-bottom on their own (`member.reconcilers.serviceimport`, `.derivedservice`,
+bottom on their own (`member.imports.serviceimport`, `.derivedservice`,
 `.mirroredslices`). This module holds only what would otherwise be written three times:
 
 * `ImportScope` — may this cluster hold imports of a key at all? Its namespace exists here
@@ -29,12 +29,12 @@ from typing import Any, NotRequired, Protocol, TypedDict, Unpack
 
 from opentelemetry import trace
 
+from member.export.serviceexport import Lister
 from member.importfeed import ImportView, index_add, index_discard
 from member.importmetrics import ImportMetrics
 from member.importowners import DerivedServices, InTheWay
 from member.kube.importobjects import ObjectWriter
 from member.metrics import AgentMetrics
-from member.reconcilers.export import Lister
 from member.reconcilers.instrumented import NotLeading, run_reconcile
 from shared.constants import LABEL_MCS_SERVICE_NAME
 from shared.timefmt import utcnow

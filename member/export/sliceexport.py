@@ -74,25 +74,46 @@ by the `kubernetes.io/service-name` label (one informer, one watch over every sl
 that label not managed by mcsync: `member.kube.resources.EXPORTED_SLICES_SELECTOR`); a
 slice managed by mcsync that reaches it anyway is ignored here too. This module decides
 which Services are exported.
+
+One concern per module, so each can be read (and tested) alone: the index is
+`member.export.sliceindex`, the memory of what the hub holds is `member.export.sentslices`,
+a slice's wire form is `member.export.slicewire`; the reconcile, its hub sync and the
+controller's declaration (`slice_controller`) are here.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
-from datetime import datetime
+from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 from opentelemetry import trace
 from pydantic import ValidationError
 
+from member.controller import (
+    ENDPOINT_SLICES,
+    HUB_RECORDS,
+    SERVICE_EXPORTS,
+    SERVICES,
+    Controller,
+    Event,
+    Watch,
+)
+from member.export.sentslices import Sent, SentSlices
+from member.export.serviceexport import ExportParts
+from member.export.sliceindex import (
+    SlicesByService,
+    SliceSource,
+    slice_name,
+    slice_resource_version,
+)
+from member.export.slicewire import slice_export
 from member.exportspec import validate
-from member.heartbeat import VersionGate
 from member.hubclient import HubConflict, HubRejected, HubUnavailable
+from member.hubfeed import record_key
+from member.informer import namespaced_key
 from member.kube.events import EventRecorder
-from member.metrics import AgentMetrics
-from member.reconcilers.export import Lister
 from member.reconcilers.instrumented import (
     OUTCOME_ERROR,
     OUTCOME_NOT_LEADING,
@@ -100,14 +121,12 @@ from member.reconcilers.instrumented import (
     declare_series,
     run_reconcile,
 )
-from member.withdrawalguard import WithdrawalGuard
+from member.workqueue import WorkQueue
 from shared.constants import (
     ENDPOINTSLICE_MANAGER,
     LABEL_ENDPOINTSLICE_MANAGED_BY,
-    LABEL_SERVICE_NAME,
 )
 from shared.models import EndpointSliceExport
-from shared.timefmt import utcnow
 
 __all__ = [
     "REPAIR_KEY",
@@ -170,253 +189,6 @@ class RecordView(Protocol):
     def get(self, key: str) -> Any: ...
 
 
-class SliceSource(Protocol):
-    """The cluster's EndpointSlices by Service key (`SlicesByService`)."""
-
-    def slices_of(self, key: str) -> list[dict[str, Any]]: ...
-
-    def keys(self) -> set[str]: ...
-
-    def observed_at(self, obj: dict[str, Any]) -> datetime | None: ...
-
-
-# -- the index: Service → its slices --------------------------------------------------------
-
-
-def service_key(obj: dict[str, Any] | None) -> str | None:
-    """ "namespace/<kubernetes.io/service-name>" of a slice; None when it names no Service."""
-    if not obj:
-        return None
-    metadata = obj.get("metadata") or {}
-    service = (metadata.get("labels") or {}).get(LABEL_SERVICE_NAME)
-    namespace = metadata.get("namespace")
-    if not service or not namespace:
-        return None
-    return f"{namespace}/{service}"
-
-
-class SlicesByService:
-    """The slice informer's cache indexed by Service: fed each informer event by `observe()`.
-
-    Holds names only; `slices_of()` reads the objects from the informer's cache (`slices`,
-    keyed "namespace/slice"), so a slice is cached once.
-    """
-
-    def __init__(self, slices: Lister) -> None:
-        self._slices = slices
-        self._lock = threading.Lock()
-        self._names: dict[str, set[str]] = {}
-        # "namespace/slice" -> (resourceVersion, when this agent first saw it): the start of
-        # the fleet's sync latency, carried to every importer with the slice export
-        # (`spec.sourceObservedTime`; mcs_endpointslice_sync_latency_seconds there).
-        self._seen: dict[str, tuple[str, datetime]] = {}
-
-    def observe(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> set[str]:
-        """Index one informer event (ADDED: old None; DELETED: new None); answers the
-        Service keys it concerns (two when a slice's Service label changed)."""
-        before, after = service_key(old), service_key(new)
-        touched: set[str] = set()
-        now = utcnow()
-        with self._lock:
-            if new is None:
-                self._seen.pop(_slice_key(old), None)
-            else:
-                rv = _resource_version(new)
-                seen = self._seen.get(_slice_key(new))
-                if seen is None or seen[0] != rv:
-                    self._seen[_slice_key(new)] = (rv, now)
-            if before is not None and (new is None or before != after):
-                names = self._names.get(before)
-                if names is not None:
-                    names.discard(_name(old))
-                    if not names:
-                        del self._names[before]
-                touched.add(before)
-            if after is not None:
-                self._names.setdefault(after, set()).add(_name(new))
-                touched.add(after)
-        return touched
-
-    def slices_of(self, key: str) -> list[dict[str, Any]]:
-        """The cached slices of the Service `key`, by name."""
-        namespace = key.partition("/")[0]
-        with self._lock:
-            names = sorted(self._names.get(key, ()))
-        found = (self._slices.get(f"{namespace}/{name}") for name in names)
-        return [obj for obj in found if obj is not None]
-
-    def keys(self) -> set[str]:
-        with self._lock:
-            return set(self._names)
-
-    def observed_at(self, obj: dict[str, Any]) -> datetime | None:
-        """When this agent first saw `obj` at its resourceVersion (an informer event); None
-        when it has not seen that version."""
-        with self._lock:
-            seen = self._seen.get(_slice_key(obj))
-        return seen[1] if seen is not None and seen[0] == _resource_version(obj) else None
-
-
-# -- the memory: what the hub holds from us -------------------------------------------------
-
-
-class Sent(NamedTuple):
-    """One slice as last sent: its source resourceVersion, and whether the hub took it."""
-
-    resource_version: str
-    on_hub: bool
-
-
-class SentSlices:
-    """Per Service key, slice name → `Sent`: what the hub holds of this cluster's slices.
-
-    A reconcile `acquire()`s its key's record, reads and writes it through `record()` and
-    `drop()`, and `release()`s it; only that worker writes the record (the queue gives a
-    key to one worker at a time). `forget_service()` and `clear()` never mutate a record,
-    they replace it: a worker still writing into the old one loses its update, which costs
-    one write more on the key's next reconcile, never one less.
-
-    A repair's list and live reconciles run at once (that is the point: live work is not
-    held up), so `reset()` merges rather than replaces, slice by slice. From
-    `begin_repair()` on, every slice written and every key forgotten is noted; at `reset()`
-    the list's view wins for everything else, and a record a worker holds is updated in
-    place, so its writes after the reset land in the memory too. A slice PUT while the list
-    is read is not sent a second time, and a repair never undoes a live write.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._services: dict[str, dict[str, Sent]] = {}
-        self._held: set[str] = set()
-        self._primed = False
-        self._repairing = False
-        self._written: dict[str, set[str]] = {}  # since begin_repair(): key -> slice names
-        self._forgotten: set[str] = set()  # since begin_repair()
-        self._deferred: set[str] = set()  # keys that came before the memory was primed
-
-    @property
-    def primed(self) -> bool:
-        """True once a repair has read the hub's set (and until `clear()`)."""
-        return self._primed
-
-    def defer_unless_primed(self, key: str) -> bool:
-        """True (and `key` kept for `reset()` to hand back) when no repair has primed the
-        memory yet; False when `key` may be reconciled now."""
-        with self._lock:
-            if self._primed:
-                return False
-            self._deferred.add(key)
-            return True
-
-    def peek(self, key: str) -> dict[str, Sent] | None:
-        """A copy of `key`'s record (None when it has none), to look at."""
-        with self._lock:
-            record = self._services.get(key)
-            return dict(record) if record is not None else None
-
-    def acquire(self, key: str, *, create: bool) -> dict[str, Sent] | None:
-        """The record of `key` for the worker reconciling it (created empty with `create`),
-        until `release()`."""
-        with self._lock:
-            self._held.add(key)
-            if create:
-                return self._services.setdefault(key, {})
-            return self._services.get(key)
-
-    def release(self, key: str, record: dict[str, Sent] | None) -> None:
-        """The reconcile of `key` is over; an empty record goes (a Service without slices
-        on the hub costs nothing)."""
-        with self._lock:
-            self._held.discard(key)
-            if record is not None and not record and self._services.get(key) is record:
-                del self._services[key]
-
-    def names(self, record: dict[str, Sent]) -> list[str]:
-        """The slice names of a held record, sorted (a repair may update it meanwhile)."""
-        with self._lock:
-            return sorted(record)
-
-    def record(self, key: str, record: dict[str, Sent], name: str, sent: Sent) -> None:
-        with self._lock:
-            record[name] = sent
-            if self._repairing:
-                self._written.setdefault(key, set()).add(name)
-
-    def drop(self, key: str, record: dict[str, Sent], name: str) -> None:
-        with self._lock:
-            record.pop(name, None)
-            if self._repairing:
-                self._written.setdefault(key, set()).add(name)
-
-    def forget_service(self, key: str) -> None:
-        """The hub withdrew `key`'s slices along with its export."""
-        with self._lock:
-            self._services.pop(key, None)
-            if self._repairing:
-                self._forgotten.add(key)
-                self._written.pop(key, None)
-
-    def begin_repair(self) -> None:
-        """A list of the hub's set starts now: note what changes until `reset()`."""
-        with self._lock:
-            self._repairing = True
-            self._written = {}
-            self._forgotten = set()
-
-    def end_repair(self) -> None:
-        """The list failed: stop noting (the memory stays as it was)."""
-        with self._lock:
-            self._repairing = False
-            self._written = {}
-            self._forgotten = set()
-
-    def reset(self, listed: dict[str, dict[str, Sent]]) -> set[str]:
-        """The hub's set, listed since `begin_repair()`, becomes the memory: the list's view
-        of every slice, except those written since, and nothing of a key forgotten since
-        (the hub withdrew what the list still showed). Answers the keys deferred until now."""
-        with self._lock:
-            merged: dict[str, dict[str, Sent]] = {}
-            for key in listed.keys() | self._services.keys():
-                current = self._services.get(key)
-                if key in self._forgotten:
-                    if current is not None:
-                        merged[key] = current  # written after the withdrawal: ours, current
-                    continue
-                written = self._written.get(key, set())
-                view = {n: sent for n, sent in listed.get(key, {}).items() if n not in written}
-                if current is None:
-                    record = view
-                else:
-                    # In place: a worker may hold this record and go on writing into it.
-                    for name in [n for n in current if n not in written and n not in view]:
-                        del current[name]
-                    current.update(view)
-                    record = current
-                if record or key in self._held:
-                    merged[key] = record
-            self._services = merged
-            self._repairing = False
-            self._written = {}
-            self._forgotten = set()
-            self._primed = True
-            deferred, self._deferred = self._deferred, set()
-        return deferred
-
-    def clear(self) -> None:
-        """Forget everything (leadership lost: another replica writes meanwhile)."""
-        with self._lock:
-            self._services = {}
-            self._repairing = False
-            self._written = {}
-            self._forgotten = set()
-            self._primed = False
-
-    def on_hub(self) -> int:
-        """How many slices the hub holds from us (the exported-slices gauge)."""
-        with self._lock:
-            return sum(s.on_hub for record in self._services.values() for s in record.values())
-
-
 class Repaired(NamedTuple):
     """The keys a repair asks to queue."""
 
@@ -432,38 +204,31 @@ class SliceExportReconciler:
 
     def __init__(
         self,
+        parts: ExportParts,
         *,
-        cluster_id: str,
-        service_exports: Lister,
-        services: Lister,
         slices: SliceSource,
         hub_view: RecordView,
         hub: SliceHub,
         sent: SentSlices,
-        gate: VersionGate,
-        deny_namespaces: Iterable[str],
-        metrics: AgentMetrics,
-        may_write: Callable[[], bool] = lambda: True,
-        tracer: trace.Tracer | None = None,
         events: EventRecorder | None = None,
-        guard: WithdrawalGuard | None = None,
     ) -> None:
-        self._cluster_id = cluster_id
+        self._cluster_id = parts.cluster_id
         self._events = events
         # (key, slice name) -> the refusal last reported for it: one Event per refusal.
         self._reported: dict[tuple[str, str], tuple[str, str]] = {}
         self._reported_lock = threading.Lock()
-        self._guard = guard
-        self._exports = service_exports
-        self._services = services
+        self._guard = parts.guard
+        self._exports = parts.service_exports
+        self._services = parts.services
         self._slices = slices
         self._hub_view = hub_view
         self._hub = hub
         self._sent = sent
-        self._gate = gate
-        self._deny = frozenset(deny_namespaces)
-        self._metrics = metrics
-        self._may_write = may_write
+        self._gate = parts.gate
+        self._deny = parts.deny_namespaces
+        self._metrics = metrics = parts.metrics
+        self._may_write = parts.may_write
+        tracer = parts.tracer
         self._tracer = tracer if tracer is not None else trace.get_tracer("mcsync.agent")
         self._live_lock = threading.Lock()
         self._live_waits: set[str] = set()  # keys whose live change awaits the hub's record
@@ -577,7 +342,7 @@ class SliceExportReconciler:
 
             # 3. Send each slice the hub does not have at its current resourceVersion.
             current = {
-                _name(obj): obj
+                slice_name(obj): obj
                 for obj in self._slices.slices_of(key)
                 if not _managed_by_mcsync(obj)
             }
@@ -585,7 +350,7 @@ class SliceExportReconciler:
             refused: HubRejected | None = None
             for name, obj in sorted(current.items()):
                 sent = record.get(name)
-                if sent is not None and sent.resource_version == _resource_version(obj):
+                if sent is not None and sent.resource_version == slice_resource_version(obj):
                     continue
                 try:
                     self._put(key, record, name, obj)
@@ -636,7 +401,7 @@ class SliceExportReconciler:
     # -- writes -----------------------------------------------------------------------------
 
     def _put(self, key: str, record: dict[str, Sent], name: str, obj: dict[str, Any]) -> None:
-        resource_version = _resource_version(obj)
+        resource_version = slice_resource_version(obj)
         previous = record.get(name)
         was_on_hub = previous is not None and previous.on_hub
         try:
@@ -760,62 +525,6 @@ class SliceExportReconciler:
 
 # -- pure helpers ---------------------------------------------------------------------------
 
-_PORT_FIELDS = ("name", "protocol", "port", "appProtocol")
-_ENDPOINT_FIELDS = ("addresses", "hostname", "zone")
-_CONDITION_FIELDS = ("ready", "serving", "terminating")
-
-
-def slice_export(
-    *, cluster_id: str, obj: dict[str, Any], observed: datetime | None = None
-) -> EndpointSliceExport:
-    """The EndpointSliceExport of one EndpointSlice: what docs/reference.md#import-path sends,
-    nothing local (`nodeName`, `targetRef`, hints). `observed`: when this agent saw the slice change
-    (`spec.sourceObservedTime`, where importers' sync latency starts,
-    docs/reference.md#observability). Raises `ValidationError` naming the field when the
-    slice cannot be expressed on the wire."""
-    metadata = obj.get("metadata") or {}
-    spec: dict[str, Any] = {
-        "serviceName": (metadata.get("labels") or {}).get(LABEL_SERVICE_NAME),
-        "clusterId": cluster_id,
-        "addressType": obj.get("addressType"),
-        "ports": [_pick(port, _PORT_FIELDS) for port in obj.get("ports") or []],
-        "endpoints": [_endpoint(endpoint) for endpoint in obj.get("endpoints") or []],
-        "sourceResourceVersion": metadata.get("resourceVersion"),
-        "sourceObservedTime": observed,
-    }
-    return EndpointSliceExport.model_validate(
-        {
-            "metadata": {"name": metadata.get("name"), "namespace": metadata.get("namespace")},
-            "spec": {k: v for k, v in spec.items() if v is not None},
-        }
-    )
-
-
-def _pick(item: Any, fields: tuple[str, ...]) -> Any:
-    if not isinstance(item, dict):
-        return item  # let validation name it
-    return {k: item[k] for k in fields if item.get(k) is not None}
-
-
-def _endpoint(endpoint: Any) -> Any:
-    kept = _pick(endpoint, _ENDPOINT_FIELDS)
-    if isinstance(kept, dict) and isinstance(endpoint.get("conditions"), dict):
-        kept["conditions"] = _pick(endpoint["conditions"], _CONDITION_FIELDS)
-    return kept
-
-
-def _slice_key(obj: dict[str, Any] | None) -> str:
-    metadata = (obj or {}).get("metadata") or {}
-    return f"{metadata.get('namespace') or ''}/{metadata.get('name') or ''}"
-
-
-def _name(obj: dict[str, Any] | None) -> str:
-    return str(((obj or {}).get("metadata") or {}).get("name") or "")
-
-
-def _resource_version(obj: dict[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
-
 
 def _managed_by_mcsync(obj: dict[str, Any]) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
@@ -829,3 +538,70 @@ def _first_error(exc: ValidationError) -> str:
     first = errors[0]
     where = ".".join(str(part) for part in first.get("loc", ()))
     return f"{where}: {first.get('msg')}" if where else str(first.get("msg"))
+
+
+def slice_controller(
+    reconciler: SliceExportReconciler,
+    queue: WorkQueue,
+    *,
+    slices: SlicesByService,
+    sent: SentSlices,
+    in_scope: Callable[[str], bool],
+) -> Controller:
+    """The slice controller: for EndpointSlices (keyed by their Service), watching Services,
+    ServiceExports and the hub's records too, since each changes what a Service's slices
+    should be on the hub. Why list events wait for the first repair and why a hub record's
+    event is live only when a live change waits for it: this module's docstring."""
+
+    def queue_slices(key: str, bulk: bool) -> list[tuple[str, bool]]:
+        if bulk and not sent.primed:
+            return []  # the first slice repair queues every key
+        if not bulk:
+            reconciler.note_live_change(key)
+        return [(key, bulk)]
+
+    def by_namespaced_key(event: Event) -> list[tuple[str, bool]]:
+        obj = event.obj
+        return [] if obj is None else queue_slices(namespaced_key(obj), event.from_relist)
+
+    def by_service_of_slice(event: Event) -> list[tuple[str, bool]]:
+        return [pair for key in slices.observe(event.old, event.new)
+                for pair in queue_slices(key, event.from_relist)]
+
+    def by_hub_record(event: Event) -> list[tuple[str, bool]]:
+        obj = event.obj
+        if obj is None:
+            return []
+        key = record_key(obj)
+        if not in_scope(key):
+            return []
+        # Live only when a live change in the cluster waits for this record; else it is
+        # the echo of our own bulk work.
+        live = not event.from_relist and reconciler.export_arrived(key)
+        return [(key, not live)] if live or sent.primed else []
+
+    def reconcile(key: str) -> None:
+        try:
+            if key != REPAIR_KEY:
+                reconciler.reconcile(key)
+                return
+            repaired = reconciler.repair()
+            for found in repaired.live:
+                queue.add(found)
+            for found in repaired.bulk:
+                if in_scope(found):
+                    queue.add(found, bulk=True)
+        except NotLeading:
+            logger.debug("%s: abandoned, this replica stopped leading", key)
+
+    return Controller(
+        name=CONTROLLER,
+        queue=queue,
+        reconcile=reconcile,
+        for_=Watch(ENDPOINT_SLICES, by_service_of_slice),
+        watches=(
+            Watch(SERVICES, by_namespaced_key),
+            Watch(SERVICE_EXPORTS, by_namespaced_key),
+            Watch(HUB_RECORDS, by_hub_record),
+        ),
+    )

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any, Unpack
 
 from member.importready import FamilyRefusals, ready_condition
+from member.imports.base import ImportDeps, ImportReconciler, ManagedIndex
 from member.importselection import ImportSelections, result_annotations
 from member.importspec import (
     OPTIONAL_IMPORT_FIELDS,
@@ -46,7 +47,6 @@ from member.importspec import (
     owned_by,
 )
 from member.kube.events import EventRecorder
-from member.reconcilers.importbase import ImportDeps, ImportReconciler, ManagedIndex
 from member.status import merge_conditions
 from shared.constants import MCS_GROUP
 from shared.timefmt import utcnow

@@ -45,12 +45,14 @@ same-spec update keeps the stopwatch running, and a real change re-stamps it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from opentelemetry import trace
 
+from member.controller import HUB_RECORDS, SERVICE_EXPORTS, SERVICES, Controller, Event, Watch
 from member.duration import DurationRecorder
 from member.exportspec import (
     InvalidExport,
@@ -62,7 +64,8 @@ from member.exportspec import (
 )
 from member.heartbeat import VersionGate
 from member.hubclient import HubClient, HubConflict, HubRejected, HubUnavailable
-from member.hubfeed import HubView
+from member.hubfeed import HubView, record_key
+from member.informer import namespaced_key
 from member.kube.events import EventRecorder
 from member.kube.resources import NotFoundError, ServiceExportClient
 from member.metrics import AgentMetrics
@@ -81,6 +84,7 @@ from member.status import (
     status_changed,
 )
 from member.withdrawalguard import WithdrawalGuard
+from member.workqueue import WorkQueue
 from shared import conditions as c
 from shared.constants import (
     ANNOTATION_EXPORTED_SINCE,
@@ -133,44 +137,60 @@ class Lister(Protocol):
     def get(self, key: str) -> dict[str, Any] | None: ...
 
 
+def _always() -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class ExportParts:
+    """What both export-side reconcilers read and decide with, built once by the agent and
+    handed to each, so that adding a shared part is one field, not an edit of every
+    constructor call. What differs between them (their hub client, hub view, writers) stays
+    a keyword of its own constructor."""
+
+    cluster_id: str
+    service_exports: Lister
+    services: Lister
+    gate: VersionGate
+    deny_namespaces: frozenset[str]
+    metrics: AgentMetrics
+    # False once this replica lost the Lease: every write checks it first.
+    may_write: Callable[[], bool] = _always
+    tracer: trace.Tracer | None = None
+    guard: WithdrawalGuard | None = None
+
+
 class ExportReconciler:
     """Reconciles one ServiceExport key at a time; safe to call from several workers."""
 
     def __init__(
         self,
+        parts: ExportParts,
         *,
-        cluster_id: str,
-        service_exports: Lister,
-        services: Lister,
         hub_view: HubView,
         hub: HubClient,
         writer: ServiceExportClient,
         events: EventRecorder,
         durations: DurationRecorder,
-        gate: VersionGate,
-        deny_namespaces: Iterable[str],
-        metrics: AgentMetrics,
-        may_write: Callable[[], bool] = lambda: True,
         clock: Callable[[], datetime] = utcnow,
-        tracer: trace.Tracer | None = None,
-        guard: WithdrawalGuard | None = None,
     ) -> None:
-        self._cluster_id = cluster_id
-        self._guard = guard
-        self._exports = service_exports
-        self._services = services
+        self._cluster_id = parts.cluster_id
+        self._guard = parts.guard
+        self._exports = parts.service_exports
+        self._services = parts.services
         self._hub_view = hub_view
         self._hub = hub
         self._writer = writer
         self._events = events
         self._durations = durations
-        self._gate = gate
-        self._deny = frozenset(deny_namespaces)
-        self._metrics = metrics
-        self._may_write = may_write
+        self._gate = parts.gate
+        self._deny = parts.deny_namespaces
+        self._metrics = parts.metrics
+        self._may_write = parts.may_write
         self._clock = clock
+        tracer = parts.tracer
         self._tracer = tracer if tracer is not None else trace.get_tracer("mcsync.agent")
-        declare_series(metrics, CONTROLLER, OUTCOMES)
+        declare_series(parts.metrics, CONTROLLER, OUTCOMES)
 
     # -- entry point ------------------------------------------------------------------------
 
@@ -630,4 +650,38 @@ def _needs_put(record: InternalServiceExport | None, export: InternalServiceExpo
     # the hub's copy of exportedSince must match the one the duration is measured from.
     return (
         record.spec.service_reference.exported_since != export.spec.service_reference.exported_since
+    )
+
+
+def export_controller(
+    reconciler: ExportReconciler, queue: WorkQueue, *, in_scope: Callable[[str], bool]
+) -> Controller:
+    """The export controller: for ServiceExports, watching their Services (a Service's key
+    is its ServiceExport's) and the hub's records of this cluster (in the agent's namespace
+    scope only: with a narrowed --namespace the others would all look like orphans)."""
+
+    def by_namespaced_key(event: Event) -> list[tuple[str, bool]]:
+        obj = event.obj
+        return [] if obj is None else [(namespaced_key(obj), event.from_relist)]
+
+    def by_hub_record(event: Event) -> list[tuple[str, bool]]:
+        obj = event.obj
+        if obj is None:
+            return []
+        key = record_key(obj)
+        return [(key, event.from_relist)] if in_scope(key) else []
+
+    def reconcile(key: str) -> None:
+        try:
+            reconciler.reconcile(key)
+        except NotLeading:
+            # Abandoned, not failed: the next term's repair queues every key again.
+            logger.debug("%s: abandoned, this replica stopped leading", key)
+
+    return Controller(
+        name=CONTROLLER,
+        queue=queue,
+        reconcile=reconcile,
+        for_=Watch(SERVICE_EXPORTS, by_namespaced_key),
+        watches=(Watch(SERVICES, by_namespaced_key), Watch(HUB_RECORDS, by_hub_record)),
     )
