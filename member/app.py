@@ -237,6 +237,7 @@ class Agent:
         self.metrics.watch_informers(lambda: [(i.name, i.relists) for i in self._informers()])
 
         self.gate = VersionGate(metrics=self.metrics)
+        self.gate.on_change = lambda: self._requeue_exports()
         self._leading = threading.Event()
         self.guard = WithdrawalGuard(
             cluster_id=self.hub.config.cluster_id,
@@ -528,6 +529,13 @@ class Agent:
         # The slices' repair lists the hub on a worker, then queues its keys in the bulk lane.
         self.slice_queue.add(REPAIR_KEY)
         logger.info("repair: %d keys queued", len(keys))
+
+    def _requeue_exports(self) -> None:
+        """The hub's minimum agent version changed what this agent may do: every
+        ServiceExport is judged again (Ready says why it stopped, or it exports again)."""
+        if self._leading.is_set():
+            for key in self.service_exports.keys():
+                self.queue.add(key, bulk=True)
 
     def _repair_if_leading(self) -> None:
         if self._leading.is_set():

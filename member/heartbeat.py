@@ -92,6 +92,10 @@ class VersionGate:
         self._lock = threading.Lock()
         self._min_version: str | None = None
         self._supported = True
+        # Called (outside the lock) when `supported` flips: the agent re-queues its
+        # ServiceExports, since an export reconciled before the hub's first answer (or
+        # before an upgrade of the hub's minimum) would otherwise keep its old Ready.
+        self.on_change: Callable[[], None] | None = None
 
     @property
     def supported(self) -> bool:
@@ -119,9 +123,12 @@ class VersionGate:
             )
             return
         with self._lock:
-            changed = supported != self._supported or self._min_version is None
+            flipped = supported != self._supported
+            changed = flipped or self._min_version is None
             self._supported = supported
             self._min_version = min_agent_version
+        if flipped and self.on_change is not None:
+            self.on_change()
         if self._metrics is not None:
             self._metrics.version_supported.set(1 if supported else 0)
         if changed and not supported:
