@@ -27,9 +27,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from bench.support import base_parser, write_result
-from member.importfeed import ImportView, feed_entry, import_item_key
+from member.imports.importfeed import ImportView, feed_entry, import_item_key
+from member.imports.importspec import HeldImport
 from member.importselection import ImportSelections, SelectionMetrics, StaticProperties
-from member.importspec import HeldImport
 from member.metrics import AgentMetrics
 from shared.models import EndpointSliceExport, ServiceImport
 

@@ -30,9 +30,10 @@
 * After every hub (re)list, and at the start of every leadership term, every key known on
   either side is queued in the bulk lane: the "repair both ways" of docs/reference.md#export-path.
 * A repair that would withdraw most of the cluster's exports at once withdraws none of them
-  (`member.withdrawalguard`, docs/reference.md#failover): the guard judges each repair and each new
-  list of the hub's records or the ServiceExports, the heartbeat reports what it holds and brings
-  back the admin's allowance. ServiceExports deleted while watched are ordinary unexports.
+  (`member.export.withdrawalguard`, docs/reference.md#failover): the guard judges each
+  repair and each new list of the hub's records or the ServiceExports, the heartbeat reports
+  what it holds and brings back the admin's allowance. ServiceExports deleted while watched
+  are ordinary unexports.
 * With `--leader-elect`, informers, the hub feed and heartbeats run on every replica (a new
   leader starts warm) but only the leader runs workers. Losing the Lease stops writing at
   once: the reconciler checks `may_write()` before each write.
@@ -73,16 +74,18 @@ from member.controller import (
     dispatch,
 )
 from member.duration import DurationRecorder
+from member.export.invalidexports import InvalidExportsReporter
 from member.export.sentslices import SentSlices
 from member.export.serviceexport import ExportParts, ExportReconciler, export_controller
 from member.export.sliceexport import REPAIR_KEY, SliceExportReconciler, slice_controller
 from member.export.sliceindex import SlicesByService
+from member.export.withdrawalguard import WithdrawalGuard
 from member.heartbeat import HeartbeatLoop, VersionGate
 from member.hubclient import HubClient, HubClientConfig, idle_connection_seconds
 from member.hubfeed import HubExportListWatch, HubView, record_key
 from member.imports.importer import Importer
+from member.imports.propertiesfeed import PropertiesFeed
 from member.informer import Informer, namespaced_key
-from member.invalidexports import InvalidExportsReporter
 from member.kube.client import discover_serviceexport_version, load_api_client
 from member.kube.events import EventRecorder
 from member.kube.leader import LeaderElector
@@ -94,7 +97,6 @@ from member.kube.listwatch import (
 from member.kube.resources import ServiceExportClient
 from member.metrics import AgentMetrics
 from member.namespaced import NamespacedLister, per_namespace
-from member.propertiesfeed import PropertiesFeed
 from member.propertiesreport import PropertiesReporter
 from member.settings import AgentSettings
 from member.transform import (
@@ -103,7 +105,6 @@ from member.transform import (
     transform_service,
     transform_service_export,
 )
-from member.withdrawalguard import WithdrawalGuard
 from member.workqueue import WorkQueue, WorkQueueMetrics, run_workers
 from shared.version import __version__
 

@@ -20,10 +20,17 @@ from typing import Any
 from member.workqueue import WorkQueue
 
 __all__ = [
+    "DERIVED_SERVICES",
     "ENDPOINT_SLICES",
+    "HELD_BY_SERVICE",
+    "HELD_BY_SLICE",
+    "HUB_IMPORTS",
     "HUB_RECORDS",
+    "MIRRORED_SLICES",
+    "NAMESPACES",
     "SERVICES",
     "SERVICE_EXPORTS",
+    "SERVICE_IMPORTS",
     "Controller",
     "Event",
     "Mapper",
@@ -37,6 +44,19 @@ SERVICES = "services"
 SERVICE_EXPORTS = "serviceexports"
 ENDPOINT_SLICES = "endpointslices"
 HUB_RECORDS = "hub"
+
+# The kinds the import side watches (`member.imports.importer`): the hub's import feed, the
+# cluster's ServiceImports, the managed Services and EndpointSlices, the Namespaces.
+HUB_IMPORTS = "hub-imports"
+SERVICE_IMPORTS = "serviceimports"
+DERIVED_SERVICES = "derived-services"
+MIRRORED_SLICES = "mirrored-endpointslices"
+NAMESPACES = "namespaces"
+# Channel sources (controller-runtime's `source.Channel`): not an informer but the keys an
+# object in the way of an import held up, released by that object's event
+# (`member.imports.importowners.InTheWay`); each event's object names the key.
+HELD_BY_SERVICE = "held-by-service"
+HELD_BY_SLICE = "held-by-slice"
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ TTL lowers the flag's interval), and no jittered wait is longer than a third of 
 jitter only draws beats earlier there, never later. A hub that does not say its TTL (older
 than docs/reference.md#failover) leaves the flag's interval as it is.
 
-Each beat also carries the mass-withdrawal guard's hold (`member.withdrawalguard`,
+Each beat also carries the mass-withdrawal guard's hold (`member.export.withdrawalguard`,
 docs/reference.md#failover): `withdrawal_hold()` is asked just before the beat (the guard re-checks
 the held repair then, so a hold whose ServiceExports came back is reported cleared at once), and an
 answer that says `withdrawal_allowed` to a beat that reported a hold is handed to `on_allowed()`.
@@ -43,8 +43,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from member.export.invalidexports import InvalidExportsReporter
 from member.hubclient import HubClient, HubError, HubRejected
-from member.invalidexports import InvalidExportsReporter
 from member.metrics import AgentMetrics
 from shared import constants
 from shared.models import WithdrawalHold

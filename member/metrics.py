@@ -171,7 +171,7 @@ class AgentMetrics:
             registry=self.registry,
         )
 
-        # docs/reference.md#failover's mass-withdrawal guard (`member.withdrawalguard`).
+        # docs/reference.md#failover's mass-withdrawal guard (`member.export.withdrawalguard`).
         self.withdrawals_held = Counter(
             "mcsync_agent_withdrawals_held_total",
             "Repairs that would have withdrawn more than half of this cluster's exports on the "

@@ -5,7 +5,7 @@ agent holds one per Service, ServiceExport and hub record: with 10,000 of each t
 of its memory (docs/benchmarks.md §6). Each informer therefore runs its objects through a
 transform before caching them, keeping only what the agent reads:
 
-* Service — `validate()` and `derive_export()` (`member.exportspec`): name, namespace, uid,
+* Service — `validate()` and `derive_export()` (`member.export.exportspec`): name, namespace, uid,
   resourceVersion, generation; the spec fields that are exported, and `type`/`clusterIP`
   (ExternalName and headless); of each port its name, protocol, port and appProtocol.
   Labels, annotations, managedFields, status, targetPort/nodePort, clusterIPs … are dropped.
@@ -33,7 +33,7 @@ transform before caching them, keeping only what the agent reads:
 
 * ServiceImport, derived Service, mirrored EndpointSlice (the import side,
   `member.imports.importer`) — these are ours, and an update of one is a PUT of the cached object
-  with our fields laid on (`member.importspec.overlay`), so whatever the cache drops, the
+  with our fields laid on (`member.imports.importspec.overlay`), so whatever the cache drops, the
   PUT would erase: only what the API server sets and ignores in an update goes
   (`managedFields`, `creationTimestamp`, `generation`, `selfLink`, a Service's `status`).
   Everything else is kept, so a user's edit of any field we state is still seen and
@@ -68,7 +68,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from member.importspec import pack_json, unpack_json
+from member.imports.importspec import pack_json, unpack_json
 from shared import conditions as c
 from shared.constants import LABEL_ENDPOINTSLICE_MANAGED_BY, LABEL_SERVICE_NAME
 
@@ -88,7 +88,7 @@ AGENT_ANNOTATION_PREFIX = "mcsync.io/"
 """Annotations the agent writes and reads back (exportedSince, spec hash, observed version)."""
 
 _SERVICE_METADATA = ("name", "namespace", "uid", "resourceVersion", "generation")
-# Every Service spec field `member.exportspec` reads; the rest is local to the cluster.
+# Every Service spec field `member.export.exportspec` reads; the rest is local to the cluster.
 _SERVICE_SPEC = (
     "type",
     "clusterIP",
@@ -220,7 +220,7 @@ def transform_import_object(obj: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class PackedEndpoints:
     """A cached mirrored slice's `endpoints` list, packed (see the module doc): `packed` is
-    the list exactly as the server sent it (`member.importspec.pack_json`), `count` its
+    the list exactly as the server sent it (`member.imports.importspec.pack_json`), `count` its
     length."""
 
     count: int

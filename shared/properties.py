@@ -14,7 +14,7 @@ behaviour once beside its type, and the rest is read off the table:
 * the store (`hub.store.tables`, `hub.store.codec`) keeps each row in its `column`,
   stored as `storage` says; the fleet-wide SQL query (`hub.store.conflictquery`)
   compares those columns (or the `compare_path` inside them) with the winner's;
-* the agent (`member.importspec.HeldImport`) holds each row as `held` says;
+* the agent (`member.imports.importspec.HeldImport`) holds each row as `held` says;
 * people read `label`, `words` (why an export conflicts on it) and `setter` (what to
   change): the CLI's conflict page, and the console, which asks the hub for them
   (`words_document()`) instead of restating them in JavaScript.
@@ -76,7 +76,7 @@ class Storage(enum.Enum):
 
 
 class Held(enum.Enum):
-    """How the importing agent holds a property (`member.importspec.HeldImport`)."""
+    """How the importing agent holds a property (`member.imports.importspec.HeldImport`)."""
 
     WORD = "word"  # an interned string
     OPTIONAL_WORD = "optional-word"  # a string or None

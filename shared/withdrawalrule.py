@@ -1,5 +1,5 @@
 """The mass-withdrawal rule (docs/reference.md#failover), one statement of it for the
-agent's guard of its repairs (`member.withdrawalguard`) and the hub's guard of a member's
+agent's guard of its repairs (`member.export.withdrawalguard`) and the hub's guard of a member's
 full-state sync (`hub.store.syncguard`): the same numbers must hold a withdrawal on both
 sides, or one side would let through what the other calls a mass withdrawal."""
 

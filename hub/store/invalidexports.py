@@ -2,7 +2,7 @@
 (docs/reference.md#flags).
 
 An invalid ServiceExport is never exported, so the hub learns of it only from the agent's
-heartbeat (`member.invalidexports` says why that way). The report is kept whole, as one
+heartbeat (`member.export.invalidexports` says why that way). The report is kept whole, as one
 JSON value on the cluster's row (`clusters.invalid_exports`): it is replaced by each beat
 that carries one, goes with the cluster when it is deregistered, and takes no part in
 conflicts or imports. Reading them is a reader's diagnostic (`mcsync exports --invalid`):

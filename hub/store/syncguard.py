@@ -1,6 +1,6 @@
 """The hub's mass-withdrawal guard of a member's full-state sync (docs/reference.md#failover).
 
-The agent guards its own repairs (`member.withdrawalguard`), but a broken or old agent —
+The agent guards its own repairs (`member.export.withdrawalguard`), but a broken or old agent —
 or anything else holding a member token — can still send `PUT …/serviceexports` with
 almost nothing in it, and a full-state sync withdraws whatever it does not list. So the
 hub applies the same rule (`shared.withdrawalrule`) to the sync itself, before it writes

@@ -5,7 +5,7 @@ an early return at each decision:
 
 1. No ServiceExport → a hub record of this key is an orphan: withdraw it
    (docs/reference.md#export-path), unless the mass-withdrawal guard holds it
-   (`member.withdrawalguard`, docs/reference.md#failover).
+   (`member.export.withdrawalguard`, docs/reference.md#failover).
 2. ServiceExport being deleted → withdraw on the hub (200 and 404 both confirm) → remove our
    finalizer. The finalizer goes only after the hub confirmed, so the record cannot outlive
    the object unnoticed.
@@ -36,7 +36,7 @@ context to the hub. Each decision is one log line with the key and cluster as fi
 the trace id, added by the log handler). The outcome also labels the reconciles counter:
 a small fixed set (`OUTCOME_*`), never a name.
 
-"Changes the exported spec": see `member.exportspec` (everything but the Service's
+"Changes the exported spec": see `member.export.exportspec` (everything but the Service's
 resourceVersion/generation and the stopwatch itself). The digest of the spec the stamp was
 made for sits beside it (`mcsync.io/exported-spec-hash`), so a restart, a resync or a
 same-spec update keeps the stopwatch running, and a real change re-stamps it.
@@ -54,7 +54,7 @@ from opentelemetry import trace
 
 from member.controller import HUB_RECORDS, SERVICE_EXPORTS, SERVICES, Controller, Event, Watch
 from member.duration import DurationRecorder
-from member.exportspec import (
+from member.export.exportspec import (
     InvalidExport,
     Validity,
     derive_export,
@@ -62,6 +62,7 @@ from member.exportspec import (
     same_exported_spec,
     validate,
 )
+from member.export.withdrawalguard import WithdrawalGuard
 from member.heartbeat import VersionGate
 from member.hubclient import HubClient, HubConflict, HubRejected, HubUnavailable
 from member.hubfeed import HubView, record_key
@@ -83,7 +84,6 @@ from member.status import (
     merge_conditions,
     status_changed,
 )
-from member.withdrawalguard import WithdrawalGuard
 from member.workqueue import WorkQueue
 from shared import conditions as c
 from shared.constants import (

@@ -8,7 +8,7 @@ decision:
 1. Not exported — no ServiceExport, one being deleted, one not valid (docs/reference.md#conditions),
    or no hub record of it (yet) → withdraw every slice the hub holds of the Service from us
    (DELETE; 404 confirms as well as 200) and stop. The slices of an orphan that the
-   mass-withdrawal guard holds on the hub stay with it (`member.withdrawalguard`).
+   mass-withdrawal guard holds on the hub stay with it (`member.export.withdrawalguard`).
 2. Agent older than the hub's minimum → nothing more (docs/reference.md#failover: it stops
 exporting).
 3. PUT each slice whose resourceVersion the hub has not had from us; a slice whose
@@ -100,6 +100,7 @@ from member.controller import (
     Event,
     Watch,
 )
+from member.export.exportspec import validate
 from member.export.sentslices import Sent, SentSlices
 from member.export.serviceexport import ExportParts
 from member.export.sliceindex import (
@@ -109,7 +110,6 @@ from member.export.sliceindex import (
     slice_resource_version,
 )
 from member.export.slicewire import slice_export
-from member.exportspec import validate
 from member.hubclient import HubConflict, HubRejected, HubUnavailable
 from member.hubfeed import record_key
 from member.informer import namespaced_key

@@ -30,9 +30,9 @@ from typing import Any, NotRequired, Protocol, TypedDict, Unpack
 from opentelemetry import trace
 
 from member.export.serviceexport import Lister
-from member.importfeed import ImportView, index_add, index_discard
-from member.importmetrics import ImportMetrics
-from member.importowners import DerivedServices, InTheWay
+from member.imports.importfeed import ImportView, index_add, index_discard
+from member.imports.importmetrics import ImportMetrics
+from member.imports.importowners import DerivedServices, InTheWay
 from member.kube.importobjects import ObjectWriter
 from member.metrics import AgentMetrics
 from member.reconcilers.instrumented import NotLeading, run_reconcile

@@ -5,7 +5,7 @@
 
 1. Nothing to import here — no hub import, out of scope, or the key's ServiceImport is
    someone else's (`ForeignImports`) → delete our derived Service if there is one. Ours
-   means owned by our ServiceImport's uid (`member.importowners`): once that is gone, its
+   means owned by our ServiceImport's uid (`member.imports.importowners`): once that is gone, its
    dependents are the garbage collector's (their owner is gone), not ours to touch.
 2. Our ServiceImport is not in the cache yet → wait: it is the owner the Service must name,
    and its arrival queues this key again.
@@ -29,9 +29,9 @@ from __future__ import annotations
 import logging
 from typing import Any, Unpack
 
-from member.importready import FamilyRefusals, family_refusal
 from member.imports.base import ImportDeps, ImportReconciler
-from member.importspec import (
+from member.imports.importready import FamilyRefusals, family_refusal
+from member.imports.importspec import (
     create_body,
     desired_derived_service,
     is_managed,

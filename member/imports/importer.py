@@ -32,7 +32,7 @@ someone else owns must be seen, to be left alone, and its deletion seen, to take
 Service and EndpointSlice informers watch only `app.kubernetes.io/managed-by=mcsync`; the
 other Services of the watched namespaces come from the export side's informer
 (`other_services`, its events through `on_other_service()`). Being labelled is not being
-ours (`member.importowners`: the ownerReference uid chain decides), and an object in the
+ours (`member.imports.importowners`: the ownerReference uid chain decides), and an object in the
 way of a key queues it again when it changes or goes (`InTheWay.cleared()`), so a blocked
 key completes without a restart. All
 three cache what `member.transform.transform_import_object` keeps: the objects without the
@@ -64,16 +64,6 @@ from opentelemetry import trace
 from member.clusterproperties import FleetProperties
 from member.export.serviceexport import NotLeading
 from member.hubclient import HubClient
-from member.importfeed import (
-    HubImportListWatch,
-    ImportView,
-    SliceRef,
-    import_item_key,
-    slice_ref,
-)
-from member.importmetrics import ImportMetrics
-from member.importowners import DerivedServices, InTheWay
-from member.importready import FamilyRefusals
 from member.imports.base import (
     ImportReconciler,
     ImportScope,
@@ -81,10 +71,20 @@ from member.imports.base import (
     NamespaceLister,
 )
 from member.imports.derivedservice import DerivedServiceReconciler
+from member.imports.importfeed import (
+    HubImportListWatch,
+    ImportView,
+    SliceRef,
+    import_item_key,
+    slice_ref,
+)
+from member.imports.importmetrics import ImportMetrics
+from member.imports.importowners import DerivedServices, InTheWay
+from member.imports.importready import FamilyRefusals
+from member.imports.importspec import OPTIONAL_IMPORT_FIELDS, is_managed
 from member.imports.mirroredslices import ChangedSlices, MirroredSliceReconciler
 from member.imports.serviceimport import ForeignImports, ServiceImportReconciler
 from member.importselection import ImportSelections, SelectionMetrics, StaticProperties
-from member.importspec import OPTIONAL_IMPORT_FIELDS, is_managed
 from member.informer import Informer, namespaced_key
 from member.kube.client import KubeConfigError, discover_mcs_version
 from member.kube.events import EventRecorder
@@ -284,7 +284,7 @@ class Importer:
         self.counts: Callable[[], tuple[int, int]] = lambda: (imported(), endpoints())
         foreign = ForeignImports(on_change=self.metrics.unmanaged.set)
         # A derived Service refused (or accepted again) for its IP families: the
-        # ServiceImport's Ready condition says so (`member.importready`).
+        # ServiceImport's Ready condition says so (`member.imports.importready`).
         refusals = FamilyRefusals(
             on_change=lambda key: self._queue(key, bulk=False, which=("serviceimport",))
         )
@@ -486,7 +486,7 @@ class Importer:
         from_relist: bool,
     ) -> None:
         """An event of a Service not managed by mcsync (the export side's informer): the
-        keys it held up, if any, are reconciled again (`member.importowners.InTheWay`)."""
+        keys it held up, if any, are reconciled again (`member.imports.importowners.InTheWay`)."""
         self._clear_the_way("Service", old, new, bulk=from_relist)
 
     def _clear_the_way(

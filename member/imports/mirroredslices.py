@@ -5,7 +5,7 @@ slices of it (docs/reference.md#import-path).
 
 1. Nothing to import here — no hub import, out of scope, or the key's ServiceImport is
    someone else's → delete every slice of ours of the key: owned by our derived Service's
-   uid (`member.importowners`); a slice with our labels and any other owner, or none, is
+   uid (`member.imports.importowners`); a slice with our labels and any other owner, or none, is
    never ours.
 2. Our derived Service is not in the cache yet → wait: it is the owner every slice names,
    and its arrival queues this key again.
@@ -15,7 +15,7 @@ slices of it (docs/reference.md#import-path).
    hub's ServiceImport (its ports cut every slice), a relist or startup repair, a managed
    slice's own event (a user's edit, or our write coming back), the owner, the namespace,
    a retry — looks at every slice of the key, and deletes the managed ones no source wants.
-4. Per slice, the desired `MirroredSlice` (`member.importspec.mirrored_slice`) against the
+4. Per slice, the desired `MirroredSlice` (`member.imports.importspec.mirrored_slice`) against the
    slice of ours of that name: create the missing, update the differing, delete the
    unwanted. An unchanged slice is never rewritten, so one changed source slice costs
    exactly one EndpointSlice write here, as the Kubernetes EndpointSlice reconciler's
@@ -49,11 +49,10 @@ import time
 from collections.abc import Set as AbstractSet
 from typing import Any, Unpack
 
-from member.importfeed import SliceRef
-from member.importowners import is_orphan_of
 from member.imports.base import ImportDeps, ImportReconciler, ManagedIndex
-from member.importselection import ImportSelections, masked
-from member.importspec import (
+from member.imports.importfeed import SliceRef
+from member.imports.importowners import is_orphan_of
+from member.imports.importspec import (
     MirroredSlice,
     SourceSlice,
     create_body,
@@ -66,6 +65,7 @@ from member.importspec import (
     overlay,
     owned_by,
 )
+from member.importselection import ImportSelections, masked
 from member.reconcilers.instrumented import NotLeading
 from member.transform import unpacked
 

@@ -10,14 +10,14 @@
 2. The hub has no import of the key, or the key is out of scope here (namespace absent,
    not watched, denied) → delete our ServiceImport if there is one; explicitly, never
    trusting the garbage collector alone.
-3. Create it, or update it when any field we state differs (`member.importspec.matches`);
+3. Create it, or update it when any field we state differs (`member.imports.importspec.matches`);
    an unchanged object is never rewritten. `spec.ips` comes from the derived Service's
    `clusterIPs`, so a derived Service event queues this key again to fill them in. An
    import with cluster selectors also carries the outcome of this cluster's selection
    (`member.importselection`): `mcsync.io/cluster-selector-results` (the clusters of each
    tier) and `mcsync.io/active-clusters` (docs/reference.md#cluster-selection).
 4. Write `status` through the status subresource, again only when it differs:
-   `clusters` and the `Ready` condition (`member.importready`: Ready once the derived
+   `clusters` and the `Ready` condition (`member.imports.importready`: Ready once the derived
    Service has its IPs and the mirrored slices are written, Pending before,
    IPFamilyNotSupported when the API server refused the derived Service's families).
 
@@ -32,10 +32,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, Unpack
 
-from member.importready import FamilyRefusals, ready_condition
 from member.imports.base import ImportDeps, ImportReconciler, ManagedIndex
-from member.importselection import ImportSelections, result_annotations
-from member.importspec import (
+from member.imports.importready import FamilyRefusals, ready_condition
+from member.imports.importspec import (
     OPTIONAL_IMPORT_FIELDS,
     create_body,
     desired_service_import,
@@ -46,6 +45,7 @@ from member.importspec import (
     overlay,
     owned_by,
 )
+from member.importselection import ImportSelections, result_annotations
 from member.kube.events import EventRecorder
 from member.status import merge_conditions
 from shared.constants import MCS_GROUP

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from member.importspec import (
+from member.imports.importspec import (
     OPTIONAL_IMPORT_FIELDS,
     desired_service_import,
     desired_service_import_status,
@@ -499,7 +499,7 @@ def test_serviceexport_schema_has_exported_maps_and_metav1_conditions() -> None:
 def test_serviceimport_schema_keeps_every_field_the_agent_writes(version: str) -> None:
     """A field the schema lacks is pruned by the API server, and the agent would see a
     difference and rewrite the object on every reconcile: the shipped CRD must have every
-    spec and status field the agent states (member.importspec)."""
+    spec and status field the agent states (member.imports.importspec)."""
     imported = ServiceImport.model_validate(
         {
             "metadata": {"name": "web", "namespace": "demo"},

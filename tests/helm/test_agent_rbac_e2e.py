@@ -25,7 +25,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import yaml
 
-from member.importspec import derived_service_name, mirrored_slice_name
+from member.imports.importspec import derived_service_name, mirrored_slice_name
 from tests.helm.conftest import AGENT_CHART, NAMESPACE, Rendered, container_named, render
 from tests.kube.fixtures import (  # noqa: F401
     FIXTURE_NAMESPACES,

@@ -18,7 +18,7 @@ import pytest
 
 from member.clusterproperties import FleetProperties, FleetPropertiesView
 from member.hubclient import ROUTE_PROPERTIES, HubClient, HubClientConfig
-from member.propertiesfeed import PropertiesFeed
+from member.imports.propertiesfeed import PropertiesFeed
 from shared.aboutapi import CLUSTER_ID_PROPERTY
 from tests.kube.fixtures import KubeCluster
 from tests.member.agent_support import (

@@ -16,7 +16,7 @@ import copy
 
 import pytest
 
-from member.importspec import derived_service_name, mirrored_slice_name
+from member.imports.importspec import derived_service_name, mirrored_slice_name
 from sandbox.emulator.state import WRITE_VERBS
 from tests.kube.fixtures import KubeCluster
 from tests.member.agent_support import (

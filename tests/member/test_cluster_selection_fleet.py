@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from member.importspec import mirrored_slice_name
+from member.imports.importspec import mirrored_slice_name
 from tests.kube.fixtures import KubeCluster
 from tests.member.agent_support import (
     AgentFactory,

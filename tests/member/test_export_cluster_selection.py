@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from member.exportspec import derive_export, validate
+from member.export.exportspec import derive_export, validate
 from shared import conditions as c
 from shared.clusterselection import (
     ANNOTATION_CLUSTER_SELECTION,

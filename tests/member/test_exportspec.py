@@ -1,4 +1,4 @@
-"""Table-driven tests of `member.exportspec`: validation reasons and the exported spec."""
+"""Table-driven tests of `member.export.exportspec`: validation reasons and the exported spec."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from member.exportspec import (
+from member.export.exportspec import (
     InvalidExport,
     derive_export,
     export_fingerprint,

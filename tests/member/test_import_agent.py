@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from member.importspec import derived_service_name, mirrored_slice_name
+from member.imports.importspec import derived_service_name, mirrored_slice_name
 from tests.kube.fixtures import KubeCluster
 from tests.member.agent_support import (
     AgentFactory,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from member.importspec import derived_service_names, mirrored_slice_name
+from member.imports.importspec import derived_service_names, mirrored_slice_name
 from tests.conftest import dispose_database_url, make_database_url
 from tests.kube.fixtures import KubeCluster
 from tests.member.agent_support import (

@@ -22,7 +22,7 @@ from typing import Any, cast
 
 import pytest
 
-from member.importspec import derived_service_name
+from member.imports.importspec import derived_service_name
 from tests.hub.test_api_import_clusters import REGION
 from tests.hub.test_api_support import running_hub, serving
 from tests.kube.fixtures import KubeCluster

@@ -1,4 +1,4 @@
-"""`member.importfeed`: one informer cache of both kinds, indexed by the Service they serve,
+"""`member.imports.importfeed`: one informer cache of both kinds, indexed by the Service they serve,
 each object held once in the form the reconcilers read."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from member.importfeed import (
+from member.imports.importfeed import (
     ImportEventStream,
     ImportView,
     SliceRef,
@@ -15,7 +15,7 @@ from member.importfeed import (
     service_key_of,
     slice_ref,
 )
-from member.importspec import HeldImport, SourceSlice
+from member.imports.importspec import HeldImport, SourceSlice
 from shared.constants import ANNOTATION_CHANGED_AT
 from shared.models import EndpointSliceExport, ServiceImport, WatchEvent, to_wire
 from shared.timefmt import parse_rfc3339

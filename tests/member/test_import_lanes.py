@@ -19,9 +19,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from member.hubclient import HubClient, HubClientConfig
-from member.importfeed import feed_entry
 from member.imports.importer import Importer
-from member.importspec import derived_service_name
+from member.imports.importfeed import feed_entry
+from member.imports.importspec import derived_service_name
 from member.kube.events import EventRecorder
 from member.metrics import AgentMetrics
 from member.workqueue import WorkQueueMetrics

@@ -22,9 +22,13 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from member.importfeed import feed_entry, import_item_key
+from member.imports.importfeed import feed_entry, import_item_key
+from member.imports.importspec import (
+    derived_service_name,
+    derived_service_names,
+    mirrored_slice_name,
+)
 from member.imports.mirroredslices import SliceWriteErrors
-from member.importspec import derived_service_name, derived_service_names, mirrored_slice_name
 from shared.models import EndpointSliceExport, ServiceImport
 from tests.member.test_import_reconcilers import KEY, World, hub_import, hub_slice
 

@@ -1,6 +1,7 @@
-"""The ServiceImport's `Ready` condition (docs/reference.md#import-path, `member.importready`): one
-row per outcome of `ready_condition`, then the reconcilers over the fake cluster of
-`test_import_reconcilers` — each transition written once, nothing rewritten after."""
+"""The ServiceImport's `Ready` condition (docs/reference.md#import-path,
+`member.imports.importready`): one row per outcome of `ready_condition`, then the
+reconcilers over the fake cluster of `test_import_reconcilers` — each transition written
+once, nothing rewritten after."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from member.importready import (
+from member.imports.importready import (
     MESSAGE_PENDING,
     MESSAGE_READY,
     FamilyRefusals,
     family_refusal,
     ready_condition,
 )
-from member.importspec import derived_service_name, mirrored_slice_name
+from member.imports.importspec import derived_service_name, mirrored_slice_name
 from tests.member.test_import_reconcilers import KEY, World, hub_import, hub_slice
 
 DERIVED = derived_service_name("hello")

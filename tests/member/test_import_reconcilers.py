@@ -16,15 +16,15 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from member.export.serviceexport import NotLeading
-from member.importfeed import ImportView, feed_entry, import_item_key, slice_ref
-from member.importmetrics import ImportMetrics
-from member.importowners import DerivedServices, InTheWay
-from member.importready import FamilyRefusals
 from member.imports.base import ImportScope, ManagedIndex
 from member.imports.derivedservice import DerivedServiceReconciler
+from member.imports.importfeed import ImportView, feed_entry, import_item_key, slice_ref
+from member.imports.importmetrics import ImportMetrics
+from member.imports.importowners import DerivedServices, InTheWay
+from member.imports.importready import FamilyRefusals
+from member.imports.importspec import derived_service_name, mirrored_slice_name
 from member.imports.mirroredslices import ChangedSlices, MirroredSliceReconciler
 from member.imports.serviceimport import ForeignImports, ServiceImportReconciler
-from member.importspec import derived_service_name, mirrored_slice_name
 from member.kube.importobjects import AlreadyExists
 from member.kube.resources import NotFoundError
 from member.metrics import AgentMetrics

@@ -16,7 +16,13 @@ from typing import Any
 
 import pytest
 
-from member.importfeed import feed_entry
+from member.imports.importfeed import feed_entry
+from member.imports.importspec import (
+    MirroredSlice,
+    mirrored_slice_name,
+    pack_json,
+    unpack_json,
+)
 from member.imports.mirroredslices import MirroredSliceReconciler
 from member.imports.serviceimport import ServiceImportReconciler
 from member.importselection import (
@@ -25,12 +31,6 @@ from member.importselection import (
     StaticProperties,
     endpoint_counts,
     masked,
-)
-from member.importspec import (
-    MirroredSlice,
-    mirrored_slice_name,
-    pack_json,
-    unpack_json,
 )
 from member.transform import unpacked
 from shared.clusterselection import ClusterSelector

@@ -1,5 +1,5 @@
 """The exact objects of docs/reference.md#import-path, one table row per outcome
-(`member.importspec`)."""
+(`member.imports.importspec`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from member.importspec import (
+from member.imports.importspec import (
     OPTIONAL_IMPORT_FIELDS,
     SourceSlice,
     create_body,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from member.importspec import (
+from member.imports.importspec import (
     create_body,
     desired_derived_service,
     desired_service_import,

@@ -1,7 +1,7 @@
 """The heartbeat's report of invalid ServiceExports (docs/reference.md#flags,
-`member.invalidexports`): read back from the ServiceExports' own `Valid` condition, sent when it
-changed since the last beat the hub answered, never before the caches are filled, capped and
-counted."""
+`member.export.invalidexports`): read back from the ServiceExports' own `Valid` condition,
+sent when it changed since the last beat the hub answered, never before the caches are
+filled, capped and counted."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from member.invalidexports import InvalidExportsReporter, invalid_report
+from member.export.invalidexports import InvalidExportsReporter, invalid_report
 from shared import conditions as c
 from shared.constants import INVALID_EXPORTS_MAX
 from shared.models import InvalidExportReport

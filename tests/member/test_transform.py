@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from member.exportspec import derive_export, export_fingerprint, validate
+from member.export.exportspec import derive_export, export_fingerprint, validate
 from member.hubfeed import record_key
 from member.informer import Informer
 from member.kube.listwatch import ServiceExportListWatch, ServiceListWatch

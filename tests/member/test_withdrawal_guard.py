@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 import pytest
 from prometheus_client import CollectorRegistry
 
+from member.export.withdrawalguard import MIN_EXPORTS, WithdrawalGuard, should_hold
 from member.metrics import AgentMetrics
-from member.withdrawalguard import MIN_EXPORTS, WithdrawalGuard, should_hold
 
 NOW = datetime(2026, 11, 28, 4, 0, tzinfo=UTC)
 
@@ -111,7 +111,7 @@ def test_a_mass_repair_withdraws_none_logs_counts_and_reports_once(
 ) -> None:
     caches = Caches(hub=20, exported=4)
     guard = caches.guard(metrics)
-    with caplog.at_level(logging.INFO, logger="member.withdrawalguard"):
+    with caplog.at_level(logging.INFO, logger="member.export.withdrawalguard"):
         guard.judge()
         guard.judge()  # the same repair judged again (the hub relisted): one hold
         assert not any(guard.permit(key) for key in caches.hub - caches.exports)
@@ -249,7 +249,7 @@ def test_an_allowance_that_reaches_a_standby_is_said_and_the_hold_stays(
     caches = Caches(hub=20, exported=4)
     standby = caches.guard(metrics, leading=False)
     assert standby.recheck() is not None
-    with caplog.at_level(logging.WARNING, logger="member.withdrawalguard"):
+    with caplog.at_level(logging.WARNING, logger="member.export.withdrawalguard"):
         standby.allow()
     assert standby.recheck() is not None  # still reported: the leader still holds it
     assert caches.releases == 0

@@ -45,7 +45,7 @@ def exposed_families() -> dict[str, str]:
     Counters are listed under their `_total` sample name, which is how queries use them.
     """
     from hub.metrics import HubMetrics
-    from member.importmetrics import ImportMetrics
+    from member.imports.importmetrics import ImportMetrics
     from member.workqueue import WorkQueueMetrics
 
     agent = AgentMetrics(registry=CollectorRegistry())

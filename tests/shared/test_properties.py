@@ -13,7 +13,7 @@ from cli import conflictpage
 from hub.conflicts import judge
 from hub.store import codec
 from hub.store.tables import exports
-from member.importspec import HeldImport
+from member.imports.importspec import HeldImport
 from shared import conditions, properties
 from shared.models import (
     ExportConflict,

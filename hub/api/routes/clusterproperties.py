@@ -8,7 +8,7 @@ cluster's ClusterProperty objects, and reads the whole fleet's.
   reported properties, a list and then, with `watch=true`, a watch of their changes
   (ADDED / MODIFIED / DELETED `ClusterProperties` objects), with the same list-then-watch,
   relist-on-410 protocol as the import feed. The importing agent's cluster selection
-  reads it (`member.propertiesfeed`). A feed of its own rather than a kind inside the
+  reads it (`member.imports.propertiesfeed`). A feed of its own rather than a kind inside the
   import feed: docs/decisions.md says why.
 
 Both are per-cluster paths so that a member token reads them as it reads its imports.

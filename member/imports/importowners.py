@@ -5,7 +5,7 @@
 carries `app.kubernetes.io/managed-by: mcsync`; a derived Service when it carries that
 label *and* a controller ownerReference to our ServiceImport's uid; a mirrored
 EndpointSlice when it carries the label and a controller ownerReference to our derived
-Service's uid (`member.importspec.owned_by`). Anyone can write a label; only the object we
+Service's uid (`member.imports.importspec.owned_by`). Anyone can write a label; only the object we
 created names our object's uid. Everything else is foreign: never updated, adopted or
 deleted, whatever labels it carries.
 
@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from member.importspec import DERIVED_PREFIX, SERVICEIMPORT_KIND, is_managed, owned_by
+from member.imports.importspec import DERIVED_PREFIX, SERVICEIMPORT_KIND, is_managed, owned_by
 from shared.constants import LABEL_MCS_SERVICE_NAME
 
 __all__ = ["DerivedChoice", "DerivedServices", "InTheWay", "Recorder", "is_orphan_of"]
@@ -65,7 +65,7 @@ def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 def _names(service_name: str) -> tuple[str, ...]:
-    """`member.importspec.derived_service_names`, from one SHA-256 (the hot path's cost)."""
+    """`member.imports.importspec.derived_service_names`, from one SHA-256 (the hot path's cost)."""
     digest = hashlib.sha256(service_name.encode("utf-8")).hexdigest()
     return tuple(DERIVED_PREFIX + digest[:chars] for chars in _DERIVED_CHARS)
 

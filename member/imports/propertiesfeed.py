@@ -4,7 +4,7 @@
 `GET …/clusters/{c}/fleetproperties` lists every cluster's reported properties and
 `?watch=true` streams their changes, with the same list-then-watch, relist-on-410
 protocol as the import feed, so `HubPropertiesListWatch` plugs into `member.informer`
-as `member.importfeed.HubImportListWatch` does. Pushed, never polled: one change of a
+as `member.imports.importfeed.HubImportListWatch` does. Pushed, never polled: one change of a
 cluster's properties reaches every agent as one event.
 
 The informer's handler (`PropertiesFeed.on_event`) hands each change to the view:
