@@ -508,7 +508,7 @@ class Agent:
     def _on_other_service(self, event: Event) -> None:
         """A Service may be in the way of an import's derived name."""
         if self.importer is not None:
-            self.importer.on_other_service(event.type, event.old, event.new, event.from_relist)
+            self.importer.on_other_service(event)
 
     def _on_hub_record(self, event: Event) -> None:
         obj = event.obj

@@ -33,9 +33,11 @@ __all__ = [
     "SERVICE_IMPORTS",
     "Controller",
     "Event",
+    "InformerHandler",
     "Mapper",
     "Watch",
     "dispatch",
+    "handler",
 ]
 
 # The informer kinds the export side watches (one informer per watched namespace each,
@@ -109,15 +111,13 @@ class Controller:
         return {w.source for w in self.all_watches()}
 
 
-def dispatch(
-    controllers: Sequence[Controller],
-    source: str,
-    observers: Sequence[Callable[[Event], None]] = (),
-) -> Callable[[str, dict[str, Any] | None, dict[str, Any] | None, bool], None]:
-    """The informer handler for `source`: observers first (state the mappers read, such as
-    the withdrawal guard's notes), then each controller's mappers in declaration order."""
-    mappers = [(c.queue, w.mapper) for c in controllers for w in c.all_watches()
-               if w.source == source]
+# What an informer calls per event: (type, old, new, from_relist), as `member.informer` does.
+InformerHandler = Callable[[str, dict[str, Any] | None, dict[str, Any] | None, bool], None]
+
+
+def handler(observe: Callable[[Event], None]) -> InformerHandler:
+    """The informer handler that hands each event to `observe` as one `Event`: for what
+    watches a source with no queue of its own (the fleet-properties view, say)."""
 
     def handle(
         event_type: str,
@@ -125,11 +125,26 @@ def dispatch(
         new: dict[str, Any] | None,
         from_relist: bool,
     ) -> None:
-        event = Event(event_type, old, new, from_relist)
+        observe(Event(event_type, old, new, from_relist))
+
+    return handle
+
+
+def dispatch(
+    controllers: Sequence[Controller],
+    source: str,
+    observers: Sequence[Callable[[Event], None]] = (),
+) -> InformerHandler:
+    """The informer handler for `source`: observers first (state the mappers read, such as
+    the withdrawal guard's notes), then each controller's mappers in declaration order."""
+    mappers = [(c.queue, w.mapper) for c in controllers for w in c.all_watches()
+               if w.source == source]
+
+    def handle(event: Event) -> None:
         for observe in observers:
             observe(event)
         for queue, mapper in mappers:
             for key, bulk in mapper(event):
                 queue.add(key, bulk=bulk)
 
-    return handle
+    return handler(handle)

@@ -29,6 +29,15 @@ from __future__ import annotations
 import logging
 from typing import Any, Unpack
 
+from member.controller import (
+    DERIVED_SERVICES,
+    HELD_BY_SERVICE,
+    HUB_IMPORTS,
+    NAMESPACES,
+    SERVICE_IMPORTS,
+    Controller,
+    Watch,
+)
 from member.imports.base import ImportDeps, ImportReconciler
 from member.imports.importready import FamilyRefusals, family_refusal
 from member.imports.importspec import (
@@ -38,8 +47,10 @@ from member.imports.importspec import (
     matches,
     overlay,
 )
+from member.imports.keys import ImportKeys, leading_only
+from member.workqueue import WorkQueue
 
-__all__ = ["DerivedServiceReconciler"]
+__all__ = ["DerivedServiceReconciler", "derivedservice_controller"]
 
 logger = logging.getLogger(__name__)
 
@@ -156,14 +167,28 @@ class DerivedServiceReconciler(ImportReconciler):
             "Service is not mcsync's (no ownerReference to its ServiceImport), so mcsync "
             f"leaves it alone; {then}"
         )
-        if self._in_the_way.warn(
-            {"apiVersion": "v1", "kind": KIND, **foreign},
-            reason=REASON_IN_THE_WAY,
-            message=message,
-        ):
-            logger.warning(
-                "%s: Service %s is in the way of the derived Service, left alone",
-                key,
-                name,
-                extra=self.fields(key),
-            )
+        self.warn_not_ours(
+            key, foreign, api_version="v1", kind=KIND, reason=REASON_IN_THE_WAY,
+            message=message, log="%s: Service %s is in the way of the derived Service, left alone",
+        )
+
+
+def derivedservice_controller(
+    reconciler: ImportReconciler, queue: WorkQueue, keys: ImportKeys
+) -> Controller:
+    """The derived-Service controller: for the managed derived Services, watching the hub's
+    import feed (its spec shapes the Service), the cluster's ServiceImports when the owner
+    appeared, went, went foreign or changed its uid, Namespaces, and the Services that held
+    a key up."""
+    return Controller(
+        name="derivedservice",
+        queue=queue,
+        reconcile=leading_only(reconciler),
+        for_=Watch(DERIVED_SERVICES, keys.of_managed),
+        watches=(
+            Watch(HUB_IMPORTS, keys.hub_spec),
+            Watch(SERVICE_IMPORTS, keys.of_owner_change),
+            Watch(NAMESPACES, keys.in_namespace),
+            Watch(HELD_BY_SERVICE, keys.of_object),
+        ),
+    )

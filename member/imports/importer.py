@@ -10,7 +10,12 @@ reconcilers.
 Each object kind has its reconciler and its own work queue (`member.workqueue`), keyed
 "namespace/name" of the imported Service, separate from the export queues: import work
 never starves exports, nor they it, and a slice waiting for its derived Service does not
-back off the Service's own reconcile. Which events queue which key where:
+back off the Service's own reconcile. Each reconciler's module declares its controller
+(`member.controller`, as the export side does): `serviceimport_controller`,
+`derivedservice_controller`, `mirroredslices_controller`, with the event → key rules of
+`member.imports.keys`; this module builds the informers once per kind, keeps the indexes
+the mappers read (the observers run before any mapper) and hands every event of a kind to
+the controllers that watch it. Which events queue which key where:
 
 * a hub ServiceImport change → all three (its spec shapes all three objects);
 * a hub EndpointSliceExport change → the slices only, once the key's derived Service is
@@ -25,7 +30,9 @@ back off the Service's own reconcile. Which events queue which key where:
 * a managed EndpointSlice → the slices, and the ServiceImport when it appeared (its
   `Ready` condition waits for the key's slices);
 * a Namespace → every key the hub imports in it (a namespace created later receives its
-  imports; one deleted takes them along).
+  imports; one deleted takes them along);
+* an object in the way of a key that changed or went → the key, in the queues of the
+  objects it held up (a channel source, `HELD_BY_SERVICE` / `HELD_BY_SLICE`).
 
 The ServiceImport informer watches every ServiceImport, not only ours: a same-named one
 someone else owns must be seen, to be left alone, and its deletion seen, to take over. The
@@ -62,7 +69,19 @@ from kubernetes import client as k8s
 from opentelemetry import trace
 
 from member.clusterproperties import FleetProperties
-from member.export.serviceexport import NotLeading
+from member.controller import (
+    DERIVED_SERVICES,
+    HELD_BY_SERVICE,
+    HELD_BY_SLICE,
+    HUB_IMPORTS,
+    MIRRORED_SLICES,
+    NAMESPACES,
+    SERVICE_IMPORTS,
+    Controller,
+    Event,
+    InformerHandler,
+    dispatch,
+)
 from member.hubclient import HubClient
 from member.imports.base import (
     ImportReconciler,
@@ -70,20 +89,28 @@ from member.imports.base import (
     ManagedIndex,
     NamespaceLister,
 )
-from member.imports.derivedservice import DerivedServiceReconciler
+from member.imports.derivedservice import DerivedServiceReconciler, derivedservice_controller
 from member.imports.importfeed import (
     HubImportListWatch,
     ImportView,
     SliceRef,
     import_item_key,
-    slice_ref,
 )
 from member.imports.importmetrics import ImportMetrics
 from member.imports.importowners import DerivedServices, InTheWay
 from member.imports.importready import FamilyRefusals
 from member.imports.importspec import OPTIONAL_IMPORT_FIELDS, is_managed
-from member.imports.mirroredslices import ChangedSlices, MirroredSliceReconciler
-from member.imports.serviceimport import ForeignImports, ServiceImportReconciler
+from member.imports.keys import ImportKeys
+from member.imports.mirroredslices import (
+    ChangedSlices,
+    MirroredSliceReconciler,
+    mirroredslices_controller,
+)
+from member.imports.serviceimport import (
+    ForeignImports,
+    ServiceImportReconciler,
+    serviceimport_controller,
+)
 from member.importselection import ImportSelections, SelectionMetrics, StaticProperties
 from member.informer import Informer, namespaced_key
 from member.kube.client import KubeConfigError, discover_mcs_version
@@ -115,40 +142,23 @@ __all__ = ["Importer"]
 logger = logging.getLogger(__name__)
 
 
-# Informer names (the relists metric's label), apart from the export side's "services[*]".
-_INFORMER_NAMES = {
-    "ServiceImport": "serviceimports",
-    "Service": "derived-services",
-    ENDPOINTSLICE_KIND: "mirrored-endpointslices",
+# The informer of each kind: its source name (`member.controller`) is also its name in
+# the relists metric, apart from the export side's "services[*]".
+_SOURCES = {
+    "ServiceImport": SERVICE_IMPORTS,
+    "Service": DERIVED_SERVICES,
+    ENDPOINTSLICE_KIND: MIRRORED_SLICES,
 }
 
+def _indexing(
+    observe: Callable[[dict[str, Any] | None, dict[str, Any] | None], object],
+) -> Callable[[Event], None]:
+    """An index's `observe(old, new)` as an observer of events (its answer unused)."""
 
-# The queues an update of an owner queues when the owner stays the same object (see
-# `_same_owner`): the ServiceImport's own, and the ServiceImport's for a derived Service
-# (`spec.ips` come from its clusterIPs) with the Service's own.
-_OWN_QUEUE = {
-    "ServiceImport": ("serviceimport",),
-    "Service": ("serviceimport", "derivedservice"),
-}
+    def note(event: Event) -> None:
+        observe(event.old, event.new)
 
-
-# A managed slice that appeared: its own queue, and its ServiceImport's (`Ready` waits for
-# the key's slices to be written, docs/reference.md#import-path).
-_SLICE_ADDED_QUEUES = ("mirroredslices", "serviceimport")
-
-
-def _same_owner(old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
-    """True when an event leaves an owner (our ServiceImport for the derived Service, the
-    derived Service for the slices) what its dependents read of it: there, ours or not, and
-    its uid (their ownerReference). A status write or a user's edit of a field is such an
-    event; their reconciles would find nothing to do."""
-    if old is None or new is None:
-        return False
-    return is_managed(old) == is_managed(new) and _uid(old) == _uid(new)
-
-
-def _uid(obj: dict[str, Any]) -> Any:
-    return (obj.get("metadata") or {}).get("uid")
+    return note
 
 
 class _NamespaceLister:
@@ -206,7 +216,7 @@ class Importer:
         self.hub_informer = Informer(
             name="hub-imports",
             list_watch=HubImportListWatch(hub),
-            handler=self.on_hub_event,
+            handler=lambda *event: self._handlers[HUB_IMPORTS](*event),
             watch_timeout_seconds=watch_timeout,
             key_func=import_item_key,
             on_list=self.repair,
@@ -218,9 +228,10 @@ class Importer:
         def informers(
             kind: str, path: Callable[[str | None], str], api_version: str, selector: str | None
         ) -> dict[str | None, Informer]:
+            source = _SOURCES[kind]
             return per_namespace(
                 namespaces,
-                name=_INFORMER_NAMES[kind],
+                name=source,
                 list_watch=lambda ns: KubeListWatch(
                     api,
                     path=path(ns),
@@ -228,7 +239,9 @@ class Importer:
                     kind=kind,
                     label_selector=selector,
                 ),
-                handler=self._handler(kind),
+                # The controllers are declared below (their mappers read the caches built
+                # on these informers); the handler is looked up when the first event comes.
+                handler=lambda *event: self._handlers[source](*event),
                 watch_timeout_seconds=watch_timeout,
                 transform=transform_import_object,
             )
@@ -253,7 +266,7 @@ class Importer:
                     kind="Namespace",
                     field_selector=f"metadata.name={ns}" if ns else None,
                 ),
-                handler=self._on_namespace_event,
+                handler=lambda *event: self._handlers[NAMESPACES](*event),
                 watch_timeout_seconds=watch_timeout,
             )
             for ns in namespaces
@@ -354,6 +367,37 @@ class Importer:
                 **common,
             ),
         }
+        keys = ImportKeys(view=self.view, watched=self._watched, owner_here=self._owner_here)
+        self.controllers: list[Controller] = [
+            serviceimport_controller(
+                self.reconcilers["serviceimport"], self.queues["serviceimport"], keys
+            ),
+            derivedservice_controller(
+                self.reconcilers["derivedservice"], self.queues["derivedservice"], keys
+            ),
+            mirroredslices_controller(
+                self.reconcilers["mirroredslices"], self.queues["mirroredslices"], keys,
+                self.changed_slices,
+            ),
+        ]
+        # What the mappers read is noted first: the hub's view and the managed objects'
+        # indexes, and the keys an object in the way held up, released by its event.
+        observers: dict[str, list[Callable[[Event], None]]] = {
+            HUB_IMPORTS: [_indexing(self.view.observe)],
+            DERIVED_SERVICES: [
+                _indexing(self.service_index.observe),
+                lambda e: self._release(HELD_BY_SERVICE, "Service", e),
+            ],
+            MIRRORED_SLICES: [
+                _indexing(self.slice_index.observe),
+                lambda e: self._release(HELD_BY_SLICE, ENDPOINTSLICE_KIND, e),
+            ],
+        }
+        self._handlers: dict[str, InformerHandler] = {
+            source: dispatch(self.controllers, source, observers.get(source, ()))
+            for source in (HUB_IMPORTS, SERVICE_IMPORTS, DERIVED_SERVICES, MIRRORED_SLICES,
+                           NAMESPACES, HELD_BY_SERVICE, HELD_BY_SLICE)
+        }
 
     # -- running ----------------------------------------------------------------------------
 
@@ -367,12 +411,12 @@ class Importer:
         ]
 
     def start_workers(self, stop: threading.Event) -> list[threading.Thread]:
-        """Workers of the three queues, until `stop` (the end of a leadership term)."""
+        """Workers of the three controllers, until `stop` (the end of a leadership term)."""
         threads: list[threading.Thread] = []
-        for name, queue in self.queues.items():
-            reconciler = self.reconcilers[name]
+        for controller in self.controllers:
             threads += run_workers(
-                queue, process=self._processor(reconciler), workers=self._workers, stop=stop
+                controller.queue, process=controller.reconcile, workers=self._workers,
+                stop=stop,
             )
         return threads
 
@@ -391,16 +435,6 @@ class Importer:
 
     # -- events → queues ----------------------------------------------------------------------
 
-    @staticmethod
-    def _processor(reconciler: ImportReconciler) -> Callable[[str], None]:
-        def process(key: str) -> None:
-            try:
-                reconciler.reconcile(key)
-            except NotLeading:
-                logger.debug("%s: abandoned, this replica stopped leading", key)
-
-        return process
-
     def _queue(
         self,
         key: str,
@@ -409,7 +443,8 @@ class Importer:
         which: Iterable[str] | None = None,
         source: SliceRef | None = None,
     ) -> None:
-        """`source`: the one source slice that changed (None: the whole key)."""
+        """Queue `key` outside the informers' events (a selection's change, a refusal, the
+        repair). `source`: the one source slice that changed (None: the whole key)."""
         if not self._watched(key):
             return
         for name in which if which is not None else self.queues:
@@ -427,88 +462,26 @@ class Importer:
         return not self._scope or key.partition("/")[0] in self._scope
 
     def on_hub_event(
-        self,
-        event_type: str,
-        old: dict[str, Any] | None,
-        new: dict[str, Any] | None,
+        self, event_type: str, old: dict[str, Any] | None, new: dict[str, Any] | None,
         from_relist: bool,
     ) -> None:
-        """The hub import feed's handler: queue the keys a change of it touches (module doc)."""
-        obj = new if new is not None else old
-        slices_only = obj is not None and obj.get("kind") == "EndpointSliceExport"
-        for key in self.view.observe(old, new):
-            if slices_only and (from_relist or self._owner_here(key)):
-                self._queue(key, bulk=from_relist, which=("mirroredslices",), source=slice_ref(obj))
-            else:
-                # A live change of a key whose derived Service is not here yet: its slices
-                # wait for that owner, and the owner for its ServiceImport, so all three go
-                # to the live lane, or the change waits behind a cold start's bulk lanes.
-                self._queue(key, bulk=from_relist)
+        """The hub import feed's handler: queue the keys a change of it touches."""
+        self._handlers[HUB_IMPORTS](event_type, old, new, from_relist)
 
     def _owner_here(self, key: str) -> bool:
         """True when `key`'s derived Service is ours in the cache: its slices need nothing
         else to be reconciled (`MirroredSliceReconciler` step 2)."""
         return self.derived.ours(key, self._service_imports.get(key)) is not None
 
-    def _handler(
-        self, kind: str
-    ) -> Callable[[str, dict[str, Any] | None, dict[str, Any] | None, bool], None]:
-        def handle(
-            event_type: str,
-            old: dict[str, Any] | None,
-            new: dict[str, Any] | None,
-            from_relist: bool,
-        ) -> None:
-            if kind == "ServiceImport":
-                obj = new if new is not None else old
-                if obj is not None:
-                    which = _OWN_QUEUE[kind] if _same_owner(old, new) else None
-                    self._queue(namespaced_key(obj), bulk=from_relist, which=which)
-            elif kind == "Service":
-                for key in self.service_index.observe(old, new):
-                    which = _OWN_QUEUE[kind] if _same_owner(old, new) else None
-                    self._queue(key, bulk=from_relist, which=which)
-                self._clear_the_way(kind, old, new, bulk=from_relist)
-            else:
-                # A slice that appeared may complete its ServiceImport's Ready condition.
-                which = ("mirroredslices",) if old is not None else _SLICE_ADDED_QUEUES
-                for key in self.slice_index.observe(old, new):
-                    self._queue(key, bulk=from_relist, which=which)
-                self._clear_the_way(kind, old, new, bulk=from_relist)
-
-        return handle
-
-    def on_other_service(
-        self,
-        event_type: str,
-        old: dict[str, Any] | None,
-        new: dict[str, Any] | None,
-        from_relist: bool,
-    ) -> None:
+    def on_other_service(self, event: Event) -> None:
         """An event of a Service not managed by mcsync (the export side's informer): the
         keys it held up, if any, are reconciled again (`member.imports.importowners.InTheWay`)."""
-        self._clear_the_way("Service", old, new, bulk=from_relist)
+        self._release(HELD_BY_SERVICE, "Service", event)
 
-    def _clear_the_way(
-        self, kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None, *, bulk: bool
-    ) -> None:
-        """An object that held up keys changed or went: queue them again (a derived Service
-        concerns the ServiceImport and the Service, a slice the slices)."""
-        obj = new if new is not None else old
-        which = ("serviceimport", "derivedservice") if kind == "Service" else ("mirroredslices",)
-        for key in self.in_the_way.cleared(kind, obj):
-            self._queue(key, bulk=bulk, which=which)
-
-    def _on_namespace_event(
-        self,
-        event_type: str,
-        old: dict[str, Any] | None,
-        new: dict[str, Any] | None,
-        from_relist: bool,
-    ) -> None:
-        obj = new if new is not None else old
-        if obj is None:
-            return
-        namespace = (obj.get("metadata") or {}).get("name")
-        for key in self.view.keys_in(str(namespace)):
-            self._queue(key, bulk=from_relist)
+    def _release(self, channel: str, kind: str, event: Event) -> None:
+        """An object of `kind` that held up keys changed or went: each key it held becomes
+        an event of the `channel` source, whose watchers queue it again."""
+        for key in sorted(self.in_the_way.cleared(kind, event.obj)):
+            namespace, _, name = key.partition("/")
+            named = {"metadata": {"namespace": namespace, "name": name}}
+            self._handlers[channel](event.type, None, named, event.from_relist)

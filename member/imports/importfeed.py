@@ -34,10 +34,10 @@ import threading
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from member.hubclient import HubClient, HubGone
-from member.hubfeed import HubEventStream
+from member.hubclient import HubClient
+from member.hubfeed import HubEventStream, opened_watch
 from member.imports.importspec import HeldImport, SourceSlice
-from member.informer import Informer, ItemTransform, ResourceExpired
+from member.informer import Informer, ItemTransform
 from shared.constants import ANNOTATION_CHANGED_AT, KIND_ENDPOINT_SLICE, KIND_IMPORT
 from shared.models import EndpointSliceExport, ServiceImport, WatchEvent, to_wire
 from shared.timefmt import parse_rfc3339
@@ -52,6 +52,7 @@ __all__ = [
     "index_add",
     "index_discard",
     "service_key_of",
+    "services_of",
     "slice_item_key",
     "slice_ref",
 ]
@@ -128,6 +129,11 @@ def service_key_of(entry: dict[str, Any]) -> str:
     return sys.intern(f"{item.namespace}/{item.name}")
 
 
+def services_of(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:
+    """The Service keys a change of the feed touches: those of its entry before and after."""
+    return sorted({service_key_of(e) for e in (old, new) if e is not None})
+
+
 class ImportEventStream(HubEventStream):
     """The import feed's watch in the informer's event dialect: each object as its
     `feed_entry()` (bookmarks and errors as wire dicts, as `HubEventStream` gives them)."""
@@ -154,13 +160,9 @@ class HubImportListWatch:
         return self._hub.list_imports(each)
 
     def watch(self, *, resource_version: str, timeout_seconds: int) -> ImportEventStream:
-        try:
-            stream = self._hub.watch_imports(
-                resource_version=resource_version, timeout_seconds=timeout_seconds
-            )
-        except HubGone as exc:
-            raise ResourceExpired(str(exc)) from None
-        return ImportEventStream(stream)
+        return ImportEventStream(opened_watch(lambda: self._hub.watch_imports(
+            resource_version=resource_version, timeout_seconds=timeout_seconds
+        )))
 
 
 def index_add(index: dict[str, tuple[str, ...]], group: str, member: str) -> None:

@@ -49,6 +49,18 @@ import time
 from collections.abc import Set as AbstractSet
 from typing import Any, Unpack
 
+from member.controller import (
+    DERIVED_SERVICES,
+    HELD_BY_SLICE,
+    HUB_IMPORTS,
+    MIRRORED_SLICES,
+    NAMESPACES,
+    SERVICE_IMPORTS,
+    Controller,
+    Event,
+    Mapper,
+    Watch,
+)
 from member.imports.base import ImportDeps, ImportReconciler, ManagedIndex
 from member.imports.importfeed import SliceRef
 from member.imports.importowners import is_orphan_of
@@ -65,11 +77,18 @@ from member.imports.importspec import (
     overlay,
     owned_by,
 )
+from member.imports.keys import ImportKeys, leading_only
 from member.importselection import ImportSelections, masked
 from member.reconcilers.instrumented import NotLeading
 from member.transform import unpacked
+from member.workqueue import WorkQueue
 
-__all__ = ["ChangedSlices", "MirroredSliceReconciler", "SliceWriteErrors"]
+__all__ = [
+    "ChangedSlices",
+    "MirroredSliceReconciler",
+    "SliceWriteErrors",
+    "mirroredslices_controller",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -338,7 +357,6 @@ class MirroredSliceReconciler(ImportReconciler):
                 self._warn(key, found, blocked=False)
 
     def _warn(self, key: str, found: dict[str, Any], *, blocked: bool) -> None:
-        name = (found.get("metadata") or {}).get("name")
         then = (
             "the source slice it would mirror waits until it is gone"
             if blocked
@@ -349,17 +367,10 @@ class MirroredSliceReconciler(ImportReconciler):
             "mcsync's (no ownerReference to its derived Service), so mcsync leaves it "
             f"alone; {then}"
         )
-        if self._in_the_way.warn(
-            {"apiVersion": "discovery.k8s.io/v1", "kind": KIND, **found},
-            reason=REASON_NOT_OURS,
-            message=message,
-        ):
-            logger.warning(
-                "%s: EndpointSlice %s is not mcsync's, left alone",
-                key,
-                name,
-                extra=self.fields(key),
-            )
+        self.warn_not_ours(
+            key, found, api_version="discovery.k8s.io/v1", kind=KIND, reason=REASON_NOT_OURS,
+            message=message, log="%s: EndpointSlice %s is not mcsync's, left alone",
+        )
 
     @staticmethod
     def _equals(
@@ -375,3 +386,45 @@ class MirroredSliceReconciler(ImportReconciler):
             return False
         equal[want.name] = seen
         return True
+
+
+def mirroredslices_controller(
+    reconciler: ImportReconciler,
+    queue: WorkQueue,
+    keys: ImportKeys,
+    changed: ChangedSlices,
+) -> Controller:
+    """The mirrored-slice controller: for the managed EndpointSlices, watching the hub's
+    import feed (a source slice's change names that slice, step 3), the cluster's
+    ServiceImports and the derived Services when an owner appeared, went, went foreign or
+    changed its uid, Namespaces, and the slices that held a key up. Every key it queues is
+    marked in `changed` first: the one source slice of a hub change, else the whole key."""
+
+    def whole(mapper: Mapper) -> Mapper:
+        def mark(event: Event) -> list[tuple[str, bool]]:
+            found = list(mapper(event))
+            for key, _ in found:
+                changed.mark(key, None)
+            return found
+
+        return mark
+
+    def hub(event: Event) -> list[tuple[str, bool]]:
+        found = keys.hub(event)
+        for change in found:
+            changed.mark(change.key, change.source)
+        return [(change.key, change.bulk) for change in found]
+
+    return Controller(
+        name="mirroredslices",
+        queue=queue,
+        reconcile=leading_only(reconciler),
+        for_=Watch(MIRRORED_SLICES, whole(keys.of_managed)),
+        watches=(
+            Watch(HUB_IMPORTS, hub),
+            Watch(SERVICE_IMPORTS, whole(keys.of_owner_change)),
+            Watch(DERIVED_SERVICES, whole(keys.of_managed_owner_change)),
+            Watch(NAMESPACES, whole(keys.in_namespace)),
+            Watch(HELD_BY_SLICE, whole(keys.of_object)),
+        ),
+    )

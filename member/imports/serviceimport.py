@@ -32,6 +32,16 @@ import threading
 from collections.abc import Callable
 from typing import Any, Unpack
 
+from member.controller import (
+    DERIVED_SERVICES,
+    HELD_BY_SERVICE,
+    HUB_IMPORTS,
+    MIRRORED_SLICES,
+    NAMESPACES,
+    SERVICE_IMPORTS,
+    Controller,
+    Watch,
+)
 from member.imports.base import ImportDeps, ImportReconciler, ManagedIndex
 from member.imports.importready import FamilyRefusals, ready_condition
 from member.imports.importspec import (
@@ -45,13 +55,15 @@ from member.imports.importspec import (
     overlay,
     owned_by,
 )
+from member.imports.keys import ImportKeys, leading_only
 from member.importselection import ImportSelections, result_annotations
 from member.kube.events import EventRecorder
 from member.status import merge_conditions
+from member.workqueue import WorkQueue
 from shared.constants import MCS_GROUP
 from shared.timefmt import utcnow
 
-__all__ = ["ForeignImports", "ServiceImportReconciler"]
+__all__ = ["ForeignImports", "ServiceImportReconciler", "serviceimport_controller"]
 
 logger = logging.getLogger(__name__)
 
@@ -210,3 +222,25 @@ class ServiceImportReconciler(ImportReconciler):
         namespace = key.partition("/")[0]
         wanted = desired_slices(imported, self._imports.slices(key), owner=derived)
         return all(owned_by(self._slices.at(f"{namespace}/{name}"), derived) for name in wanted)
+
+
+def serviceimport_controller(
+    reconciler: ImportReconciler, queue: WorkQueue, keys: ImportKeys
+) -> Controller:
+    """The ServiceImport controller: for the cluster's ServiceImports (repair a user's
+    edit), watching the hub's import feed (its spec shapes the object), managed derived
+    Services (`spec.ips` from their clusterIPs), managed slices that appear (`Ready` waits
+    for the key's slices to be written), Namespaces, and the Services that held a key up."""
+    return Controller(
+        name="serviceimport",
+        queue=queue,
+        reconcile=leading_only(reconciler),
+        for_=Watch(SERVICE_IMPORTS, keys.of_object),
+        watches=(
+            Watch(HUB_IMPORTS, keys.hub_spec),
+            Watch(DERIVED_SERVICES, keys.of_managed),
+            Watch(MIRRORED_SLICES, keys.of_managed_added),
+            Watch(NAMESPACES, keys.in_namespace),
+            Watch(HELD_BY_SERVICE, keys.of_object),
+        ),
+    )
