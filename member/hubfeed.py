@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -33,7 +33,7 @@ from member.informer import Informer, ItemTransform, ResourceExpired
 from member.transform import transform_hub_record
 from shared.models import InternalServiceExport, WatchEvent, to_wire
 
-__all__ = ["HubEventStream", "HubExportListWatch", "HubView", "record_key"]
+__all__ = ["HubEventStream", "HubExportListWatch", "HubView", "opened_watch", "record_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,16 @@ def record_key(obj: dict[str, Any]) -> str:
     namespace = reference.get("namespace") or metadata.get("namespace") or ""
     name = reference.get("name") or metadata.get("name") or ""
     return f"{namespace}/{name}"
+
+
+def opened_watch(open_stream: Callable[[], HubWatchStream]) -> HubWatchStream:
+    """A watch of one of the hub's feeds, opened; the hub's `410 Gone` (`HubGone`) is the
+    informer's `ResourceExpired`, on which it relists and diffs (docs/reference.md#change-feeds).
+    Every hub feed's ListWatch (exports, imports, fleet properties) opens its watch here."""
+    try:
+        return open_stream()
+    except HubGone as exc:
+        raise ResourceExpired(str(exc)) from None
 
 
 class HubEventStream:
@@ -83,13 +93,9 @@ class HubExportListWatch:
         return self._hub.list_exports(each)
 
     def watch(self, *, resource_version: str, timeout_seconds: int) -> HubEventStream:
-        try:
-            stream = self._hub.watch_exports(
-                resource_version=resource_version, timeout_seconds=timeout_seconds
-            )
-        except HubGone as exc:
-            raise ResourceExpired(str(exc)) from None
-        return HubEventStream(stream)
+        return HubEventStream(opened_watch(lambda: self._hub.watch_exports(
+            resource_version=resource_version, timeout_seconds=timeout_seconds
+        )))
 
 
 def _revision(record: InternalServiceExport | None) -> int:

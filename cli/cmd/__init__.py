@@ -1,6 +1,7 @@
 """The commands of `mcsync`, one module each (kubectl's `pkg/cmd/<verb>`): each declares
-its words, help, flags, the settings it reads and its run function in a `Spec`, and a list
-command its table as a list of columns (`cli.columns`). `COMMANDS` is their order in
+its words, help, flags, the settings it reads and its run function in a `Spec` (its
+`COMMAND`, or `COMMANDS` where one module holds several), and a list command its table as
+a list of columns (`cli.columns`). `COMMANDS` is their order in
 `mcsync --help`; `cli.args` builds the parser from it and `cli.dispatch` runs from it.
 """
 
@@ -23,21 +24,18 @@ from cli.cmd import (
 from cli.cmd.spec import Spec
 
 COMMANDS: tuple[Spec, ...] = (
-    clusters.DECLARED,
-    clusteradmin.REGISTER,
-    clusteradmin.SET_SCOPE,
-    clusteradmin.DEREGISTER,
-    clusteradmin.ALLOW_WITHDRAWAL,
-    clusteradmin.ROTATE_TOKEN,
-    exports.DECLARED,
+    clusters.COMMAND,
+    *clusteradmin.COMMANDS,
+    exports.COMMAND,
+    # cli/cmd/imports.py names its Spec `COMMAND` too once its present edits are merged.
     imports.DECLARED,
-    endpoints.DECLARED,
-    conflicts.DECLARED,
-    version.DECLARED,
-    get.DECLARED,
-    config.DECLARED,
-    completion.DECLARED,
-    status.DECLARED,
-    *sandbox.DECLARED,
+    endpoints.COMMAND,
+    conflicts.COMMAND,
+    version.COMMAND,
+    get.COMMAND,
+    config.COMMAND,
+    completion.COMMAND,
+    status.COMMAND,
+    *sandbox.COMMANDS,
 )
 BY_NAME: dict[str, Spec] = {spec.name: spec for spec in COMMANDS}

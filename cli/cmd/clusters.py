@@ -139,7 +139,7 @@ def _watch(ctx: Context, items: Sequence[MemberCluster], position: str | None) -
                  resource_version=position, on_event=on_event, relist=relist)
 
 
-DECLARED = Spec(
+COMMAND = Spec(
     "clusters",
     "list member clusters with state and export counts "
     "(also: clusters register, clusters deregister)",

@@ -22,7 +22,7 @@ def run(ctx: Context) -> int:
     return 0
 
 
-DECLARED = Spec(
+COMMAND = Spec(
     "completion",
     "print a shell completion script: source <(mcsync completion bash)",
     run,

@@ -51,4 +51,4 @@ def parser(commands: Any, kit: Toolkit) -> None:
     kit.globals(set_context, exclude=frozenset(CONTEXT_FIELDS))
 
 
-DECLARED = Spec("config", HELP, contexts.config, parser=parser, offline=True)
+COMMAND = Spec("config", HELP, contexts.config, parser=parser, offline=True)

@@ -97,7 +97,7 @@ def run(ctx: Context) -> int:
                       lambda: table(views, now=ctx.now(), wide=opts.wide))
 
 
-DECLARED = Spec(
+COMMAND = Spec(
     "conflicts",
     "list conflicting services: winner, disputed fields, losers",
     run,

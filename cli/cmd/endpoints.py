@@ -151,7 +151,7 @@ def _cannot_watch(ctx: Context, reason: str) -> int:
 # --- get and version --------------------------------------------------------------------
 
 
-DECLARED = Spec(
+COMMAND = Spec(
     "endpoints",
     "list exported EndpointSlices: ready/total endpoints per slice",
     run,

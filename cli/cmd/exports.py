@@ -146,7 +146,7 @@ def invalid(ctx: Context) -> int:
                       lambda: columns.table(INVALID_COLUMNS, items, now=ctx.now()))
 
 
-DECLARED = Spec(
+COMMAND = Spec(
     "exports",
     "list exported services (every cluster's export; --invalid: the ServiceExports "
     "that members could not export, and why)",

@@ -99,4 +99,4 @@ def run(ctx: Context) -> int:
     return 0
 
 
-DECLARED = Spec("get", HELP, run, settings=("namespace", "cluster"), parser=parser)
+COMMAND = Spec("get", HELP, run, settings=("namespace", "cluster"), parser=parser)

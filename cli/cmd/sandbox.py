@@ -52,4 +52,4 @@ AGENTS = tuple(
     )
     for verb, what in (("stop", "stop one agent of"), ("start", "start again one agent of"))
 )
-DECLARED = (SANDBOX, *AGENTS)
+COMMANDS = (SANDBOX, *AGENTS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from cli import status
 from cli.cmd.spec import Spec
 
-DECLARED = Spec(
+COMMAND = Spec(
     "status",
     "the fleet at a glance: hub, token, database, clusters by state, exports, conflicts, "
     "imports; exit 1 when something needs attention",

@@ -38,4 +38,4 @@ def run(ctx: Context) -> int:
     return 0
 
 
-DECLARED = Spec("version", "show the versions of this client and of the hub", run, flags=flags)
+COMMAND = Spec("version", "show the versions of this client and of the hub", run, flags=flags)

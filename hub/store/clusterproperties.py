@@ -39,6 +39,7 @@ from hub.store.importchanges import ImportChanges, admission, exclusion, keys_sl
 from hub.store.importselection import judge_cluster
 from hub.store.locks import lock_selection_exclusive, take_revisions
 from hub.store.revisions import ChangeRecord, change_rows, read_current_revision
+from hub.store.sharedreader import SharedReader
 from hub.store.tables import changes, clusters, service_imports
 from shared import constants
 from shared.models import (
@@ -159,7 +160,7 @@ class ClusterPropertiesStore:
 
     def __init__(self, ctx: StoreContext) -> None:
         self._ctx = ctx
-        self._fanout: FeedFanout | None = None
+        self._reader = SharedReader(ctx, self.rows_since, name="properties-feed")
 
     async def put(self, cluster: str, properties: Mapping[str, str]) -> bool:
         """Replace `cluster`'s properties (validated by the caller's model); True when they
@@ -271,11 +272,7 @@ class ClusterPropertiesStore:
 
     @property
     def fanout(self) -> FeedFanout:
-        if self._fanout is None:
-            self._fanout = FeedFanout(
-                notifier=self._ctx.notifier, read_page=self.rows_since, name="properties-feed"
-            )
-        return self._fanout
+        return self._reader.get()
 
     def subscribe(
         self,
@@ -286,8 +283,7 @@ class ClusterPropertiesStore:
         return self.fanout.subscribe(None, limits=limits, on_overflow=on_overflow)
 
     async def close(self) -> None:
-        if self._fanout is not None:
-            await self._fanout.close()
+        await self._reader.close()
 
 
 async def record_changes(

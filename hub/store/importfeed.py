@@ -32,6 +32,7 @@ from hub.store.importselection import excluded_at
 from hub.store.importview import Key, Triple, import_text, importer_sees, served_ports, slice_text
 from hub.store.results import Page
 from hub.store.revisions import read_current_revision
+from hub.store.sharedreader import SharedReader
 from hub.store.tables import (
     changes,
     endpoint_slices,
@@ -109,7 +110,7 @@ class ImportFeed:
 
     def __init__(self, ctx: StoreContext) -> None:
         self._ctx = ctx
-        self._fanout: FeedFanout | None = None
+        self._reader = SharedReader(ctx, self.imports_since, name="import-feed")
 
     async def current_revision(self) -> int:
         async with self._ctx.read() as conn:
@@ -125,11 +126,7 @@ class ImportFeed:
 
     @property
     def fanout(self) -> FeedFanout:
-        if self._fanout is None:
-            self._fanout = FeedFanout(
-                notifier=self._ctx.notifier, read_page=self.imports_since, name="import-feed"
-            )
-        return self._fanout
+        return self._reader.get()
 
     def subscribe(
         self,
@@ -144,8 +141,7 @@ class ImportFeed:
         return self.fanout.subscribe(None, scope=scope, limits=limits, on_overflow=on_overflow)
 
     async def close(self) -> None:
-        if self._fanout is not None:
-            await self._fanout.close()
+        await self._reader.close()
 
     async def imports_since(self, revision: int, limit: int = 500) -> list[ImportRow]:
         """Every retained import-feed change after `revision`, oldest first, at most

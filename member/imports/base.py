@@ -21,6 +21,7 @@ bottom on their own (`member.imports.serviceimport`, `.derivedservice`,
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -226,6 +227,29 @@ class ImportReconciler:
         """Structured fields of a decision's log line (docs/reference.md#observability: one line,
         with the key)."""
         return {"key": key, "controller": self.CONTROLLER}
+
+    def warn_not_ours(
+        self,
+        key: str,
+        found: dict[str, Any],
+        *,
+        api_version: str,
+        kind: str,
+        reason: str,
+        message: str,
+        log: str,
+    ) -> None:
+        """One Warning Event on an object that is not mcsync's where `key` needs one of
+        ours (`InTheWay.warn` says it once per object), and one log line then: `log` with
+        the key and the object's name in it ("%s: … %s …"), logged by the reconciler's
+        module."""
+        if self._in_the_way.warn(
+            {"apiVersion": api_version, "kind": kind, **found}, reason=reason, message=message
+        ):
+            name = (found.get("metadata") or {}).get("name")
+            logging.getLogger(type(self).__module__).warning(
+                log, key, name, extra=self.fields(key)
+            )
 
     def check_write(self, kind: str, operation: str) -> None:
         """Before each write: raise `NotLeading` when this replica may not write; count it."""

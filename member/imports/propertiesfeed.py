@@ -20,9 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 from member.clusterproperties import FleetPropertiesView
-from member.hubclient import HubClient, HubGone
-from member.hubfeed import HubEventStream
-from member.informer import Informer, ItemTransform, ResourceExpired
+from member.controller import Event, handler
+from member.hubclient import HubClient
+from member.hubfeed import HubEventStream, opened_watch
+from member.informer import Informer, ItemTransform
 from shared.models import to_wire
 
 __all__ = ["HubPropertiesListWatch", "PropertiesFeed", "cluster_of"]
@@ -51,13 +52,9 @@ class HubPropertiesListWatch:
         return ([transform(w) for w in wires] if transform is not None else wires), revision
 
     def watch(self, *, resource_version: str, timeout_seconds: int) -> HubEventStream:
-        try:
-            stream = self._hub.watch_fleet_properties(
-                resource_version=resource_version, timeout_seconds=timeout_seconds
-            )
-        except HubGone as exc:
-            raise ResourceExpired(str(exc)) from None
-        return HubEventStream(stream)
+        return HubEventStream(opened_watch(lambda: self._hub.watch_fleet_properties(
+            resource_version=resource_version, timeout_seconds=timeout_seconds
+        )))
 
 
 class PropertiesFeed:
@@ -68,19 +65,14 @@ class PropertiesFeed:
         self.informer = Informer(
             name="hub-properties",
             list_watch=HubPropertiesListWatch(hub),
-            handler=self.on_event,
+            handler=handler(self.on_event),
             watch_timeout_seconds=watch_timeout,
             key_func=cluster_of,
         )
 
-    def on_event(
-        self,
-        event_type: str,
-        old: dict[str, Any] | None,
-        new: dict[str, Any] | None,
-        from_relist: bool,
-    ) -> None:
-        if event_type == "DELETED":
+    def on_event(self, event: Event) -> None:
+        old, new = event.old, event.new
+        if event.type == "DELETED":
             if old is not None:
                 self.view.forget_cluster(cluster_of(old))
             return

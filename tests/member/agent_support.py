@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -152,6 +152,10 @@ class HubProcess:
         assert self.process is not None
         if self.process.poll() is not None:
             raise ProcessExited(f"the hub exited with {self.process.returncode}")
+        return self.answers_ready()
+
+    def answers_ready(self) -> bool:
+        """The hub's `/readyz` answers 200 (not yet, while it starts)."""
         try:
             return httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200
         except httpx.HTTPError:
@@ -199,32 +203,37 @@ class HubProcess:
         return items
 
 
-@pytest.fixture
-def hub_process(tmp_path: Path) -> Iterator[HubProcess]:
+_Hub = TypeVar("_Hub", bound=HubProcess)
+
+
+def hub_directory(tmp_path: Path) -> Path:
+    """The folder of a test's hub: its SQLite file and its log."""
     directory = tmp_path / "hub"
     directory.mkdir()
-    hub = HubProcess(directory=directory)
+    return directory
+
+
+def served(hub: _Hub) -> Iterator[_Hub]:
+    """A hub fixture's body: start `hub`, hand it to the test, stop it after, and stop
+    printing its log on later timeouts."""
     hub.start()
     try:
         yield hub
     finally:
         hub.stop()
         forget_logs()
+
+
+@pytest.fixture
+def hub_process(tmp_path: Path) -> Iterator[HubProcess]:
+    yield from served(HubProcess(directory=hub_directory(tmp_path)))
 
 
 @pytest.fixture
 def backend_hub(database_url: str, tmp_path: Path) -> Iterator[HubProcess]:
     """`hub_process` over a fresh database of the test variant's back end (`database_url`:
     SQLite and PostgreSQL); import it into the test module that wants both."""
-    directory = tmp_path / "hub"
-    directory.mkdir()
-    hub = HubProcess(directory=directory, database=database_url)
-    hub.start()
-    try:
-        yield hub
-    finally:
-        hub.stop()
-        forget_logs()
+    yield from served(HubProcess(directory=hub_directory(tmp_path), database=database_url))
 
 
 # -- agents ----------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from tests.member.agent_support import HubProcess, forget_logs, wait_for
+from tests.member.agent_support import HubProcess, hub_directory, served, wait_for
 
 
 @dataclass
@@ -55,15 +55,7 @@ class InProcessHub(HubProcess):
         wait_for(lambda: started.is_set(), what="the in-process hub to start")
         if self._failure is not None:
             raise RuntimeError(f"the in-process hub did not start: {self._failure!r}")
-        wait_for(self._ready, what="the hub's /readyz")
-
-    def _ready(self) -> bool:
-        import httpx
-
-        try:
-            return httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
+        wait_for(self.answers_ready, what="the hub's /readyz")
 
     def _run(self, settings: Any, started: threading.Event) -> None:
         handler = _log_to(self.log_path, settings)
@@ -176,26 +168,10 @@ def _test_hub_server(config: Any, *, app: Any) -> Any:
 @pytest.fixture
 def inprocess_hub(tmp_path: Path) -> Iterator[InProcessHub]:
     """`hub_process`, served from the test process (SQLite file in tmp_path)."""
-    directory = tmp_path / "hub"
-    directory.mkdir()
-    hub = InProcessHub(directory=directory)
-    hub.start()
-    try:
-        yield hub
-    finally:
-        hub.stop()
-        forget_logs()
+    yield from served(InProcessHub(directory=hub_directory(tmp_path)))
 
 
 @pytest.fixture
 def inprocess_backend_hub(database_url: str, tmp_path: Path) -> Iterator[InProcessHub]:
     """`backend_hub`, served from the test process (the variant's `database_url`)."""
-    directory = tmp_path / "hub"
-    directory.mkdir()
-    hub = InProcessHub(directory=directory, database=database_url)
-    hub.start()
-    try:
-        yield hub
-    finally:
-        hub.stop()
-        forget_logs()
+    yield from served(InProcessHub(directory=hub_directory(tmp_path), database=database_url))
