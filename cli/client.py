@@ -32,6 +32,7 @@ from shared.models import (
     EndpointSliceExportList,
     ExportConflictList,
     Identity,
+    ImporterList,
     InternalServiceExport,
     InternalServiceExportList,
     InvalidServiceExportList,
@@ -411,6 +412,13 @@ class HubClient:
 
     def get_import(self, namespace: str, name: str) -> ServiceImport:
         return self._get(f"/serviceimports/{_quote(namespace)}/{_quote(name)}", ServiceImport)
+
+    def list_importers(self, namespace: str, name: str) -> ImporterList:
+        """`GET /serviceimports/{ns}/{name}/importers`: per registered cluster, whether it
+        imports the Service and why (`shared.importreach`)."""
+        return self._get(
+            f"/serviceimports/{_quote(namespace)}/{_quote(name)}/importers", ImporterList
+        )
 
     def list_conflicts(
         self, *, namespace: str | None = None, name: str | None = None, page_size: int = 500

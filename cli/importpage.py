@@ -5,12 +5,13 @@ Only what the hub knows is said, and how it knows: the cluster's scope (its
 `spec.importNamespaces`, docs/reference.md#scope-and-limits: the hub leaves other namespaces out of
 its import feed), its state and heartbeat (a Pending cluster's agent never connected; a Stale one's
 stopped following the feed, so what it holds is what it last wrote), and whether its agent
-reports importing at all (its heartbeat's import counts; absent with `--no-import`). The
-hub cannot see a cluster's namespaces, nor a ServiceImport there that mcsync does not own,
-so "yes" is qualified by the one condition it cannot check (namespace sameness,
-docs/reference.md#import-path), with the command that checks it. Two requests: the import and the
-clusters. The rows are `shared.importreach.where_imported`'s, which the hub also answers the
-console.
+reports importing at all (its heartbeat's import counts; absent with `--no-import`), and
+whether the namespace is there, as each agent reports the namespaces it holds ("no" with
+"namespace absent" where it is not). For a cluster whose agent has not reported yet, "yes"
+is qualified (`yes*`) by the condition the hub cannot check (namespace sameness,
+docs/reference.md#import-path), with the command that checks it. Three requests: the
+import, the clusters and the hub's rows (`GET …/importers`, `shared.importreach`'s
+`where_imported` over the namespaces only the hub holds; the console shows the same).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from cli.commands import Context, print_object
 from shared.clusterselection import DEFAULT_POLICY
 from shared.importreach import NO as NO
 from shared.importreach import UNKNOWN as UNKNOWN
-from shared.importreach import YES, where_imported
-from shared.models import EndpointSliceExport, MemberCluster, ServiceImport
+from shared.importreach import YES as YES
+from shared.importreach import YES_UNCHECKED, where_imported
+from shared.models import EndpointSliceExport, ImportAnswer, MemberCluster, ServiceImport
 from shared.selectionview import importer_selections
 
 
@@ -65,18 +67,23 @@ def page(
     *,
     now: datetime,
     slices: Sequence[EndpointSliceExport] = (),
+    rows: Sequence[tuple[str, ImportAnswer, str]] | None = None,
 ) -> str:
+    """`rows`: the hub's answer of where the Service is imported (None: worked out here,
+    without the namespaces the agents reported)."""
     namespace, name = item.metadata.namespace, item.metadata.name
-    rows = where_imported(item, clusters, now=now)
+    if rows is None:
+        rows = where_imported(item, clusters, now=now)
     lines = ["Imported in:"]
     if rows:
         table = render.Table(("CLUSTER", "IMPORTS", "WHY"), tuple(rows))
         lines += ["  " + line for line in render.format_table(table).splitlines()]
     else:
         lines.append(f"  {render.NONE} (no cluster is registered)")
-    if any(imports == YES for _, imports, _ in rows):
+    if any(imports == YES_UNCHECKED for _, imports, _ in rows):
         lines.append(
-            f"  * when namespace {namespace} exists in that cluster: an agent imports only "
+            f"  * when namespace {namespace} exists in that cluster (its agent has not "
+            "reported its namespaces yet): an agent imports only "
             "into namespaces that exist there, and never over a ServiceImport mcsync does "
             "not own; the hub sees neither (`kubectl get namespace "
             f"{namespace}` and `kubectl get serviceimport {name} -n {namespace} -o yaml` "
@@ -98,5 +105,8 @@ def describe(ctx: Context) -> int:
         if item.spec.cluster_selectors
         else []
     )
-    ctx.out.write(page(item, ctx.client.list_clusters().items, now=ctx.now(), slices=slices))
+    rows = [(i.cluster, i.imports, i.why)
+            for i in ctx.client.list_importers(opts.namespace, opts.name).items]
+    ctx.out.write(page(item, ctx.client.list_clusters().items, now=ctx.now(), slices=slices,
+                       rows=rows))
     return 0

@@ -386,6 +386,8 @@ class Agent:
         )
         self.heartbeat.start(background)
         self.properties.start(background)
+        if self.importer is not None:
+            self.importer.namespaces_report.start(background)
         threads = [informer.start(background) for informer in self._informers()]
         elector_stop = threading.Event()
         elector_thread: threading.Thread | None = None

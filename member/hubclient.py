@@ -36,7 +36,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,6 +60,7 @@ from shared.models import (
     AnnotationPatch,
     AnnotationPatchMeta,
     ClusterImportList,
+    ClusterNamespacesReport,
     ClusterProperties,
     ClusterPropertiesList,
     ClusterPropertiesReport,
@@ -102,6 +103,7 @@ ROUTE_SLICES = API_PREFIX + "/clusters/{cluster}/endpointslices"
 ROUTE_IMPORTS = API_PREFIX + "/clusters/{cluster}/imports"
 ROUTE_HEARTBEAT = API_PREFIX + "/clusters/{cluster}/heartbeat"
 ROUTE_PROPERTIES = API_PREFIX + "/clusters/{cluster}/properties"
+ROUTE_NAMESPACES = API_PREFIX + "/clusters/{cluster}/namespaces"
 ROUTE_FLEET_PROPERTIES = API_PREFIX + "/clusters/{cluster}/fleetproperties"
 ROUTE_VERSION = API_PREFIX + "/version"
 # Every (method, route) this client calls, and the failures an agent meets in normal work
@@ -502,6 +504,13 @@ class HubClient:
         body = to_wire(ClusterPropertiesReport(properties=dict(properties)))
         answer = self._call("PUT", ROUTE_PROPERTIES, json_body=body)
         return self._parse(answer, MemberCluster, ROUTE_PROPERTIES)
+
+    def put_namespaces(self, namespaces: Iterable[str]) -> MemberCluster:
+        """Report every namespace this cluster holds within its import scope (replacing
+        the hub's)."""
+        body = to_wire(ClusterNamespacesReport(namespaces=sorted(namespaces)))
+        answer = self._call("PUT", ROUTE_NAMESPACES, json_body=body)
+        return self._parse(answer, MemberCluster, ROUTE_NAMESPACES)
 
     def list_fleet_properties(self) -> tuple[list[ClusterProperties], str]:
         """Every cluster's reported properties, and the revision to watch them from."""

@@ -16,7 +16,8 @@ the agent reports its id under that name (the other tools' agreement,
 A set the hub would refuse (more than 64 objects, a value over 1 KiB, an empty value) is
 not sent, not even in part — a subset would make selectors misjudge the cluster: one error
 line names the problem (again only when it changes) and the hub keeps the last good set.
-A failed PUT is logged and retried every `RETRY_SECONDS`. Nothing here raises.
+A failed PUT is logged and retried every `RETRY_SECONDS` (`member.reportloop`, the loop
+every such report runs on). Nothing here raises.
 
 Each set read also goes to this agent's own view (`FleetPropertiesView.set_own`), so
 `@SameAsImporter@` follows the cluster's properties without a round trip to the hub.
@@ -35,15 +36,13 @@ from member.clusterproperties import FleetPropertiesView
 from member.hubclient import HubClient, HubError
 from member.informer import Informer
 from member.kube.listwatch import KubeListWatch
+from member.reportloop import RETRY_SECONDS, ReportLoop
 from shared.aboutapi import ABOUT_GROUP, CLUSTER_ID_PROPERTY, CLUSTER_PROPERTY_KIND
 from shared.models import properties_problem
 
 __all__ = ["RETRY_SECONDS", "PropertiesReporter"]
 
 logger = logging.getLogger(__name__)
-
-RETRY_SECONDS = 5.0
-"""How soon a report the hub did not take (unreachable, refused) is tried again."""
 
 
 def _name(obj: dict[str, Any]) -> str:
@@ -78,7 +77,8 @@ class PropertiesReporter:
         self._hub = hub
         self._cluster_id = cluster_id
         self._view = view
-        self._wake = threading.Event()
+        self._loop = ReportLoop(self.sync, name="clusterproperties",
+                                what="the cluster's properties")
         self._lock = threading.Lock()
         self._acknowledged: dict[str, str] | None = None  # what the hub last answered for
         self._last_problem: str | None = None
@@ -92,7 +92,7 @@ class PropertiesReporter:
                     api_version=f"{ABOUT_GROUP}/{about.version}",
                     kind=CLUSTER_PROPERTY_KIND,
                 ),
-                handler=lambda *_: self._wake.set(),
+                handler=lambda *_: self._loop.wake(),
                 watch_timeout_seconds=watch_timeout,
                 key_func=_name,
                 transform=_slim,
@@ -142,30 +142,9 @@ class PropertiesReporter:
             logger.info("reported %d cluster properties to the hub", len(values))
             return True
 
-    def run(self, stop: threading.Event) -> None:
-        """Report at start and after every change until `stop`; a report that did not
-        get through is tried again every `RETRY_SECONDS`."""
-        ok = False
-        self._wake.set()
-        while not stop.is_set():
-            woken = self._wake.wait(timeout=RETRY_SECONDS)
-            if stop.is_set():
-                return
-            if not woken and ok:
-                continue
-            self._wake.clear()
-            try:
-                ok = self.sync()
-            except Exception:  # the thread must not die: the next change tries again
-                logger.exception("reporting the cluster's properties failed")
-                ok = False
-
     def start(self, stop: threading.Event) -> threading.Thread:
-        thread = threading.Thread(
-            target=self.run, args=(stop,), name="clusterproperties", daemon=True
-        )
-        thread.start()
-        return thread
+        """Report at start and after every change until `stop` (`member.reportloop`)."""
+        return self._loop.start(stop)
 
     def _problem(self, line: str, *, level: int) -> None:
         repeated = line == self._last_problem

@@ -60,6 +60,12 @@ INVALID_EXPORTS_MAX: Final = 1000
 # says which and reports none of them rather than a subset a selector would misjudge.
 CLUSTER_PROPERTIES_MAX: Final = 64
 CLUSTER_PROPERTY_VALUE_MAX: Final = 1024
+# What a cluster may report of the namespaces it holds within its import scope
+# (docs/reference.md#scope-and-limits): at most this many names, Kubernetes' own scalability
+# threshold for namespaces a cluster. An agent with more reports none (the hub then says
+# `yes*` for it, as for one that never reported), never a subset that would say "absent"
+# of a namespace that is there.
+CLUSTER_NAMESPACES_MAX: Final = 10_000
 # docs/reference.md#failover: an agent beats at least this many times per TTL, and never more often
 # than once a this many seconds; so the hub's --cluster-ttl may not be shorter than their product.
 HEARTBEATS_PER_TTL: Final = 3

@@ -7,9 +7,13 @@ never connected; a Stale one's stopped following the feed, so what it holds is w
 last wrote), and whether its agent reports importing at all (its heartbeat's import
 counts; absent with `--no-import`), and whether the winner's `mcsync.io/import-clusters`
 selects it by the properties it reported (`not_selected`: the hub leaves the Service out
-of that cluster's import feed, docs/reference.md#cluster-selection). The hub cannot see
-a cluster's namespaces, nor a ServiceImport there that mcsync does not own, so "yes" is
-qualified (`YES` is `yes*`) by the one condition it cannot check.
+of that cluster's import feed, docs/reference.md#cluster-selection), and whether the
+namespace is there: each agent reports the namespaces it holds within its import scope
+(`PUT …/clusters/{c}/namespaces`), so where the namespace is absent the answer is "no"
+(`NO`, "namespace absent"), where present "yes" (`YES`). For a cluster whose agent has not
+reported yet the hub cannot see the namespace, so "yes" is qualified (`YES_UNCHECKED`,
+`yes*`) by the condition it cannot check. A ServiceImport there that mcsync does not own
+stays unseen either way.
 
 One function for the CLI's `mcsync describe import` and the hub's
 `GET /api/v1/serviceimports/{namespace}/{name}/importers`, which the console shows: the
@@ -19,7 +23,7 @@ console asks the hub instead of restating these rules (and the scope's globs) in
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Final
 
@@ -28,9 +32,10 @@ from shared.models import ImportAnswer, MemberCluster, ServiceImport
 from shared.scope import allows
 from shared.timefmt import human_duration
 
-__all__ = ["NO", "UNKNOWN", "YES", "not_selected", "where_imported"]
+__all__ = ["NO", "UNKNOWN", "YES", "YES_UNCHECKED", "not_selected", "where_imported"]
 
-YES: Final[ImportAnswer] = "yes*"
+YES: Final[ImportAnswer] = "yes"
+YES_UNCHECKED: Final[ImportAnswer] = "yes*"
 NO: Final[ImportAnswer] = "no"
 UNKNOWN: Final[ImportAnswer] = "unknown"
 
@@ -59,9 +64,16 @@ def not_selected(selector: ImportClustersSelector | None,
 
 
 def where_imported(
-    item: ServiceImport, clusters: Sequence[MemberCluster], *, now: datetime
+    item: ServiceImport,
+    clusters: Sequence[MemberCluster],
+    *,
+    now: datetime,
+    namespace_present: Mapping[str, bool] | None = None,
 ) -> list[tuple[str, ImportAnswer, str]]:
-    """(cluster, imports, why) for every registered cluster, by name."""
+    """(cluster, imports, why) for every registered cluster, by name. `namespace_present`:
+    per cluster whose agent reported its namespaces, whether the import's namespace is
+    among them (a cluster left out has not reported)."""
+    reported = namespace_present or {}
     exporters = {c.cluster for c in item.status.clusters}
     namespace = item.metadata.namespace or ""
     rows: list[tuple[str, ImportAnswer, str]] = []
@@ -87,9 +99,16 @@ def where_imported(
         elif status.imported_services is None:
             rows.append((name, NO, "its agent reports no imports (started with --no-import, "
                                    "or too old to import)"))
+        elif reported.get(name) is False:
+            rows.append((name, NO, f"namespace absent: its agent reports no namespace "
+                                   f"{namespace} it may import into (none there, being "
+                                   "deleted, or outside its --namespace/--deny-namespace); "
+                                   "it imports once there is"))
         else:
             why = "Ready, following the import feed"
+            if name in reported:
+                why += f"; namespace {namespace} is there"
             if name in exporters:
                 why += "; it exports the Service too"
-            rows.append((name, YES, why))
+            rows.append((name, YES if name in reported else YES_UNCHECKED, why))
     return rows

@@ -420,7 +420,7 @@ class ServiceImport(WireModel):
 
 # Whether a cluster imports a Service: yes (qualified: where the namespace exists there),
 # no, or unknown (its agent stopped following the feed).
-ImportAnswer = Literal["yes*", "no", "unknown"]
+ImportAnswer = Literal["yes", "yes*", "no", "unknown"]
 
 
 class Importer(WireModel):
@@ -667,6 +667,38 @@ class ClusterPropertiesReport(StrictWireModel):
         if problem is not None:
             raise ValueError(problem)
         return value
+
+
+def namespaces_problem(namespaces: list[str]) -> str | None:
+    """Why `namespaces` cannot be a cluster's report of the namespaces it holds, or None:
+    at most `CLUSTER_NAMESPACES_MAX` names, each a DNS-1123 label (a namespace's name)
+    (docs/reference.md#scope-and-limits). The agent checks with this before it sends, the
+    hub when it stores: one rule."""
+    if len(namespaces) > constants.CLUSTER_NAMESPACES_MAX:
+        return (
+            f"{len(namespaces)} namespaces, at most {constants.CLUSTER_NAMESPACES_MAX} may "
+            "be reported (docs/reference.md#scope-and-limits)"
+        )
+    for name in namespaces:
+        if not isinstance(name, str) or not is_dns1123_label(name):
+            return f"namespace name {name!r} is not a DNS-1123 label"
+    return None
+
+
+class ClusterNamespacesReport(StrictWireModel):
+    """`PUT /api/v1/clusters/{cluster}/namespaces`: every namespace the agent's cluster
+    holds within its import scope (exists, not being deleted, watched, not denied),
+    replacing what the hub had; `mcsync describe import` says "no" where one is absent."""
+
+    namespaces: list[str]
+
+    @field_validator("namespaces")
+    @classmethod
+    def _check(cls, value: list[str]) -> list[str]:
+        problem = namespaces_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return sorted(set(value))
 
 
 class ClusterPropertiesMeta(WireModel):

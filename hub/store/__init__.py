@@ -34,6 +34,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from hub.store import migrate
+from hub.store.clusternamespaces import ClusterNamespacesStore
 from hub.store.clusterproperties import ClusterPropertiesStore
 from hub.store.clusters import ClusterStore
 from hub.store.conflictquery import ConflictQuery
@@ -111,6 +112,7 @@ class Store:
     withdrawals: Withdrawals
     invalid_exports: InvalidExportStore
     cluster_properties: ClusterPropertiesStore
+    cluster_namespaces: ClusterNamespacesStore
 
     def __init__(self, *, url: str, ctx: StoreContext) -> None:
         self.url = url
@@ -125,6 +127,7 @@ class Store:
         self.withdrawals = Withdrawals(ctx)
         self.invalid_exports = InvalidExportStore(ctx)
         self.cluster_properties = ClusterPropertiesStore(ctx)
+        self.cluster_namespaces = ClusterNamespacesStore(ctx)
 
     @property
     def engine(self) -> AsyncEngine:

@@ -30,6 +30,7 @@ from sqlalchemy import delete as sql_delete
 from sqlalchemy.exc import IntegrityError
 
 from hub.store import codec
+from hub.store.clusternamespaces import forget_namespaces
 from hub.store.clusterproperties import deleted_change, record_changes, stored_properties
 from hub.store.clusterstate import ClusterStates
 from hub.store.context import StoreContext
@@ -436,13 +437,15 @@ class ClusterStore:
                 ).all()
                 if not keys:
                     # 3. Nothing left: the registration goes, in the same transaction,
-                    #    with its counts (`hub.store.usage`) and its properties, which
+                    #    with its counts (`hub.store.usage`), its reported namespaces
+                    #    (`hub.store.clusternamespaces`) and its properties, which
                     #    members are told to forget (`hub.store.clusterproperties`).
                     await conn.execute(sql_delete(clusters).where(clusters.c.name == name))
                     await conn.execute(
                         sql_delete(cluster_usage).where(cluster_usage.c.cluster_id == name)
                     )
                     await forget_cluster(conn, name)
+                    await forget_namespaces(conn, name)
                     gone = deleted_change(name, row.get("properties"))
                     newest = await record_changes(conn, self._ctx, [gone] if gone else [])
                     break

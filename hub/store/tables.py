@@ -273,4 +273,23 @@ import_exclusions = Table(
     Index("ix_import_exclusions_key", "namespace", "name", "cluster_id"),
 )
 
+# docs/reference.md#scope-and-limits (migration 0011): the namespaces each cluster's agent
+# last reported it holds within its import scope (`hub.store.clusternamespaces`), one row
+# a name, found by namespace for the importers view; and when it last reported (a cluster
+# with no row here has not: the hub cannot say whether a namespace is there).
+cluster_namespaces = Table(
+    "cluster_namespaces",
+    metadata,
+    Column("cluster_id", key_string(), primary_key=True),
+    Column("namespace", key_string(), primary_key=True),
+    Index("ix_cluster_namespaces_namespace", "namespace", "cluster_id"),
+)
+
+namespace_reports = Table(
+    "namespace_reports",
+    metadata,
+    Column("cluster_id", key_string(), primary_key=True),
+    Column("reported_at", UTCDateTime, nullable=False),
+)
+
 REVISION_ROW_ID = 1

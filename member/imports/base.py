@@ -62,7 +62,11 @@ class ImportScope:
         self._denied = frozenset(denied)
 
     def allows(self, key: str) -> bool:
-        namespace = key.partition("/")[0]
+        return self.holds(key.partition("/")[0])
+
+    def holds(self, namespace: str) -> bool:
+        """The cluster may hold imports in `namespace`: it exists here, is not being
+        deleted, is watched and not denied."""
         if namespace in self._denied:
             return False
         if self._watched and namespace not in self._watched:

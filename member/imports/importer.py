@@ -30,7 +30,8 @@ the controllers that watch it. Which events queue which key where:
 * a managed EndpointSlice → the slices, and the ServiceImport when it appeared (its
   `Ready` condition waits for the key's slices);
 * a Namespace → every key the hub imports in it (a namespace created later receives its
-  imports; one deleted takes them along);
+  imports; one deleted takes them along), and the hub hears which namespaces are here
+  (`member.imports.namespacesreport`);
 * an object in the way of a key that changed or went → the key, in the queues of the
   objects it held up (a channel source, `HELD_BY_SERVICE` / `HELD_BY_SLICE`).
 
@@ -106,6 +107,7 @@ from member.imports.mirroredslices import (
     MirroredSliceReconciler,
     mirroredslices_controller,
 )
+from member.imports.namespacesreport import NamespacesReporter
 from member.imports.serviceimport import (
     ForeignImports,
     ServiceImportReconciler,
@@ -286,6 +288,14 @@ class Importer:
             denied=deny_namespaces,
         )
 
+        # docs/reference.md#scope-and-limits: the hub hears which namespaces are here.
+        self.namespaces_report = NamespacesReporter(
+            hub=hub,
+            cached=lambda: [o for i in self.namespace_informers for o in i.list_cached()],
+            holds=scope.holds,
+            synced=lambda: all(i.has_synced() for i in self.namespace_informers),
+        )
+
         def imported() -> int:
             return sum(1 for o in cached_imports.cached() if is_managed(o))
 
@@ -392,6 +402,7 @@ class Importer:
                 _indexing(self.slice_index.observe),
                 lambda e: self._release(HELD_BY_SLICE, ENDPOINTSLICE_KIND, e),
             ],
+            NAMESPACES: [lambda _: self.namespaces_report.wake()],
         }
         self._handlers: dict[str, InformerHandler] = {
             source: dispatch(self.controllers, source, observers.get(source, ()))

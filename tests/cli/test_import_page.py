@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli.importpage import NO, UNKNOWN, YES, page, where_imported
+from cli.importpage import NO, UNKNOWN, YES, YES_UNCHECKED, page, where_imported
 from shared.models import EndpointSliceExport, MemberCluster, MemberClusterSpec
 from tests.cli.conftest import RunningHub, ok, run_cli
 from tests.cli.samples import NOW, ago, cluster, service_import
@@ -20,9 +20,9 @@ def scoped(name: str, namespaces: list[str]) -> MemberCluster:
 
 @pytest.mark.parametrize(("member", "expected"), [
     (cluster("east", heartbeat=ago(seconds=3), imports=(4, 8)),
-     ("east", YES, "Ready, following the import feed; it exports the Service too")),
+     ("east", YES_UNCHECKED, "Ready, following the import feed; it exports the Service too")),
     (cluster("north", heartbeat=ago(seconds=3), imports=(0, 0)),
-     ("north", YES, "Ready, following the import feed")),
+     ("north", YES_UNCHECKED, "Ready, following the import feed")),
     (cluster("west", state="Stale", heartbeat=ago(minutes=4), imports=(4, 8)),
      ("west", UNKNOWN, "Stale: no heartbeat for 4m; its agent does not follow the feed, and "
                        "what it last wrote stays as it was")),
@@ -35,7 +35,7 @@ def scoped(name: str, namespaces: list[str]) -> MemberCluster:
     (scoped("shop", ["team-*", "billing"]),
      ("shop", NO, "its scope imports only namespaces team-*, billing, not demo (`mcsync "
                   "clusters set-scope shop` changes it)")),
-    (scoped("team", ["de*"]), ("team", YES, "Ready, following the import feed")),
+    (scoped("team", ["de*"]), ("team", YES_UNCHECKED, "Ready, following the import feed")),
     (scoped("none", []), ("none", NO, "its scope imports only namespaces none, not demo "
                                       "(`mcsync clusters set-scope none` changes it)")),
 ], ids=["exporter", "ready", "stale", "pending", "no-import", "out-of-scope", "in-scope-glob",
@@ -43,6 +43,25 @@ def scoped(name: str, namespaces: list[str]) -> MemberCluster:
 def test_where_imported(member: MemberCluster, expected: tuple[str, str, str]) -> None:
     item = service_import(clusters=["east"])
     assert where_imported(item, [member], now=NOW) == [expected]
+
+
+def test_where_the_agent_reported_its_namespaces_the_answer_is_plain() -> None:
+    """docs/reference.md#scope-and-limits: an agent's report of the namespaces it holds
+    turns `yes*` into "yes" where the namespace is there and "no" where it is absent."""
+    item = service_import(clusters=["east"])
+    members = [cluster(n, heartbeat=ago(seconds=3), imports=(0, 0))
+               for n in ("east", "north", "south")]
+    rows = where_imported(item, members, now=NOW,
+                          namespace_present={"east": True, "north": False})
+    assert rows[0] == ("east", YES, "Ready, following the import feed; namespace demo is "
+                                    "there; it exports the Service too")
+    assert rows[1][:2] == ("north", NO)
+    assert rows[1][2].startswith("namespace absent: its agent reports no namespace demo")
+    assert rows[2] == ("south", YES_UNCHECKED, "Ready, following the import feed")
+    text = page(item, members, now=NOW, rows=rows[:2])
+    assert "namespace absent" in text
+    assert "* when namespace demo exists" not in text  # nothing left unchecked
+    assert "* when namespace demo exists" in page(item, members, now=NOW, rows=rows)
 
 
 def test_the_page_qualifies_yes_with_what_the_hub_cannot_see() -> None:
@@ -71,7 +90,7 @@ def test_describe_import_against_a_hub(hub: RunningHub) -> None:
                       env={"MCSYNC_HUB_URL": hub.url, "MCSYNC_TOKEN": hub.reader_token}))
     rows = {line.split()[0]: line.split()[1] for line in text.split("Imported in:")[1]
             .splitlines()[2:] if line.startswith("  ip-")}
-    assert rows == {"ip-east": YES, "ip-west": NO}
+    assert rows == {"ip-east": YES_UNCHECKED, "ip-west": NO}
     assert "Winning cluster:" in text  # the ServiceImport's own page comes first
 
 

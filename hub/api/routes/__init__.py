@@ -11,6 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from hub.api.routes import (
+    clusternamespaces,
     clusterproperties,
     clusters,
     conflicts,
@@ -29,6 +30,7 @@ ROUTERS: tuple[APIRouter, ...] = tuple(
     for module in (
         clusters,
         clusterproperties,
+        clusternamespaces,
         tokens,
         exports,
         conflicts,

@@ -104,11 +104,13 @@ async def get_import(
 async def list_importers(
     namespace: NamespacePath, name: NamePath, _access: ReaderAccess, store: StoreDep
 ) -> Response:
-    """The rows of `mcsync describe import` (`shared.importreach`), for the console: it asks
-    the hub rather than restating the scope globs and the reasons in JavaScript."""
+    """The rows of `mcsync describe import` (`shared.importreach`), for the console and the
+    CLI: they ask the hub rather than restating the scope globs and the reasons, and only
+    the hub holds the namespaces each agent reported (`hub.store.clusternamespaces`)."""
     item = await store.imports.get(namespace, name)
     clusters = await store.clusters.list()
-    rows = where_imported(item, clusters, now=utcnow())
+    present = await store.cluster_namespaces.present(namespace)
+    rows = where_imported(item, clusters, now=utcnow(), namespace_present=present)
     slices = (
         (await store.endpointslices.list(namespace=namespace, service_name=name)).items
         if item.spec.cluster_selectors

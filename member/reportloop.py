@@ -1,0 +1,60 @@
+"""The loop of a report to the hub that follows a change in the cluster: the cluster's
+properties (`member.propertiesreport`), the namespaces it holds
+(`member.imports.namespacesreport`).
+
+A thread calls the reporter's `sync()` once at start (a restarted agent has had nothing
+acknowledged), again whenever `wake()` is called (an informer's event), and every
+`RETRY_SECONDS` while the last `sync()` did not get through (the hub unreachable or
+refusing). `sync()` compares with what the hub last acknowledged and sends only a
+difference, so a wake that changes nothing costs no request. The thread never dies of a
+failed report: the next change or retry tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+__all__ = ["RETRY_SECONDS", "ReportLoop"]
+
+logger = logging.getLogger(__name__)
+
+RETRY_SECONDS = 5.0
+"""How soon a report the hub did not take (unreachable, refused) is tried again."""
+
+
+class ReportLoop:
+    """Runs `sync` (True: the hub holds what it should) at start, after each `wake()`, and
+    every `RETRY_SECONDS` until it succeeds; `what` names the report in an error line."""
+
+    def __init__(self, sync: Callable[[], bool], *, name: str, what: str) -> None:
+        self._sync = sync
+        self._name = name
+        self._what = what
+        self._wake = threading.Event()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def run(self, stop: threading.Event) -> None:
+        """Report until `stop`; blocking."""
+        ok = False
+        self._wake.set()
+        while not stop.is_set():
+            woken = self._wake.wait(timeout=RETRY_SECONDS)
+            if stop.is_set():
+                return
+            if not woken and ok:
+                continue
+            self._wake.clear()
+            try:
+                ok = self._sync()
+            except Exception:  # the thread must not die: the next change tries again
+                logger.exception("reporting %s failed", self._what)
+                ok = False
+
+    def start(self, stop: threading.Event) -> threading.Thread:
+        thread = threading.Thread(target=self.run, args=(stop,), name=self._name, daemon=True)
+        thread.start()
+        return thread
