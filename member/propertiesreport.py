@@ -33,7 +33,7 @@ from kubernetes import client as k8s
 
 from member.clusteridentity import AboutApi
 from member.clusterproperties import FleetPropertiesView
-from member.hubclient import HubClient, HubError
+from member.hubclient import HubClient
 from member.informer import Informer
 from member.kube.listwatch import KubeListWatch
 from member.reportloop import RETRY_SECONDS, ReportLoop
@@ -77,11 +77,10 @@ class PropertiesReporter:
         self._hub = hub
         self._cluster_id = cluster_id
         self._view = view
-        self._loop = ReportLoop(self.sync, name="clusterproperties",
-                                what="the cluster's properties")
+        self._loop: ReportLoop[dict[str, str]] = ReportLoop(
+            self.sync, name="clusterproperties", what="the cluster's properties", log=logger
+        )
         self._lock = threading.Lock()
-        self._acknowledged: dict[str, str] | None = None  # what the hub last answered for
-        self._last_problem: str | None = None
         self.informer: Informer | None = None
         if about.installed:
             self.informer = Informer(
@@ -118,7 +117,7 @@ class PropertiesReporter:
             values = self.current()
             problem = properties_problem(values)
             if problem is not None:
-                self._problem(
+                self._loop.problem(
                     f"ClusterProperty objects not reported to the hub: {problem}; the hub "
                     "keeps the last set it was given (docs/reference.md#cluster-properties)",
                     level=logging.ERROR,
@@ -126,27 +125,9 @@ class PropertiesReporter:
                 return False
             if self._view is not None:
                 self._view.set_own(values)
-            if values == self._acknowledged:
-                return True
-            try:
-                self._hub.put_properties(values)
-            except HubError as exc:
-                self._problem(
-                    f"cannot report the cluster's properties to the hub (retried in "
-                    f"{RETRY_SECONDS:g}s): {exc}",
-                    level=logging.WARNING,
-                )
-                return False
-            self._acknowledged = values
-            self._last_problem = None
-            logger.info("reported %d cluster properties to the hub", len(values))
-            return True
+            return self._loop.send(values, self._hub.put_properties,
+                                   done=f"reported {len(values)} cluster properties to the hub")
 
     def start(self, stop: threading.Event) -> threading.Thread:
         """Report at start and after every change until `stop` (`member.reportloop`)."""
         return self._loop.start(stop)
-
-    def _problem(self, line: str, *, level: int) -> None:
-        repeated = line == self._last_problem
-        self._last_problem = line
-        logger.log(logging.DEBUG if repeated else level, "%s", line)

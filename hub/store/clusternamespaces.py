@@ -14,9 +14,8 @@ A report writes only the difference from what is stored (an agent's first report
 restart is usually equal: one read). Nothing else reads the names, so no history row and
 no feed: a namespace's appearance changes no import, only what the hub says of it.
 
-Lock order (`hub.store.locks`): the cluster's row, locked as a properties report locks it
-(a deregistration, which deletes these rows, waits for the report, and a report after
-it is refused), then these rows; no key, no revision.
+Lock order (`hub.store.locks`): the cluster's row (`hub.store.clusterrow`, as a
+properties report locks it), then these rows; no key, no revision.
 """
 
 from __future__ import annotations
@@ -26,8 +25,8 @@ from collections.abc import Sequence
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from hub.store.clusterrow import lock_reporting_cluster
 from hub.store.context import StoreContext
-from hub.store.errors import NotFound
 from hub.store.tables import cluster_namespaces, clusters, namespace_reports
 from shared.timefmt import utcnow
 
@@ -46,21 +45,11 @@ class ClusterNamespacesStore:
 
     async def put(self, cluster: str, namespaces: Sequence[str]) -> bool:
         """Replace `cluster`'s reported namespaces (validated by the caller's model); True
-        when the stored names changed. NotFound when the cluster is not registered."""
+        when the stored names changed or it is the cluster's first report. NotFound when
+        the cluster is not registered."""
         wanted = set(namespaces)
         async with self._ctx.write() as conn:
-            found = (
-                await conn.execute(
-                    self._ctx.locks.exclusive(
-                        select(clusters.c.name).where(
-                            clusters.c.name == cluster, clusters.c.deleting.is_(False)
-                        ),
-                        of=clusters,
-                    )
-                )
-            ).first()
-            if found is None:
-                raise NotFound(f"cluster {cluster!r} is not registered")
+            await lock_reporting_cluster(conn, self._ctx, cluster, clusters.c.name)
             held = set(
                 (
                     await conn.execute(

@@ -31,8 +31,8 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import codec
+from hub.store.clusterrow import lock_reporting_cluster
 from hub.store.context import StoreContext
-from hub.store.errors import NotFound
 from hub.store.fanout import BufferLimits, FeedFanout, Subscription
 from hub.store.feed import check_history_read, read_retained
 from hub.store.importchanges import ImportChanges, admission, exclusion, keys_slices
@@ -169,18 +169,7 @@ class ClusterPropertiesStore:
         text = codec.canonical_json(dict(properties))
         newest: int | None = None
         async with self._ctx.write() as conn:
-            row = (
-                await conn.execute(
-                    self._ctx.locks.exclusive(
-                        select(clusters.c.properties).where(
-                            clusters.c.name == cluster, clusters.c.deleting.is_(False)
-                        ),
-                        of=clusters,
-                    )
-                )
-            ).first()
-            if row is None:
-                raise NotFound(f"cluster {cluster!r} is not registered")
+            row = await lock_reporting_cluster(conn, self._ctx, cluster, clusters.c.properties)
             if row[0] == text:
                 return False
             await conn.execute(

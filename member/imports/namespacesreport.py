@@ -23,8 +23,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from member.hubclient import HubClient, HubError
-from member.reportloop import RETRY_SECONDS, ReportLoop
+from member.hubclient import HubClient
+from member.reportloop import ReportLoop
 from shared.models import namespaces_problem
 
 __all__ = ["NamespacesReporter"]
@@ -50,10 +50,9 @@ class NamespacesReporter:
         self._holds = holds
         self._synced = synced
         self._lock = threading.Lock()
-        self._acknowledged: list[str] | None = None  # what the hub last answered for
-        self._last_problem: str | None = None
-        self._loop = ReportLoop(self.sync, name="namespaces-report",
-                                what="the cluster's namespaces")
+        self._loop: ReportLoop[list[str]] = ReportLoop(
+            self.sync, name="namespaces-report", what="the cluster's namespaces", log=logger
+        )
 
     def wake(self) -> None:
         """A Namespace changed: report again if what the hub holds no longer matches."""
@@ -70,31 +69,15 @@ class NamespacesReporter:
             if not self._synced():
                 return False
             names = self.current()
-            if names == self._acknowledged:
-                return True
             problem = namespaces_problem(names)
             if problem is not None:
-                self._problem(
+                self._loop.problem(
                     f"namespaces not reported to the hub: {problem}; the hub keeps the last "
                     "list it was given", level=logging.ERROR)
                 return True  # nothing to retry until a namespace goes
-            try:
-                self._hub.put_namespaces(names)
-            except HubError as exc:
-                self._problem(
-                    f"cannot report the cluster's namespaces to the hub (retried in "
-                    f"{RETRY_SECONDS:g}s): {exc}", level=logging.WARNING)
-                return False
-            self._acknowledged = names
-            self._last_problem = None
-            logger.info("reported %d namespaces to the hub", len(names))
-            return True
+            return self._loop.send(names, self._hub.put_namespaces,
+                                   done=f"reported {len(names)} namespaces to the hub")
 
     def start(self, stop: threading.Event) -> threading.Thread:
         """Report at start and after every change until `stop`."""
         return self._loop.start(stop)
-
-    def _problem(self, line: str, *, level: int) -> None:
-        repeated = line == self._last_problem
-        self._last_problem = line
-        logger.log(logging.DEBUG if repeated else level, "%s", line)
