@@ -22,6 +22,8 @@ TABLES = {
     "cluster_usage",
     "import_selectors",
     "import_exclusions",
+    "cluster_namespaces",
+    "namespace_reports",
 }
 
 
@@ -143,4 +145,6 @@ async def test_0002_keeps_the_history_and_its_downgrade_drops_only_import_rows(
         "cluster_usage",
         "import_selectors",
         "import_exclusions",
+        "cluster_namespaces",
+        "namespace_reports",
     }
