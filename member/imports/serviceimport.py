@@ -15,7 +15,8 @@
    `clusterIPs`, so a derived Service event queues this key again to fill them in. An
    import with cluster selectors also carries the outcome of this cluster's selection
    (`member.importselection`): `mcsync.io/cluster-selector-results` (the clusters of each
-   tier) and `mcsync.io/active-clusters` (docs/reference.md#cluster-selection).
+   tier), `mcsync.io/active-clusters` and, while a failback waits,
+   `mcsync.io/failback-pending-since` (docs/reference.md#cluster-selection).
 4. Write `status` through the status subresource, again only when it differs:
    `clusters` and the `Ready` condition (`member.importready`: Ready once the derived
    Service has its IPs and the mirrored slices are written, Pending before,
@@ -34,7 +35,7 @@ from typing import Any, Unpack
 
 from member.importready import FamilyRefusals, ready_condition
 from member.imports.base import ImportDeps, ImportReconciler, ManagedIndex
-from member.importselection import ImportSelections, result_annotations
+from member.importselection import ImportSelections
 from member.importspec import (
     OPTIONAL_IMPORT_FIELDS,
     create_body,
@@ -166,7 +167,8 @@ class ServiceImportReconciler(ImportReconciler):
         if self._selection is not None:
             chosen = self._selection.evaluate(key, imported)
             if chosen is not None:
-                desired["metadata"]["annotations"].update(result_annotations(chosen))
+                desired["metadata"]["annotations"].update(
+                    self._selection.annotations(key, chosen))
         outcome = OUTCOME_UP_TO_DATE
         current: dict[str, Any]
         if existing is None:
