@@ -66,6 +66,7 @@ from shared.clusterselection import (
     pending_since_text,
     resumed_state,
     select,
+    tiers_of,
 )
 
 __all__ = [
@@ -270,7 +271,7 @@ class SelectionMetrics:
 # --- the agent's memory of each import's selection -----------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one is made per evaluation, and frozen init is slower
 class _Held:
     inputs: Inputs
     clusters: tuple[str, ...]
@@ -284,6 +285,10 @@ class _Held:
     # state's waits it was written from: the same waits keep the same text.
     pending: str | None = None
     pending_from: tuple[tuple[int, float], ...] = ()
+    # The import's selection fields and exporters as held, and the properties' version,
+    # when this was computed: all equal, with no wait running, the answer is the same.
+    raw: tuple[Any, ...] = ()
+    version: int = -1
 
 
 Events = Callable[[str, str, str, str], None]  # key, type, reason, message
@@ -325,7 +330,12 @@ class ImportSelections:
         self._held: dict[str, _Held] = {}
         self._not_first: set[str] = set()
         self._fallback: set[str] = set()
+        # Bumped by every property change; the shortcuts of `evaluate` need it, so they
+        # are off for a property source that does not tell of its changes.
+        self._version = 0
+        self._tiers: dict[tuple[Any, ...], tuple[tuple[str, ...], ...]] = {}
         subscribe = getattr(properties, "subscribe", None)
+        self._versioned = callable(subscribe)
         if callable(subscribe):
             subscribe(self.on_properties_changed)
 
@@ -354,18 +364,36 @@ class ImportSelections:
         return {c: EndpointCounts(ready[c], total[c]) for c in total}
 
     def evaluate(self, key: str, imported: HeldImport) -> Selection | None:
-        """This cluster's selection for `key` now (None: the import has no selectors)."""
+        """This cluster's selection for `key` now (None: the import has no selectors).
+
+        Two shortcuts keep a burst of re-evaluations cheap: the tiers are computed once per
+        distinct (selectors, exporting clusters) while no property changes (`_tiers`), and
+        an import whose inputs are all as last time, with no failback waiting (the only
+        thing time changes), answers its last selection without running the core."""
         inputs = selection_inputs(imported)
         if inputs is None:
             self.forget(key)
             return None
         selectors, policy = inputs
-        of = self._properties.of
-        clusters = {c: of(c) for c in imported.clusters}
+        # Read before the properties: a change after this read bumps it, so whatever is
+        # computed from older properties is never kept under the newer version.
+        version = self._version
         # The source slices are immutable and replaced when they change: equal to last
         # time (by identity, on the common path), they hold the same endpoints.
         counted_from = (tuple(self._imports.slices(key)), imported.ports, imported.served)
+        raw = (imported.cluster_selectors, imported.cluster_selection, imported.clusters)
         hint = self._held.get(key)
+        if (
+            hint is not None
+            and hint.version == version
+            and self._versioned
+            and hint.raw == raw
+            and hint.counted_from == counted_from
+            and (hint.selection.state is None or not hint.selection.state.qualified_since)
+        ):
+            return hint.selection
+        of = self._properties.of
+        clusters = {c: of(c) for c in imported.clusters}
         if hint is not None and hint.counted_from == counted_from:
             endpoints = hint.endpoints
         else:
@@ -396,6 +424,16 @@ class ImportSelections:
                 if held is not None and held.tiered_from == tiered_from
                 else None
             )
+            shared_key = None
+            if tiers is None and self._versioned and isinstance(raw[0], bytes | str):
+                shared_key = (raw[0], raw[2], version)
+                tiers = self._tiers.get(shared_key)
+            if tiers is None:
+                tiers = tiers_of(selectors, clusters, own)
+                if shared_key is not None:
+                    if len(self._tiers) >= 4096:
+                        self._tiers.clear()
+                    self._tiers[shared_key] = tiers
             selection = select(
                 selectors, policy, own, clusters, endpoints, previous, now, tiers=tiers
             )
@@ -412,7 +450,7 @@ class ImportSelections:
             ) != (selection.tiers, selection.active_clusters, pending)
             self._held[key] = _Held(
                 inputs, imported.clusters, selection, tiered_from, counted_from, endpoints,
-                pending, waits,
+                pending, waits, raw, version,
             )
             decided = selection.state is not None
             if self._mark(self._not_first, key, decided and selection.active != 0):
@@ -462,6 +500,8 @@ class ImportSelections:
         ids = frozenset(changed)
         own_id = getattr(self._properties, "cluster_id", None)
         with self._lock:
+            self._version += 1
+            self._tiers.clear()
             # Our own properties change every `@SameAsImporter@` (and a source that does
             # not say which cluster is ours, every key).
             everything = own_id is None or own_id in ids

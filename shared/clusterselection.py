@@ -541,20 +541,24 @@ def select(
         if current is not None and current >= last:
             current = None  # fewer selectors than when chosen: the caller should have reset
         current_rank = last if current is None else current
-        held = dict(previous.qualified_since)
-        since = {i: held.get(i, now) for i in qualifying if i < current_rank}
         target = current
         if current is not None and current not in qualifying:
             target = first
         target_rank = last if target is None else target
-        delay = policy.failback_delay_seconds
-        for index in sorted(since):
-            if index < target_rank and now - since[index] >= delay:
-                target = target_rank = index
-                break
-        since = {i: t for i, t in since.items() if i < target_rank}
-        if since:
-            wake_at = min(t + delay for t in since.values())
+        since: dict[int, float] = {}
+        # A wait runs only for a tier more preferred than the current one that qualifies:
+        # commonly none, and then no wait is worked out.
+        if first is not None and first < current_rank:
+            held = dict(previous.qualified_since)
+            since = {i: held.get(i, now) for i in qualifying if i < current_rank}
+            delay = policy.failback_delay_seconds
+            for index in since:  # ascending: `qualifying` is
+                if index < target_rank and now - since[index] >= delay:
+                    target = target_rank = index
+                    break
+            since = {i: t for i, t in since.items() if i < target_rank}
+            if since:
+                wake_at = min(t + delay for t in since.values())
         if target_rank != current_rank:
             switch = "failover" if target_rank > current_rank else "failback"
             everyone = tuple(sorted(clusters))
@@ -562,7 +566,7 @@ def select(
                 f"{_describe(current, tiers, policy.fallback, everyone)} → "
                 f"{_describe(target, tiers, policy.fallback, everyone)}"
             )
-        waits = tuple(sorted(since.items()))
+        waits = tuple(since.items())  # ascending, as `qualifying`
         unchanged = target == previous.active and waits == previous.qualified_since
         state = previous if unchanged else SelectionState(target, waits)
 
