@@ -236,6 +236,31 @@ def until_all(importers: list[Importer], done: Callable[[Importer], bool], *,
     return found
 
 
+QUIET_SECONDS = 3.0  # no write for this long: the importers are idle (1 s in --smoke)
+
+
+def quiet(importers: list[Importer], *, timeout: float = 300.0) -> float:
+    """Wait until no importer's cluster has been written for `seconds`; answers the wait."""
+    started = time.perf_counter()
+    last = None
+    still_since = started
+    while time.perf_counter() - started < timeout:
+        total = sum(sum(i.writes().values()) for i in importers)
+        if total != last:
+            last, still_since = total, time.perf_counter()
+        elif time.perf_counter() - still_since >= QUIET_SECONDS:
+            break
+        time.sleep(0.25)
+    return time.perf_counter() - started
+
+
+def holds_everything(importer: Importer, layout: Layout) -> bool:
+    """Every ServiceImport and mirrored slice of the fleet is in `importer`'s cluster."""
+    keys = layout.pairs * layout.services
+    return (len(importer.state.list("serviceimports", NS)) >= keys
+            and len(importer.state.list("endpointslices", NS)) >= 2 * keys)
+
+
 def since(start: float, times: dict[str, float | None]) -> list[float]:
     return [t - start for t in times.values() if t is not None]
 
@@ -281,6 +306,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     if args.smoke:
+        global QUIET_SECONDS
+        QUIET_SECONDS = 1.0
         args.clusters, args.services, args.endpoints = 6, 2, 3
         args.importers, args.delay, args.rounds = 2, 2, 1
     layout = Layout(args.clusters, args.services, args.endpoints, args.importers, args.delay)
@@ -295,16 +322,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="mcsync-selection-fleet-") as tmp, \
             fleet(layout, args.backend, Path(tmp)) as (_hub, exporters, importers):
         eu = [i for i in importers if i.region == "eu"]
-        last = layout.services_of(layout.pairs - 1)[-1]
-        settle = wait_until(
-            lambda: all(i.slice_ready(last, layout.exporter(layout.pairs - 1, "us")) is not None
-                        and i.tiers(last) is not None for i in importers),
-            what="every importer holding every Service", timeout=600, interval=0.5)
+        settle = wait_until(lambda: all(holds_everything(i, layout) for i in importers),
+                            what="every importer holding every Service", timeout=900,
+                            interval=1.0)
+        settle += quiet(importers)
         for round_ in range(rounds):
             service = layout.services_of(round_)[0]
             us_exporter = layout.exporter(round_, "us")
             wait_until(lambda: all(i.slice_ready(service, us_exporter) is False  # noqa: B023
                                    for i in eu), what="tier 1 active", timeout=120)
+            quiet(importers)
             before = {i.name: i.writes() for i in eu}
             sent = time.perf_counter()
             exporters.set_ready(round_, "eu", service, ready=False)
@@ -331,6 +358,8 @@ def main() -> None:
             properties += since(sent, done)
             missed["property"] += sum(t is None for t in done.values())
             exporters.properties(us_exporter, "us")
+            wait_until(lambda: all(us_exporter not in ((i.tiers(service) or [[]])[0])  # noqa: B023
+                                   for i in eu), what="the exporter back in us", timeout=120)
         load_after = load_average()
         real = {"hub": 1, "agents": len(importers),
                 "simulated_exporters": 2 * layout.pairs}
