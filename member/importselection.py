@@ -370,7 +370,11 @@ class ImportSelections:
         distinct (selectors, exporting clusters) while no property changes (`_tiers`), and
         an import whose inputs are all as last time, with no failback waiting (the only
         thing time changes), answers its last selection without running the core."""
-        inputs = selection_inputs(imported)
+        raw = (getattr(imported, "cluster_selectors", None),
+               getattr(imported, "cluster_selection", None), imported.clusters)
+        hint = self._held.get(key)
+        # The same held fields parse to the same selectors and policy.
+        inputs = hint.inputs if hint is not None and hint.raw == raw else selection_inputs(imported)
         if inputs is None:
             self.forget(key)
             return None
@@ -381,8 +385,6 @@ class ImportSelections:
         # The source slices are immutable and replaced when they change: equal to last
         # time (by identity, on the common path), they hold the same endpoints.
         counted_from = (tuple(self._imports.slices(key)), imported.ports, imported.served)
-        raw = (imported.cluster_selectors, imported.cluster_selection, imported.clusters)
-        hint = self._held.get(key)
         if (
             hint is not None
             and hint.version == version
