@@ -6,12 +6,14 @@ policy, every cluster's properties (`member.clusterproperties.FleetProperties`),
 and total endpoints each cluster's mirrored slices would hold, and what it answered last
 time. This module feeds it and acts on its answers:
 
-* `ImportSelections.evaluate(key, imported)` — one evaluation, remembered per key (the
-  failback wait lives in that memory; a restarted agent makes a fresh, undamped first
-  choice). Both the mirrored-slice and the ServiceImport reconcilers call it: the first to
-  see a switch records it (one Event on the ServiceImport, one count of
-  `mcsync_agent_cluster_selection_switches_total`), and any change of the outcome queues
-  the key's other reconciler, so slices and annotations follow each other.
+* `ImportSelections.evaluate(key, imported)` — one evaluation, remembered per key. The
+  failback wait lives in that memory and, while a failback waits, in the ServiceImport's
+  `mcsync.io/failback-pending-since` annotation: a restarted agent resumes each import from its
+  ServiceImport's annotations (`shared.clusterselection.resumed_state`), so a restart never fails
+  back at once past the damping. Both the mirrored-slice and the ServiceImport reconcilers call it:
+  the first to see a switch records it (one Event on the ServiceImport, one count of
+  `mcsync_agent_cluster_selection_switches_total`), and any change of the outcome queues the key's
+  other reconciler, so slices and annotations follow each other.
 * a failback wait ends → the key is queued again at that moment (`wake`, the work queue's
   add-after): no polling.
 * a cluster's properties change → every selecting key that cluster exports (every
@@ -53,13 +55,18 @@ from member.metrics import AgentMetrics
 from shared.clusterselection import (
     ANNOTATION_ACTIVE_CLUSTERS,
     ANNOTATION_CLUSTER_SELECTOR_RESULTS,
+    ANNOTATION_FAILBACK_PENDING_SINCE,
     DEFAULT_POLICY,
     ClusterSelectionPolicy,
     ClusterSelector,
     EndpointCounts,
     Selection,
+    SelectionState,
     endpoint_is_ready,
+    pending_since_text,
+    resumed_state,
     select,
+    tiers_of,
 )
 
 __all__ = [
@@ -177,15 +184,19 @@ def masked(want: MirroredSlice) -> MirroredSlice:
     return want._replace(endpoints=_masked_endpoints(want.endpoints))
 
 
-def result_annotations(selection: Selection) -> dict[str, str]:
-    """The two annotations the importing cluster's ServiceImport carries: the KEP's
-    `clusterSelectorResults` (a list of `{"clusters": [...]}`, one per selector) and the
-    active clusters, comma-separated."""
+def result_annotations(selection: Selection, pending: str | None = None) -> dict[str, str]:
+    """The annotations the importing cluster's ServiceImport carries: the KEP's
+    `clusterSelectorResults` (a list of `{"clusters": [...]}`, one per selector), the
+    active clusters, comma-separated, and while a failback waits, since when
+    (`pending`, `shared.clusterselection.pending_since_text`)."""
     results = [{"clusters": list(tier)} for tier in selection.tiers]
-    return {
+    answer = {
         ANNOTATION_CLUSTER_SELECTOR_RESULTS: json.dumps(results, separators=(",", ":")),
         ANNOTATION_ACTIVE_CLUSTERS: ",".join(selection.active_clusters),
     }
+    if pending is not None:
+        answer[ANNOTATION_FAILBACK_PENDING_SINCE] = pending
+    return answer
 
 
 # --- properties for tests and for an agent without them ------------------------------------------
@@ -260,7 +271,7 @@ class SelectionMetrics:
 # --- the agent's memory of each import's selection -----------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one is made per evaluation, and frozen init is slower
 class _Held:
     inputs: Inputs
     clusters: tuple[str, ...]
@@ -270,6 +281,14 @@ class _Held:
     # What the endpoint counts were computed from, and the counts.
     counted_from: tuple[Any, ...]
     endpoints: Mapping[str, EndpointCounts]
+    # `mcsync.io/failback-pending-since`'s value (None: no failback waits), and the
+    # state's waits it was written from: the same waits keep the same text.
+    pending: str | None = None
+    pending_from: tuple[tuple[int, float], ...] = ()
+    # The import's selection fields and exporters as held, and the properties' version,
+    # when this was computed: all equal, with no wait running, the answer is the same.
+    raw: tuple[Any, ...] = ()
+    version: int = -1
 
 
 Events = Callable[[str, str, str, str], None]  # key, type, reason, message
@@ -289,10 +308,15 @@ class ImportSelections:
         wake: Callable[[str, float], None] = lambda _key, _delay: None,
         events: Events = lambda _key, _type, _reason, _message: None,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        recorded: Callable[[str], Mapping[str, str] | None] = lambda _key: None,
     ) -> None:
         """`on_change(key)`: queue the key's reconcilers (the outcome changed);
         `wake(key, delay)`: queue it again after `delay` seconds (a failback wait ends);
-        `events(key, type, reason, message)`: an Event on the key's ServiceImport."""
+        `events(key, type, reason, message)`: an Event on the key's ServiceImport;
+        `recorded(key)`: the annotations of the key's ServiceImport of ours as it stands
+        (a key first evaluated by this process resumes from them); `wall`: the clock the
+        pending-since annotation is written in."""
         self._imports = imports
         self._properties = properties
         self._metrics = metrics
@@ -300,11 +324,18 @@ class ImportSelections:
         self._wake = wake
         self._events = events
         self._clock = clock
+        self._wall = wall
+        self._recorded = recorded
         self._lock = threading.Lock()
         self._held: dict[str, _Held] = {}
         self._not_first: set[str] = set()
         self._fallback: set[str] = set()
+        # Bumped by every property change; the shortcuts of `evaluate` need it, so they
+        # are off for a property source that does not tell of its changes.
+        self._version = 0
+        self._tiers: dict[tuple[Any, ...], tuple[tuple[str, ...], ...]] = {}
         subscribe = getattr(properties, "subscribe", None)
+        self._versioned = callable(subscribe)
         if callable(subscribe):
             subscribe(self.on_properties_changed)
 
@@ -333,18 +364,38 @@ class ImportSelections:
         return {c: EndpointCounts(ready[c], total[c]) for c in total}
 
     def evaluate(self, key: str, imported: HeldImport) -> Selection | None:
-        """This cluster's selection for `key` now (None: the import has no selectors)."""
-        inputs = selection_inputs(imported)
+        """This cluster's selection for `key` now (None: the import has no selectors).
+
+        Two shortcuts keep a burst of re-evaluations cheap: the tiers are computed once per
+        distinct (selectors, exporting clusters) while no property changes (`_tiers`), and
+        an import whose inputs are all as last time, with no failback waiting (the only
+        thing time changes), answers its last selection without running the core."""
+        raw = (getattr(imported, "cluster_selectors", None),
+               getattr(imported, "cluster_selection", None), imported.clusters)
+        hint = self._held.get(key)
+        # The same held fields parse to the same selectors and policy.
+        inputs = hint.inputs if hint is not None and hint.raw == raw else selection_inputs(imported)
         if inputs is None:
             self.forget(key)
             return None
         selectors, policy = inputs
-        of = self._properties.of
-        clusters = {c: of(c) for c in imported.clusters}
+        # Read before the properties: a change after this read bumps it, so whatever is
+        # computed from older properties is never kept under the newer version.
+        version = self._version
         # The source slices are immutable and replaced when they change: equal to last
         # time (by identity, on the common path), they hold the same endpoints.
         counted_from = (tuple(self._imports.slices(key)), imported.ports, imported.served)
-        hint = self._held.get(key)
+        if (
+            hint is not None
+            and hint.version == version
+            and self._versioned
+            and hint.raw == raw
+            and hint.counted_from == counted_from
+            and (hint.selection.state is None or not hint.selection.state.qualified_since)
+        ):
+            return hint.selection
+        of = self._properties.of
+        clusters = {c: of(c) for c in imported.clusters}
         if hint is not None and hint.counted_from == counted_from:
             endpoints = hint.endpoints
         else:
@@ -356,25 +407,52 @@ class ImportSelections:
         with self._lock:
             now = self._clock()
             held = self._held.get(key)
-            # New selectors are a new choice; a new policy keeps the tier it is on.
-            previous = (
-                held.selection.state
-                if held is not None and held.inputs[0] == selectors
-                else None
-            )
+            # New selectors are a new choice; a new policy keeps the tier it is on. A key
+            # this process has not evaluated resumes from its ServiceImport (a restart).
+            resumed_text = None
+            previous: SelectionState | None
+            if held is None:
+                recorded = self._recorded(key)
+                fallback = tuple(sorted(clusters)) if policy.fallback == "AllClusters" else ()
+                previous = resumed_state(recorded, len(selectors), fallback, now, self._wall())
+                if previous is not None and previous.qualified_since and recorded:
+                    resumed_text = recorded.get(ANNOTATION_FAILBACK_PENDING_SINCE)
+            elif held.inputs[0] == selectors:
+                previous = held.selection.state
+            else:
+                previous = None
             tiers = (
                 held.selection.tiers
                 if held is not None and held.tiered_from == tiered_from
                 else None
             )
+            shared_key = None
+            if tiers is None and self._versioned and isinstance(raw[0], bytes | str):
+                shared_key = (raw[0], raw[2], version)
+                tiers = self._tiers.get(shared_key)
+            if tiers is None:
+                tiers = tiers_of(selectors, clusters, own)
+                if shared_key is not None:
+                    if len(self._tiers) >= 4096:
+                        self._tiers.clear()
+                    self._tiers[shared_key] = tiers
             selection = select(
                 selectors, policy, own, clusters, endpoints, previous, now, tiers=tiers
             )
+            waits = selection.state.qualified_since if selection.state is not None else ()
+            if held is not None and held.pending_from == waits:
+                pending = held.pending
+            elif previous is not None and waits == previous.qualified_since and resumed_text:
+                pending = resumed_text  # as recorded: no rewrite for a rounding
+            else:
+                wall = self._wall()
+                pending = pending_since_text((i, wall - (now - t)) for i, t in waits)
             changed = held is None or (
-                held.selection.tiers, held.selection.active_clusters
-            ) != (selection.tiers, selection.active_clusters)
+                held.selection.tiers, held.selection.active_clusters, held.pending
+            ) != (selection.tiers, selection.active_clusters, pending)
             self._held[key] = _Held(
-                inputs, imported.clusters, selection, tiered_from, counted_from, endpoints
+                inputs, imported.clusters, selection, tiered_from, counted_from, endpoints,
+                pending, waits, raw, version,
             )
             decided = selection.state is not None
             if self._mark(self._not_first, key, decided and selection.active != 0):
@@ -398,6 +476,12 @@ class ImportSelections:
             self._on_change(key)
         return selection
 
+    def annotations(self, key: str, selection: Selection) -> dict[str, str]:
+        """The annotations of `key`'s ServiceImport for `selection` (this key's last)."""
+        with self._lock:
+            held = self._held.get(key)
+        return result_annotations(selection, held.pending if held is not None else None)
+
     def current(self, key: str) -> Selection | None:
         with self._lock:
             held = self._held.get(key)
@@ -418,6 +502,8 @@ class ImportSelections:
         ids = frozenset(changed)
         own_id = getattr(self._properties, "cluster_id", None)
         with self._lock:
+            self._version += 1
+            self._tiers.clear()
             # Our own properties change every `@SameAsImporter@` (and a source that does
             # not say which cluster is ours, every key).
             everything = own_id is None or own_id in ids

@@ -28,10 +28,12 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from shared.timefmt import format_millis, parse_rfc3339
 from shared.validation import StrictInt, is_dns1123_subdomain
 from shared.wirebase import StrictWireModel
 
@@ -40,6 +42,7 @@ __all__ = [
     "ANNOTATION_CLUSTER_SELECTION",
     "ANNOTATION_CLUSTER_SELECTORS",
     "ANNOTATION_CLUSTER_SELECTOR_RESULTS",
+    "ANNOTATION_FAILBACK_PENDING_SINCE",
     "ANNOTATION_IMPORT_CLUSTERS",
     "MAX_CLUSTER_SELECTORS",
     "NO_ENDPOINTS",
@@ -58,6 +61,8 @@ __all__ = [
     "SelectionState",
     "matches",
     "parse_selection_annotations",
+    "pending_since_text",
+    "resumed_state",
     "select",
     "tiers_of",
 ]
@@ -70,6 +75,9 @@ ANNOTATION_IMPORT_CLUSTERS: Final = "mcsync.io/import-clusters"
 # Written by the importing agent on its own ServiceImport: the outcome, for people and tools.
 ANNOTATION_CLUSTER_SELECTOR_RESULTS: Final = "mcsync.io/cluster-selector-results"
 ANNOTATION_ACTIVE_CLUSTERS: Final = "mcsync.io/active-clusters"
+# Written there too while a failback waits: since when each more preferred tier has
+# qualified, so that a restarted agent resumes the wait (`resumed_state`).
+ANNOTATION_FAILBACK_PENDING_SINCE: Final = "mcsync.io/failback-pending-since"
 
 # The value that stands for the importing cluster's own value of the same property.
 SAME_AS_IMPORTER: Final = "@SameAsImporter@"
@@ -533,20 +541,24 @@ def select(
         if current is not None and current >= last:
             current = None  # fewer selectors than when chosen: the caller should have reset
         current_rank = last if current is None else current
-        held = dict(previous.qualified_since)
-        since = {i: held.get(i, now) for i in qualifying if i < current_rank}
         target = current
         if current is not None and current not in qualifying:
             target = first
         target_rank = last if target is None else target
-        delay = policy.failback_delay_seconds
-        for index in sorted(since):
-            if index < target_rank and now - since[index] >= delay:
-                target = target_rank = index
-                break
-        since = {i: t for i, t in since.items() if i < target_rank}
-        if since:
-            wake_at = min(t + delay for t in since.values())
+        since: dict[int, float] = {}
+        # A wait runs only for a tier more preferred than the current one that qualifies:
+        # commonly none, and then no wait is worked out.
+        if first is not None and first < current_rank:
+            held = dict(previous.qualified_since)
+            since = {i: held.get(i, now) for i in qualifying if i < current_rank}
+            delay = policy.failback_delay_seconds
+            for index in since:  # ascending: `qualifying` is
+                if index < target_rank and now - since[index] >= delay:
+                    target = target_rank = index
+                    break
+            since = {i: t for i, t in since.items() if i < target_rank}
+            if since:
+                wake_at = min(t + delay for t in since.values())
         if target_rank != current_rank:
             switch = "failover" if target_rank > current_rank else "failback"
             everyone = tuple(sorted(clusters))
@@ -554,7 +566,7 @@ def select(
                 f"{_describe(current, tiers, policy.fallback, everyone)} → "
                 f"{_describe(target, tiers, policy.fallback, everyone)}"
             )
-        waits = tuple(sorted(since.items()))
+        waits = tuple(since.items())  # ascending, as `qualifying`
         unchanged = target == previous.active and waits == previous.qualified_since
         state = previous if unchanged else SelectionState(target, waits)
 
@@ -574,3 +586,83 @@ def select(
         state=state,
         wake_at=wake_at,
     )
+
+
+# --- resuming after a restart -----------------------------------------------------------------
+#
+# The agent holds each import's `SelectionState` in memory. A restarted agent that chose
+# afresh would take the first qualifying tier at once, a failback that skipped the damping,
+# so it resumes from what its ServiceImport says instead (docs/reference.md#cluster-selection):
+# the tiers and active clusters it last wrote, and `mcsync.io/failback-pending-since`.
+
+
+def pending_since_text(pending: Iterable[tuple[int, float]]) -> str | None:
+    """The annotation's value for `(tier index, since)` pairs, `since` in seconds of the
+    wall clock: `1=2026-11-29T01:02:03.250Z`, the tier numbered from 1, comma-separated
+    when several tiers wait; None when none does."""
+    parts = [
+        f"{index + 1}={format_millis(datetime.fromtimestamp(since, UTC))}"
+        for index, since in sorted(pending)
+    ]
+    return ",".join(parts) or None
+
+
+def _pending_since(text: str) -> dict[int, float]:
+    """`pending_since_text`'s inverse: tier index → wall-clock seconds. A part that does not
+    read is left out (its tier's wait then starts afresh, never skipped)."""
+    out: dict[int, float] = {}
+    for part in text.split(","):
+        number, _, moment = part.strip().partition("=")
+        try:
+            index = int(number) - 1
+            since = parse_rfc3339(moment).timestamp()
+        except ValueError:
+            continue
+        if index >= 0:
+            out[index] = since
+    return out
+
+
+def resumed_state(
+    annotations: Mapping[str, str] | None,
+    selectors: int,
+    fallback_clusters: Sequence[str],
+    now: float,
+    wall: float,
+) -> SelectionState | None:
+    """The state a restarted agent resumes an import from, given its ServiceImport's
+    annotations; None when they hold no choice to resume (a new import, or one with a
+    different number of selectors: a new choice, as in memory).
+
+    The active tier is read from the recorded active clusters: the recorded tier, or the fallback
+    (`fallback_clusters`: every exporting cluster under `AllClusters`, none under `None`), holding
+    exactly those clusters; when several do, the least preferred of them, so that any move from
+    there is a failback and damped (the clusters are the same, so traffic is too), and when none
+    does, the fallback. A tier with a recorded pending time keeps it, mapped onto `now`'s monotonic
+    clock by the wall clock `wall` (a time in the future counts as now); every other more preferred
+    tier starts its wait at `now`, so a restart delays a failback at most by one
+    `failbackDelaySeconds` and never skips one."""
+    if not annotations:
+        return None
+    results = annotations.get(ANNOTATION_CLUSTER_SELECTOR_RESULTS)
+    active_text = annotations.get(ANNOTATION_ACTIVE_CLUSTERS)
+    if results is None or active_text is None:
+        return None
+    try:
+        recorded = [tuple(sorted(entry["clusters"])) for entry in json.loads(results)]
+    except (ValueError, TypeError, KeyError):
+        return None
+    if len(recorded) != selectors:
+        return None
+    active_clusters = tuple(sorted(c for c in active_text.split(",") if c))
+    candidates = [i for i, tier in enumerate(recorded) if tier == active_clusters]
+    on_fallback = not candidates or tuple(sorted(fallback_clusters)) == active_clusters
+    active = None if on_fallback else candidates[-1]
+    rank = len(recorded) if active is None else active
+    pending = _pending_since(annotations.get(ANNOTATION_FAILBACK_PENDING_SINCE) or "")
+    waits = tuple(
+        (index, now - max(0.0, wall - since))
+        for index, since in sorted(pending.items())
+        if index < rank
+    )
+    return SelectionState(active, waits)

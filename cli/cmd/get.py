@@ -93,7 +93,8 @@ def run(ctx: Context) -> int:
         else:
             ctx.out.write(render.describe_export(obj, now=ctx.now()))
     elif opts.output == "wide":
-        print_table(ctx, imports.table([obj], now=ctx.now(), wide=True))
+        fleet = imports.fleet_for(ctx, [obj], service=opts.name)
+        print_table(ctx, imports.table([obj], now=ctx.now(), wide=True, fleet=fleet))
     else:
         ctx.out.write(render.describe_import(obj, now=ctx.now()))
     return 0

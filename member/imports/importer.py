@@ -163,6 +163,14 @@ def _indexing(
     return note
 
 
+def _annotations_of_ours(obj: Any) -> Any:
+    """A ServiceImport's annotations when mcsync manages it (a restarted agent resumes its
+    cluster selection from them), else None."""
+    if obj is None or not is_managed(obj):
+        return None
+    return (obj.get("metadata") or {}).get("annotations")
+
+
 class _NamespaceLister:
     def __init__(self, informers: Iterable[Informer]) -> None:
         self._informers = list(informers)
@@ -333,6 +341,7 @@ class Importer:
             ),
             wake=self._wake,
             events=selection_event,
+            recorded=lambda key: _annotations_of_ours(service_imports.get(key)),
         )
         common: dict[str, Any] = {
             "imports": self.view,

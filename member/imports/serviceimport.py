@@ -15,7 +15,8 @@
    `clusterIPs`, so a derived Service event queues this key again to fill them in. An
    import with cluster selectors also carries the outcome of this cluster's selection
    (`member.importselection`): `mcsync.io/cluster-selector-results` (the clusters of each
-   tier) and `mcsync.io/active-clusters` (docs/reference.md#cluster-selection).
+   tier), `mcsync.io/active-clusters` and, while a failback waits,
+   `mcsync.io/failback-pending-since` (docs/reference.md#cluster-selection).
 4. Write `status` through the status subresource, again only when it differs:
    `clusters` and the `Ready` condition (`member.imports.importready`: Ready once the derived
    Service has its IPs and the mirrored slices are written, Pending before,
@@ -178,7 +179,8 @@ class ServiceImportReconciler(ImportReconciler):
         if self._selection is not None:
             chosen = self._selection.evaluate(key, imported)
             if chosen is not None:
-                desired["metadata"]["annotations"].update(result_annotations(chosen))
+                desired["metadata"]["annotations"].update(
+                    self._selection.annotations(key, chosen))
         outcome = OUTCOME_UP_TO_DATE
         current: dict[str, Any]
         if existing is None:

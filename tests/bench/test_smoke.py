@@ -87,6 +87,11 @@ BENCHMARKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("sqlite",),
         ("cold_cpu_ms", "warm_cpu_ms", "warm_cpu_ms_per_10000_imports"),
     ),
+    "selection_fleet": (
+        ("postgresql",),
+        ("failover_seconds", "failback_seconds", "property_change_seconds",
+         "writes_per_switch_per_importer", "what_was_real"),
+    ),
     "fleet_scale": (
         ("postgresql",),
         ("units", "fleet"),

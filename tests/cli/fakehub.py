@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from shared.models import EndpointSliceExport, MemberCluster, to_wire
+from shared.models import EndpointSliceExport, MemberCluster, ServiceImport, to_wire
 from tests.cli.samples import NOW, cluster
 
 PREFIX = "/api/v1"
@@ -30,6 +30,7 @@ def status(code: int, reason: str, message: str) -> httpx.Response:
 class FakeHub:
     clusters: dict[str, MemberCluster] = field(default_factory=dict)
     slices: list[EndpointSliceExport] = field(default_factory=list)
+    imports: list[ServiceImport] = field(default_factory=list)
     requests: list[httpx.Request] = field(default_factory=list)
     issued_tokens: list[str] = field(default_factory=list)
     revision: int = 42
@@ -57,6 +58,11 @@ class FakeHub:
             return self._exports(request)
         if parts == ["endpointslices"] and method == "GET":
             return self._slices(request)
+        if parts == ["serviceimports"] and method == "GET":
+            return httpx.Response(200, json={
+                "apiVersion": "mcsync.io/v1alpha1", "kind": "ServiceImportList",
+                "metadata": {"resourceVersion": str(self.revision)},
+                "items": [to_wire(i) for i in self.imports]})
         if parts == ["clusters"] and method == "POST":
             return self._register(json.loads(request.content))
         if parts == ["clusters"] and method == "GET":

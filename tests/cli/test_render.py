@@ -146,7 +146,7 @@ def test_imports_table() -> None:
     assert lines[1].endswith("120m")  # kubectl: minutes up to 3 hours
     assert "a,b,c + 1 more..." in lines[2] and lines[2].endswith("24h")
     wide = imports.table(items, now=NOW, wide=True)
-    assert wide.rows[0][-2:] == ("east", "9")
+    assert wide.rows[0][-3:] == ("east", "9", "<none>")  # no selectors: no ACTIVE
 
 
 def test_conflict_views_join_imports_and_exports() -> None:

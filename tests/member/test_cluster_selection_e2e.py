@@ -1,5 +1,5 @@
 """Cluster selection end to end over loopback (docs/failover-order.md): a real hub process
-(SQLite and PostgreSQL for the core scenarios), exporting clusters `eu1` (region eu) and
+(every scenario on SQLite and on PostgreSQL), exporting clusters `eu1` (region eu) and
 `us1` (region us) with real agent processes that send their EndpointSlices, and an
 importing cluster `eu9` (region eu) whose import side is the agent's own `Importer` (real
 informers over HTTP against its emulator, real work queues and timers, real Events),
@@ -13,7 +13,9 @@ through the hub instead. Everything else — the
 feed, the counting of ready endpoints, the tiers, the damping, the slices, annotations and
 Events — is the product's.
 
-Deadlines are generous polls; the only waits are the policy's own `failbackDelaySeconds`.
+Deadlines are generous polls; the only waits are the policy's own `failbackDelaySeconds`,
+and each step of a readiness sequence waits until the importer's view of the hub has it, so
+a loaded machine cannot coalesce a dip away.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from prometheus_client import CollectorRegistry
 from member.hubclient import HubClient, HubClientConfig
 from member.imports.importer import Importer
 from member.imports.importspec import derived_service_name, mirrored_slice_name
-from member.importselection import StaticProperties
+from member.importselection import StaticProperties, endpoint_counts
 from member.kube.events import EventRecorder
 from member.metrics import AgentMetrics
 from member.workqueue import WorkQueueMetrics
@@ -209,7 +211,27 @@ def wait_readiness(fleet: Fleet, expected: dict[str, bool], what: str) -> None:
     wait_for(lambda: fleet.readiness() == expected, what=f"{what}: {expected}", timeout=60)
 
 
-# --- core scenarios: both databases ---------------------------------------------------------------
+def ready_in_view(fleet: Fleet, cluster: str) -> int:
+    """Ready endpoints of `cluster`'s source slices as the importer's feed holds them now."""
+    return sum(endpoint_counts(s.endpoints).ready
+               for s in fleet.importer.view.slices(KEY) if s.cluster == cluster)
+
+
+def set_and_see(fleet: Fleet, cluster: str, ready: int, total: int) -> None:
+    """Set `cluster`'s readiness and wait until the importer's view of the hub has it."""
+    fleet.set_ready(cluster, ready, total)
+    wait_for(lambda: ready_in_view(fleet, cluster) == ready,
+             what=f"{cluster} with {ready} ready in the importer's view", timeout=60)
+
+
+def failback_waits(fleet: Fleet) -> bool:
+    """Whether eu9's selection of web is waiting to fail back (it has seen a better tier
+    qualify and counts its delay)."""
+    selection = fleet.importer.selections.current(KEY)
+    return bool(selection and selection.state and selection.state.qualified_since)
+
+
+# --- every scenario: both databases --------------------------------------------------------------
 
 
 def test_an_eu_importer_uses_eu_then_fails_over_to_us(fleet_factory: FleetFactory) -> None:
@@ -234,7 +256,6 @@ def test_an_eu_importer_uses_eu_then_fails_over_to_us(fleet_factory: FleetFactor
     assert fleet.switches("failover") == 1
 
 
-@pytest.mark.parametrize("backend", ["sqlite"])
 def test_a_stale_cluster_fails_over_the_same(fleet_factory: FleetFactory) -> None:
     fleet = fleet_factory([SAME_REGION, ANY_REGION])
     wait_readiness(fleet, {"eu1": True, "us1": False}, "tier 1 (eu1) active")
@@ -247,7 +268,6 @@ def test_a_stale_cluster_fails_over_the_same(fleet_factory: FleetFactory) -> Non
              what="the failover Event")
 
 
-@pytest.mark.parametrize("backend", ["sqlite"])
 def test_failback_waits_for_min_ready_percent_and_the_delay(
     fleet_factory: FleetFactory,
 ) -> None:
@@ -256,29 +276,32 @@ def test_failback_waits_for_min_ready_percent_and_the_delay(
                           minReadyPercent=50, failbackDelaySeconds=5)
     wait_readiness(fleet, {"eu1": False, "us1": True}, "1 of 10 ready: tier 2")
     # eu1 may export before us1 does: the importer then starts on the AllClusters fallback and
-    # fails back to tier 2 once us1 appears. That switch is real; count from after it.
+    # fails back to tier 2 once us1 appears. That switch is real; count from after it (its
+    # Event is recorded after the slices are written: wait for it too).
+    failbacks_before = fleet.switches("failback")
+    wait_for(lambda: len(fleet.events("ClusterSelectionFailback")) == failbacks_before,
+             what="the Event of each failback so far")
     settled = fleet.events("ClusterSelectionFailback")
     assert all(e.endswith("→ tier 2 (us1)") for e in settled), settled
-    failbacks_before = fleet.switches("failback")
     time.sleep(6)  # longer than the delay: 1 of 10 never qualifies
     assert fleet.readiness() == {"eu1": False, "us1": True}
     assert fleet.events("ClusterSelectionFailback") == settled
 
-    fleet.set_ready("eu1", 5, 10)
+    set_and_see(fleet, "eu1", 5, 10)
+    wait_for(lambda: failback_waits(fleet), what="tier 1 qualifies: the failback wait")
     time.sleep(2)
-    fleet.set_ready("eu1", 4, 10)  # a dip: the wait starts again from the next qualifying
-    time.sleep(0.5)
-    fleet.set_ready("eu1", 5, 10)
+    set_and_see(fleet, "eu1", 4, 10)  # a dip: the wait starts again from the next qualifying
+    wait_for(lambda: not failback_waits(fleet), what="the dip ends the wait")
     restarted = time.monotonic()
+    set_and_see(fleet, "eu1", 5, 10)
     wait_readiness(fleet, {"eu1": True, "us1": False}, "failback to tier 1")
-    # Without the restart it would have come 2.5 s after `restarted`; with it, 5 s or more.
+    # Without the restart it would have come 2 s after `restarted`; with it, 5 s or more.
     assert time.monotonic() - restarted >= 5
     assert fleet.events("ClusterSelectionFailback") == [
         *settled, "cluster selection: tier 2 (us1) → tier 1 (eu1)"]
     assert fleet.switches("failback") == failbacks_before + 1
 
 
-@pytest.mark.parametrize("backend", ["sqlite"])
 def test_fallback_none_leaves_no_endpoint(fleet_factory: FleetFactory) -> None:
     # (e) only eu clusters, and no others when eu has nothing.
     fleet = fleet_factory([SAME_REGION], fallback="None")

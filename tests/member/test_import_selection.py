@@ -84,6 +84,9 @@ def hub_slice(cluster: str, *ready: bool) -> dict[str, Any]:
     }))
 
 
+WALL = 1_800_000_000.0
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
@@ -104,16 +107,7 @@ class SelectingWorld(World):
         self.wakes: list[float] = []
         self.selection_events: list[tuple[str, str, str]] = []
         self.selection_metrics = SelectionMetrics(self.metrics)
-        self.selections = ImportSelections(
-            imports=self.view,
-            properties=self.properties,
-            metrics=self.selection_metrics,
-            on_change=self.queued.append,
-            wake=lambda _key, delay: self.wakes.append(delay),
-            events=lambda _k, type_, reason, message: self.selection_events.append(
-                (type_, reason, message)),
-            clock=self.clock,
-        )
+        self.selections = self.new_selections()
         common = {
             "imports": self.view, "service_imports": self.imports, "services": self.services,
             "scope": self.si._scope, "metrics": self.metrics,
@@ -131,6 +125,26 @@ class SelectingWorld(World):
             slices=self.index, changed=self.changed, selection=self.selections,
             **common,  # type: ignore[arg-type]
         )
+
+    def new_selections(self) -> ImportSelections:
+        return ImportSelections(
+            imports=self.view,
+            properties=self.properties,
+            metrics=self.selection_metrics,
+            on_change=self.queued.append,
+            wake=lambda _key, delay: self.wakes.append(delay),
+            events=lambda _k, type_, reason, message: self.selection_events.append(
+                (type_, reason, message)),
+            clock=self.clock,
+            wall=lambda: WALL + self.clock.now,
+            recorded=lambda key: (self.imports.get(key) or {}).get("metadata", {}).get(
+                "annotations"),
+        )
+
+    def restart(self) -> None:
+        """A new agent process: its selection memory empty, the caches as the API holds."""
+        self.selections = self.new_selections()
+        self.si._selection = self.eps._selection = self.selections
 
     def readiness(self) -> dict[str, list[tuple[bool, bool]]]:
         """cluster → (ready, serving) of each endpoint of its mirrored slice."""
@@ -293,3 +307,38 @@ def test_masking_keeps_terminating_and_counting_reads_ready_as_consumers_do() ->
         {"ready": False, "serving": False, "terminating": True},
     ]
 
+
+
+def test_a_restart_mid_wait_resumes_the_failback_wait(world: SelectingWorld) -> None:
+    """The wait's start is on the ServiceImport, so a restarted agent neither fails back
+    at once nor waits anew: it fails back when the wait that began before it ends."""
+    world.feed(hub_slice("a", False))
+    world.converge()
+    world.clock.now += 100
+    world.feed(hub_slice("a", True))
+    world.converge()
+    assert world.annotations()["mcsync.io/failback-pending-since"] == (
+        "1=2027-01-15T08:18:20.000Z")  # WALL + 1100 s: tier 1 qualifies since then
+    world.clock.now += 10
+    world.restart()
+    assert world.writes_of(world.eps.reconcile) == []  # still tier 2
+    assert world.readiness() == {"a": UP, "b": UP}
+    assert world.wakes[-1] == pytest.approx(20.0)  # the 30 s wait less the 10 s gone
+    world.clock.now += 20
+    world.converge()
+    assert world.readiness() == {"a": UP, "b": DOWN}
+    assert world.selection_events[-1][1] == "ClusterSelectionFailback"
+    assert "mcsync.io/failback-pending-since" not in world.annotations()
+
+
+def test_a_restart_on_a_later_tier_damps_a_failback_it_did_not_see_begin(
+    world: SelectingWorld,
+) -> None:
+    world.feed(hub_slice("a", False))
+    world.converge()
+    world.restart()  # down while a comes back
+    world.clock.now += 100
+    world.feed(hub_slice("a", True))
+    world.converge()
+    assert world.readiness() == {"a": UP, "b": UP}  # no failback at once
+    assert world.wakes[-1] == pytest.approx(30.0)
