@@ -3,7 +3,7 @@
 A change of this cluster's own properties (its region relabelled, say) re-evaluates every
 import with `@SameAsImporter@`: that is the largest burst of selection work an agent does,
 so its cost is measured here, in process, on the agent's own code path
-(`member.importselection.ImportSelections.evaluate`: the held import's selectors, the
+(`member.imports.selection.ImportSelections.evaluate`: the held import's selectors, the
 exporters' properties, the ready endpoints counted from the import feed's source slices,
 the pure core, the remembered state). Each import has two selectors (the importer's region,
 then any region), `minReadyPercent` 50, and three exporting clusters with one slice of 10
@@ -29,7 +29,7 @@ from prometheus_client import CollectorRegistry
 from bench.support import base_parser, write_result
 from member.imports.importfeed import ImportView, feed_entry, import_item_key
 from member.imports.importspec import HeldImport
-from member.importselection import ImportSelections, SelectionMetrics, StaticProperties
+from member.imports.selection import ImportSelections, SelectionMetrics, StaticProperties
 from member.metrics import AgentMetrics
 from shared.models import EndpointSliceExport, ServiceImport
 

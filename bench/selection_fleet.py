@@ -68,7 +68,7 @@ from bench.support import (
     write_result,
 )
 from bench.support import export_wire as base_export_wire
-from member.importspec import mirrored_slice_name
+from member.imports.importspec import mirrored_slice_name
 from sandbox.emulator import EmulatorServer, EmulatorState
 from sandbox.emulator.kubeconfig import write_kubeconfig
 

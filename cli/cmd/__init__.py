@@ -27,8 +27,7 @@ COMMANDS: tuple[Spec, ...] = (
     clusters.COMMAND,
     *clusteradmin.COMMANDS,
     exports.COMMAND,
-    # cli/cmd/imports.py names its Spec `COMMAND` too once its present edits are merged.
-    imports.DECLARED,
+    imports.COMMAND,
     endpoints.COMMAND,
     conflicts.COMMAND,
     version.COMMAND,

@@ -190,7 +190,7 @@ def run(ctx: Context) -> int:
                       lambda: table(listing.items, now=ctx.now(), wide=opts.wide, fleet=fleet))
 
 
-DECLARED = Spec(
+COMMAND = Spec(
     "imports",
     "list derived ServiceImports (one per exported service)",
     run,

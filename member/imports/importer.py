@@ -108,12 +108,12 @@ from member.imports.mirroredslices import (
     mirroredslices_controller,
 )
 from member.imports.namespacesreport import NamespacesReporter
+from member.imports.selection import ImportSelections, SelectionMetrics, StaticProperties
 from member.imports.serviceimport import (
     ForeignImports,
     ServiceImportReconciler,
     serviceimport_controller,
 )
-from member.importselection import ImportSelections, SelectionMetrics, StaticProperties
 from member.informer import Informer, namespaced_key
 from member.kube.client import KubeConfigError, discover_mcs_version
 from member.kube.events import EventRecorder

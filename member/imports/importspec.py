@@ -368,7 +368,7 @@ class HeldImport:
     clusters: tuple[str, ...]
     served: tuple[tuple[str, tuple[str, ...]], ...]
     # The winner's cluster selection (docs/reference.md#cluster-selection), each field's
-    # canonical JSON; None where absent (`member.importselection` reads them).
+    # canonical JSON; None where absent (`member.imports.selection` reads them).
     cluster_selectors: bytes | None = None
     cluster_selection: bytes | None = None
     import_clusters: bytes | None = None

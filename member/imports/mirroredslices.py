@@ -25,7 +25,7 @@ slices of it (docs/reference.md#import-path).
    again (`InTheWay`). A foreign slice with our labels elsewhere is warned about too.
 5. Cluster selection (docs/reference.md#cluster-selection): for an import with cluster
    selectors, the slices of clusters outside the active set are desired with every
-   endpoint `ready: false, serving: false` (`member.importselection.masked`). When the
+   endpoint `ready: false, serving: false` (`member.imports.selection.masked`). When the
    active set changed since the key's last reconcile, every slice of the key is looked
    at, and only those whose readiness changes differ from what is there: one write each.
 6. Each write stands alone: one the API server refuses (a source cluster's slice it finds
@@ -78,7 +78,7 @@ from member.imports.importspec import (
     owned_by,
 )
 from member.imports.keys import ImportKeys, leading_only
-from member.importselection import ImportSelections, masked
+from member.imports.selection import ImportSelections, masked
 from member.reconcilers.instrumented import NotLeading
 from member.transform import unpacked
 from member.workqueue import WorkQueue

@@ -14,7 +14,7 @@
    an unchanged object is never rewritten. `spec.ips` comes from the derived Service's
    `clusterIPs`, so a derived Service event queues this key again to fill them in. An
    import with cluster selectors also carries the outcome of this cluster's selection
-   (`member.importselection`): `mcsync.io/cluster-selector-results` (the clusters of each
+   (`member.imports.selection`): `mcsync.io/cluster-selector-results` (the clusters of each
    tier), `mcsync.io/active-clusters` and, while a failback waits,
    `mcsync.io/failback-pending-since` (docs/reference.md#cluster-selection).
 4. Write `status` through the status subresource, again only when it differs:
@@ -57,7 +57,7 @@ from member.imports.importspec import (
     owned_by,
 )
 from member.imports.keys import ImportKeys, leading_only
-from member.importselection import ImportSelections, result_annotations
+from member.imports.selection import ImportSelections
 from member.kube.events import EventRecorder
 from member.status import merge_conditions
 from member.workqueue import WorkQueue

@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry
 from member.hubclient import HubClient, HubClientConfig
 from member.imports.importer import Importer
 from member.imports.importspec import derived_service_name, mirrored_slice_name
-from member.importselection import StaticProperties, endpoint_counts
+from member.imports.selection import StaticProperties, endpoint_counts
 from member.kube.events import EventRecorder
 from member.metrics import AgentMetrics
 from member.workqueue import WorkQueueMetrics

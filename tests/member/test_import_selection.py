@@ -24,14 +24,14 @@ from member.imports.importspec import (
     unpack_json,
 )
 from member.imports.mirroredslices import MirroredSliceReconciler
-from member.imports.serviceimport import ServiceImportReconciler
-from member.importselection import (
+from member.imports.selection import (
     ImportSelections,
     SelectionMetrics,
     StaticProperties,
     endpoint_counts,
     masked,
 )
+from member.imports.serviceimport import ServiceImportReconciler
 from member.transform import unpacked
 from shared.clusterselection import ClusterSelector
 from shared.models import EndpointSliceExport, ServiceImport

@@ -42,15 +42,15 @@ from typing import Any
 from prometheus_client import Counter, Gauge
 
 from member.clusterproperties import FleetProperties
-from member.importfeed import ImportView
-from member.importspec import (
+from member.imports.importfeed import ImportView
+from member.imports.importspec import (
     HeldImport,
     MirroredSlice,
     SourceSlice,
     pack_json,
     served_ports,
 )
-from member.importspec import unpack_json as _unpack
+from member.imports.importspec import unpack_json as _unpack
 from member.metrics import AgentMetrics
 from shared.clusterselection import (
     ANNOTATION_ACTIVE_CLUSTERS,
@@ -345,7 +345,7 @@ class ImportSelections:
     ) -> dict[str, EndpointCounts]:
         """cluster → the endpoints its mirrored slices of `imported` would hold, from the
         key's source slices (a cluster serving none of the import's ports holds none; a
-        Stale cluster's are withdrawn). The rule of `member.importspec.mirrored_slice`,
+        Stale cluster's are withdrawn). The rule of `member.imports.importspec.mirrored_slice`,
         without building the slice."""
         served = served_ports(imported) if imported.ports else None
         ready: dict[str, int] = {}
