@@ -22,7 +22,7 @@ from typing import Any
 from member.clusterproperties import FleetPropertiesView
 from member.hubclient import HubClient, HubGone
 from member.hubfeed import HubEventStream
-from member.informer import Informer, ItemTransform, ResourceExpired
+from member.informer import HUB_RECONNECT, Informer, ItemTransform, ResourceExpired
 from shared.models import to_wire
 
 __all__ = ["HubPropertiesListWatch", "PropertiesFeed", "cluster_of"]
@@ -71,6 +71,7 @@ class PropertiesFeed:
             handler=self.on_event,
             watch_timeout_seconds=watch_timeout,
             key_func=cluster_of,
+            reconnect=HUB_RECONNECT,
         )
 
     def on_event(
