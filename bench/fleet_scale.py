@@ -22,10 +22,11 @@ Each agent is what `python -m member` is to the hub, without Kubernetes:
   connections kept past the longest wait (`member.hubclient.idle_connection_seconds`);
 * holds its export-feed and import-feed watches open and reads them (raw sockets; every
   line's type and resourceVersion parsed), resuming a broken watch from its last
-  resourceVersion by the agent's rules for the hub's feeds (`member.informer`): a stream
-  the hub ended resumes at once; a lost connection or an ERROR event after a wait drawn
-  from `HUB_RECONNECT` (full jitter, `shared.backoff`), never sooner than the ERROR's
-  `retryAfterSeconds`, on the next replica (what a load balancer in front of the tier does);
+  resourceVersion by the agent's rules for the hub's feeds (`member.informer`): each
+  request asks for a timeout drawn from [300, 600) s; a stream the hub ended resumes at
+  once; a lost connection or an ERROR event after a wait drawn from `HUB_RECONNECT` (full
+  jitter, `shared.backoff`), never sooner than the ERROR's `retryAfterSeconds`; on the
+  next replica (what a load balancer in front of the tier does);
 * exports its 10 Services in its team's namespace and one EndpointSlice of 10 endpoints
   each (PUT per export, PUT per slice), the export first, as the agent orders them.
 
@@ -88,6 +89,7 @@ SERVICES = 10  # per cluster, in its team's namespace
 SCOPE = 10  # namespaces each cluster imports (its team's and the next nine)
 ENDPOINTS = 10  # per slice
 AGENT_VERSION = "0.1.0"
+WATCH_TIMEOUT = 300  # the agent's default `watch_timeout` (member.settings)
 
 _RV = re.compile(rb'"resourceVersion":\s*"(\d+)"')
 _TYPE = re.compile(rb'"type":\s*"([A-Z]+)"')
@@ -205,6 +207,9 @@ class Watch(asyncio.Protocol):
             parts = urlsplit(tier.url(self.replica))
             self._head, self._buffer, self._ended = b"", b"", False
             self._error, self._retry_after, self._streamed = False, None, False
+            # As the agent asks (`member.informer.Informer._next_timeout`): its watch
+            # timeout (300 s by default) times a draw from [1, 2).
+            timeout = int(WATCH_TIMEOUT * (1.0 + random.random()))
             self._done = loop.create_future()
             failed = False
             try:
@@ -215,7 +220,7 @@ class Watch(asyncio.Protocol):
                 self._transport.write(
                     (
                         f"GET {self.route}?watch=true&resourceVersion={self.rv}"
-                        f"&timeoutSeconds=300 HTTP/1.1\r\nHost: {parts.hostname}\r\n"
+                        f"&timeoutSeconds={timeout} HTTP/1.1\r\nHost: {parts.hostname}\r\n"
                         f"Authorization: Bearer {self.agent.token}\r\n\r\n"
                     ).encode()
                 )

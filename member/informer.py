@@ -21,6 +21,11 @@ Rules (docs/reference.md#export-path):
   the resourceVersion.
 * `run()` never raises: errors are logged and retried with `shared.backoff`'s capped
   exponential backoff and full jitter, so the agents of a fleet do not relist in step.
+* Each watch request asks the server to end it after a time drawn from [T, 2T) for the
+  informer's watch timeout T (client-go's reflector does the same). A fleet's watches
+  opened together (a hub restarted, a replica lost) would otherwise all end together
+  again T later, and their re-opens, at once by the rule above, would hit the hub in one
+  wave every T.
 * A watch that was streaming and broke (the connection lost, an ERROR event) is re-opened
   after a wait drawn from the informer's `reconnect` policy, never sooner than an ERROR's
   `retryAfterSeconds`. For a Kubernetes API server, one per cluster, that is `BACKOFF`.
@@ -48,6 +53,7 @@ so a relist holds one copy of the unchanged objects, not two.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
@@ -351,7 +357,7 @@ class Informer:
 
     def _watch(self, stop: threading.Event) -> None:
         stream = self._list_watch.watch(
-            resource_version=self._resource_version, timeout_seconds=self._watch_timeout
+            resource_version=self._resource_version, timeout_seconds=self._next_timeout()
         )
         self._failing = False  # the server answered the watch
         if isinstance(stream, InterruptibleStream):
@@ -376,6 +382,12 @@ class Informer:
                     close()
                 except Exception:
                     logger.debug("%s: closing the watch stream failed", self.name, exc_info=True)
+
+    def _next_timeout(self) -> int:
+        """The `timeoutSeconds` of the next watch request: drawn from [T, 2T) for the
+        informer's `watch_timeout_seconds` T, as client-go's reflector draws it (module
+        doc)."""
+        return int(self._watch_timeout * (1.0 + random.random()))
 
     def _apply(self, event: dict[str, Any]) -> None:
         event_type = event.get("type")

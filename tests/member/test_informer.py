@@ -418,6 +418,30 @@ def test_a_watch_ended_with_503_waits_at_least_its_retry_after() -> None:
         stop.set()
 
 
+def test_each_watch_asks_for_a_timeout_drawn_between_once_and_twice_the_setting(
+    stop: threading.Event,
+) -> None:
+    """Watches opened together must not all end together (a wave of re-opens every T)."""
+
+    class Timed(MemoryListWatch):
+        def __init__(self) -> None:
+            super().__init__()
+            self.timeouts: list[int] = []
+
+        def watch(
+            self, *, resource_version: str, timeout_seconds: int
+        ) -> Iterator[dict[str, Any]]:
+            self.timeouts.append(timeout_seconds)
+            return super().watch(resource_version=resource_version, timeout_seconds=0)
+
+    source = Timed()
+    source.put("a")
+    start(source, stop, timeout_seconds=100)
+    wait_for(lambda: len(source.timeouts) >= 20)
+    assert all(100 <= t < 200 for t in source.timeouts), source.timeouts
+    assert len(set(source.timeouts)) > 1
+
+
 def test_the_agent_reopens_its_hub_watches_over_a_wider_window_than_its_kube_watches() -> None:
     assert HUB_RECONNECT.ceiling(0) > BACKOFF.ceiling(0)
     assert HUB_RECONNECT.cap >= BACKOFF.cap
