@@ -22,8 +22,11 @@ Each agent is what `python -m member` is to the hub, without Kubernetes:
   connections kept past the longest wait (`member.hubclient.idle_connection_seconds`);
 * holds its export-feed and import-feed watches open and reads them (raw sockets; every
   line's type and resourceVersion parsed), resuming a broken watch from its last
-  resourceVersion after the informers' jittered back-off (`member.informer.BACKOFF`,
-  `shared.backoff`), on the next replica (what a load balancer in front of the tier does);
+  resourceVersion by the agent's rules for the hub's feeds (`member.informer`): each
+  request asks for a timeout drawn from [300, 600) s; a stream the hub ended resumes at
+  once; a lost connection or an ERROR event after a wait drawn from `HUB_RECONNECT` (full
+  jitter, `shared.backoff`), never sooner than the ERROR's `retryAfterSeconds`; on the
+  next replica (what a load balancer in front of the tier does);
 * exports its 10 Services in its team's namespace and one EndpointSlice of 10 endpoints
   each (PUT per export, PUT per slice), the export first, as the agent orders them.
 
@@ -76,7 +79,7 @@ from bench.support import (
 )
 from member.heartbeat import HeartbeatLoop, VersionGate
 from member.hubclient import HubClient, HubClientConfig, idle_connection_seconds
-from member.informer import BACKOFF
+from member.informer import HUB_RECONNECT
 from shared.backoff import Backoff, Retries
 from shared.constants import HEARTBEAT_INTERVAL_DEFAULT_SECONDS
 
@@ -86,11 +89,14 @@ SERVICES = 10  # per cluster, in its team's namespace
 SCOPE = 10  # namespaces each cluster imports (its team's and the next nine)
 ENDPOINTS = 10  # per slice
 AGENT_VERSION = "0.1.0"
+WATCH_TIMEOUT = 300  # the agent's default `watch_timeout` (member.settings)
 
 _RV = re.compile(rb'"resourceVersion":\s*"(\d+)"')
 _TYPE = re.compile(rb'"type":\s*"([A-Z]+)"')
 _SLICE = re.compile(rb'"kind":"EndpointSliceExport"')
 _NAME = re.compile(rb'"name":"(svc-\d+-c\d+)","namespace":"(team-\d+)"')
+_RETRY_AFTER = re.compile(rb'"retryAfterSeconds":\s*(\d+)')
+_RETRY_AFTER_HEADER = re.compile(rb"(?i)\r\nretry-after:\s*(\d+)")
 
 
 def progress(message: str) -> None:
@@ -164,6 +170,8 @@ class Counters:
     heartbeat_errors: int = 0
     watch_opens: list[float] = field(default_factory=list)  # perf_counter of each (re)open
     gone: int = 0  # 410 answers or ERROR events
+    watch_errors: int = 0  # other ERROR events (503: the replica could not read)
+    refused_opens: int = 0  # watch opens answered with another status than 200
     relists: int = 0
     withdrawn: int = 0  # DELETED slice events seen by importers
 
@@ -185,16 +193,23 @@ class Watch(asyncio.Protocol):
         self._head: bytes | None = b""
         self._buffer = b""
         self._ended = False  # the hub ended the stream (its timeout): resume at once
+        self._error = False  # the stream carried an ERROR event: a failure, however it ended
+        self._retry_after: float | None = None  # what that ERROR asked for
+        self._streamed = False  # the current stream delivered a line
         self._done: asyncio.Future[bool] | None = None
         self._transport: asyncio.Transport | None = None
 
     async def run(self, tier: Tier) -> None:
-        retries = Retries(BACKOFF)
+        retries = Retries(HUB_RECONNECT)
         loop = asyncio.get_running_loop()
         while True:
             self.replica = tier.pick(avoid=None)
             parts = urlsplit(tier.url(self.replica))
             self._head, self._buffer, self._ended = b"", b"", False
+            self._error, self._retry_after, self._streamed = False, None, False
+            # As the agent asks (`member.informer.Informer._next_timeout`): its watch
+            # timeout (300 s by default) times a draw from [1, 2).
+            timeout = int(WATCH_TIMEOUT * (1.0 + random.random()))
             self._done = loop.create_future()
             failed = False
             try:
@@ -205,7 +220,7 @@ class Watch(asyncio.Protocol):
                 self._transport.write(
                     (
                         f"GET {self.route}?watch=true&resourceVersion={self.rv}"
-                        f"&timeoutSeconds=300 HTTP/1.1\r\nHost: {parts.hostname}\r\n"
+                        f"&timeoutSeconds={timeout} HTTP/1.1\r\nHost: {parts.hostname}\r\n"
                         f"Authorization: Bearer {self.agent.token}\r\n\r\n"
                     ).encode()
                 )
@@ -213,8 +228,10 @@ class Watch(asyncio.Protocol):
             except OSError:
                 failed = True
             self.open = False
-            if failed:
-                await asyncio.sleep(retries.next())
+            if failed or self._error:
+                if self._streamed:
+                    retries.reset()  # it was serving: a fresh loss, the first window
+                await asyncio.sleep(retries.next(retry_after=self._retry_after))
             else:
                 retries.reset()
 
@@ -237,6 +254,11 @@ class Watch(asyncio.Protocol):
             if b" 200 " not in head.split(b"\r\n", 1)[0] + b" ":
                 if b" 410 " in head:
                     self.counters.gone += 1
+                else:
+                    self.counters.refused_opens += 1
+                    asked = _RETRY_AFTER_HEADER.search(head)
+                    if asked is not None:
+                        self._retry_after = float(asked.group(1))
                 assert self._transport is not None
                 self._transport.close()
                 return
@@ -253,9 +275,16 @@ class Watch(asyncio.Protocol):
                     assert self._transport is not None
                     self._transport.close()
                 continue
+            self._streamed = True
             if kind.group(1) == b"ERROR":
                 if b'"code":410' in line:
                     self.counters.gone += 1
+                else:
+                    self._error = True
+                    self.counters.watch_errors += 1
+                    asked = _RETRY_AFTER.search(line)
+                    if asked is not None:
+                        self._retry_after = float(asked.group(1))
                 continue
             found = _RV.search(line)
             if found is not None:
@@ -306,6 +335,7 @@ class Fleet:
         self.beat_sessions: list[aiohttp.ClientSession] = []
         self._tasks: list[asyncio.Task[Any]] = []
         self.heartbeats_on = asyncio.Event()
+        self.acknowledged = 0  # Services whose export and slice were both acknowledged
 
     async def start_sessions(self) -> None:
         trace = aiohttp.TraceConfig()
@@ -476,6 +506,7 @@ class Fleet:
                 )
                 if status not in (200, 201):
                     raise RuntimeError(f"slice {agent.name}: {status} {data[:300]!r}")
+                self.acknowledged += 1
 
         await asyncio.gather(*(one(a, s) for a in self.agents for s in range(SERVICES)))
         return time.perf_counter() - started
@@ -559,20 +590,71 @@ async def wait_until(condition: Any, *, seconds: float, every: float = 0.5) -> f
     return None
 
 
-class Sampler:
-    """Samples each replica's RSS and CPU, and the fleet's Stale count, while the run lasts."""
+_ACTIVITY = """
+SELECT application_name, state, count(*) AS n,
+       max(extract(epoch FROM now() - state_change)) AS longest
+FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+GROUP BY application_name, state
+"""
+_IDLE_IN_TRANSACTION = """
+SELECT extract(epoch FROM now() - state_change) AS idle, application_name,
+       extract(epoch FROM now() - xact_start) AS open, left(query, 160) AS query
+FROM pg_stat_activity WHERE datname = current_database()
+  AND state = 'idle in transaction' ORDER BY state_change LIMIT 1
+"""
 
-    def __init__(self, fleet: Fleet, admin: str) -> None:
+
+class Sampler:
+    """Samples the fleet's Stale count every 5 s while the run lasts, and the database's
+    sessions (`pg_stat_activity`): the most at once by application and state, and the
+    longest a transaction sat idle (its last statement), the evidence that a transaction
+    held its locks across something other than the database."""
+
+    def __init__(self, fleet: Fleet, admin: str, database_url: str | None = None) -> None:
         self.fleet = fleet
         self.admin = admin
+        self.database_url = database_url
         self.stale_max = 0
+        self.sessions_max: dict[str, int] = {}
+        self.idle_in_transaction_max: dict[str, Any] = {"seconds": 0.0}
         self.task: asyncio.Task[None] | None = None
 
     async def _run(self) -> None:
-        while True:
+        conn: Any = None
+        if self.database_url is not None and self.database_url.startswith("postgres"):
+            import asyncpg
+
+            from hub.store.db import asyncpg_dsn
+
             with contextlib.suppress(Exception):
-                self.stale_max = max(self.stale_max, await self.fleet.stale_clusters(self.admin))
-            await asyncio.sleep(5)
+                conn = await asyncpg.connect(asyncpg_dsn(self.database_url))
+        try:
+            while True:
+                with contextlib.suppress(Exception):
+                    stale = await self.fleet.stale_clusters(self.admin)
+                    self.stale_max = max(self.stale_max, stale)
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        await self._sample(conn)
+                await asyncio.sleep(5)
+        finally:
+            if conn is not None:
+                await conn.close()
+
+    async def _sample(self, conn: Any) -> None:
+        for row in await conn.fetch(_ACTIVITY):
+            key = f"{row['application_name'] or '?'}/{row['state'] or '?'}"
+            self.sessions_max[key] = max(self.sessions_max.get(key, 0), int(row["n"]))
+        row = await conn.fetchrow(_IDLE_IN_TRANSACTION)
+        if row is not None and float(row["idle"]) > self.idle_in_transaction_max["seconds"]:
+            self.idle_in_transaction_max = {
+                "seconds": round(float(row["idle"]), 2),
+                "transaction_open_seconds": round(float(row["open"]), 2),
+                "application": row["application_name"],
+                "last_statement": row["query"],
+            }
+            if float(row["idle"]) > 2.0:
+                progress(f"idle in transaction: {self.idle_in_transaction_max}")
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._run())
@@ -620,17 +702,30 @@ async def run_fleet(args: Any, database_url: str, directory: Path) -> dict[str, 
         fleet.start_watches()
         opened = await wait_until(lambda: fleet.watches_open() == 2 * args.clusters, seconds=300)
         result["watches_open_seconds"] = opened
-        sampler = Sampler(fleet, admin)
+        sampler = Sampler(fleet, admin, database_url)
         sampler.start()
         cpu0 = [cpu_seconds(h.pid) for h in hubs]
         progress(f"{fleet.watches_open()} watches open; exporting")
         t0 = time.perf_counter()
+
+        async def report() -> None:
+            while True:
+                await asyncio.sleep(30)
+                progress(
+                    f"{fleet.acknowledged} Services acknowledged, {fleet.converged()} clusters "
+                    f"converged, {fleet.watches_open()} watches open, "
+                    f"{fleet.counters.watch_errors} ERROR events, "
+                    f"{fleet.counters.refused_opens} refused opens"
+                )
+
+        reporter = asyncio.create_task(report())
         acknowledged = await fleet.export_all()
         progress(f"exports acknowledged in {acknowledged:.1f}s; waiting for every importer")
         converged = await wait_until(
             lambda: fleet.converged() == args.clusters, seconds=args.converge_timeout
         )
         total = time.perf_counter() - t0
+        reporter.cancel()
         result["exports"] = args.clusters * SERVICES
         result["slices"] = args.clusters * SERVICES
         result["exports_acknowledged_seconds"] = round(acknowledged, 1)
@@ -670,6 +765,10 @@ async def run_fleet(args: Any, database_url: str, directory: Path) -> dict[str, 
         )
         result["heartbeat_errors"] = fleet.counters.heartbeat_errors
         result["stale_max"] = sampler.stale_max
+        result["database_sessions_max"] = sampler.sessions_max
+        result["idle_in_transaction_max"] = sampler.idle_in_transaction_max
+        result["watch_error_events"] = fleet.counters.watch_errors
+        result["watch_opens_refused"] = fleet.counters.refused_opens
         result["stale_at_end"] = await fleet.stale_clusters(admin)
         result["gone_410"] = fleet.counters.gone
         result["withdrawn_slice_events"] = fleet.counters.withdrawn

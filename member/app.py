@@ -85,7 +85,7 @@ from member.hubclient import HubClient, HubClientConfig, idle_connection_seconds
 from member.hubfeed import HubExportListWatch, HubView, record_key
 from member.imports.importer import Importer
 from member.imports.propertiesfeed import PropertiesFeed
-from member.informer import Informer, namespaced_key
+from member.informer import HUB_RECONNECT, Informer, namespaced_key
 from member.kube.client import discover_serviceexport_version, load_api_client
 from member.kube.events import EventRecorder
 from member.kube.leader import LeaderElector
@@ -229,6 +229,7 @@ class Agent:
             key_func=record_key,
             on_list=self._repair,
             transform=transform_hub_record,
+            reconnect=HUB_RECONNECT,
         )
         self.services = NamespacedLister(self.service_informers)
         self.service_exports = NamespacedLister(self.export_informers)

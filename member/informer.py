@@ -21,6 +21,23 @@ Rules (docs/reference.md#export-path):
   the resourceVersion.
 * `run()` never raises: errors are logged and retried with `shared.backoff`'s capped
   exponential backoff and full jitter, so the agents of a fleet do not relist in step.
+* Each watch request asks the server to end it after a time drawn from [T, 2T) for the
+  informer's watch timeout T (client-go's reflector does the same). A fleet's watches
+  opened together (a hub restarted, a replica lost) would otherwise all end together
+  again T later, and their re-opens, at once by the rule above, would hit the hub in one
+  wave every T.
+* A watch that was streaming and broke (the connection lost, an ERROR event) is re-opened
+  after a wait drawn from the informer's `reconnect` policy, never sooner than an ERROR's
+  `retryAfterSeconds`. For a Kubernetes API server, one per cluster, that is `BACKOFF`.
+  For the hub's feeds it is `HUB_RECONNECT`, whose first window is seconds wide: every
+  agent whose watch was on a hub replica loses it at the same instant when the replica
+  dies, and all of them re-open on the survivors. Spread over `BACKOFF`'s half second, a
+  fleet's re-opens arrived at once, each with its reads (scope, revision, replay), more
+  than a replica's connection pool answers within its timeout, and the 503s sent them
+  back together in the next half second (docs/benchmarks.md §16). Spread over the wider
+  window the survivor sees a bounded rate, and a re-open it refuses widens the next
+  window (exponential, to the cap). The price is that one agent's broken watch resumes a
+  few seconds later (docs/reference.md#fleet-scale).
 
 The handler runs on the informer's thread, after the cache is updated, so a lister read from
 the handler sees the new state. It must be quick (enqueue a key, not reconcile).
@@ -36,11 +53,12 @@ so a relist holds one copy of the unchanged objects, not two.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol, runtime_checkable
 
-from shared.backoff import Backoff, Retries
+from shared.backoff import DEFAULT_RETRY_AFTER_MAX, Backoff, Retries
 
 __all__ = [
     "EventHandler",
@@ -49,6 +67,7 @@ __all__ = [
     "ItemTransform",
     "ListWatch",
     "ResourceExpired",
+    "WatchError",
     "namespaced_key",
 ]
 
@@ -68,6 +87,19 @@ that restarts from page one) and idempotent."""
 
 # Between failed lists or watches: the first retry within half a second, then up to 30 s.
 BACKOFF = Backoff(base=0.5, cap=30.0)
+# Before re-opening a broken watch of a server a whole fleet watches (the hub): the first
+# within 10 s, then up to 60 s (module doc).
+HUB_RECONNECT = Backoff(base=10.0, cap=60.0)
+
+
+class WatchError(RuntimeError):
+    """The server ended the watch with an ERROR event other than 410; `retry_after` is the
+    wait it asked for (its Status's `details.retryAfterSeconds`), if any."""
+
+    def __init__(self, code: object, message: str, retry_after: float | None = None) -> None:
+        super().__init__(f"watch error {code}: {message}")
+        self.code = code
+        self.retry_after = retry_after
 
 
 class ResourceExpired(Exception):
@@ -135,13 +167,19 @@ class Informer:
         key_func: Callable[[dict[str, Any]], str] = namespaced_key,
         on_list: Callable[[], None] | None = None,
         transform: ItemTransform | None = None,
+        reconnect: Backoff = BACKOFF,
     ) -> None:
         """`on_list`, if given, is called (on the informer thread) after each list has been
         delivered — the first and every relist — e.g. to start a full-state repair.
 
         `transform`, if given, is what is cached (and delivered) of each object: see the
-        module doc. It must keep the metadata the key and resourceVersion are read from."""
+        module doc. It must keep the metadata the key and resourceVersion are read from.
+
+        `reconnect` paces the re-opening of a watch that broke (module doc): `HUB_RECONNECT`
+        for a server the whole fleet watches."""
         self.name = name
+        self._reconnect = reconnect
+        self._streamed = False  # the current watch has delivered an event
         self._list_watch = list_watch
         self._handler = handler
         self._watch_timeout = watch_timeout_seconds
@@ -213,6 +251,7 @@ class Informer:
         interrupter.daemon = True
         interrupter.start()
         backoff = Retries(BACKOFF)
+        reconnects = Retries(self._reconnect)
         need_list = True
         while not stop.is_set():
             try:
@@ -224,6 +263,7 @@ class Informer:
                         break
                 self._watch(stop)
                 backoff.reset()  # a stream that ended normally: resume at once
+                reconnects.reset()
             except ResourceExpired:
                 logger.info(
                     "%s: resourceVersion %s expired (410), relisting",
@@ -235,7 +275,13 @@ class Informer:
                 # A failed list is retried as a list; a dropped watch resumes from the last
                 # resourceVersion (need_list stays False), so nothing is re-delivered.
                 self._failing = True
-                delay = backoff.next()
+                if need_list:
+                    delay = backoff.next()
+                else:
+                    if self._streamed:
+                        reconnects.reset()  # it was serving: a fresh loss, the first window
+                    delay = reconnects.next(retry_after=getattr(exc, "retry_after", None))
+                self._streamed = False
                 logger.warning(
                     "%s: %s failed, retrying in %.1fs: %s: %s",
                     self.name,
@@ -311,7 +357,7 @@ class Informer:
 
     def _watch(self, stop: threading.Event) -> None:
         stream = self._list_watch.watch(
-            resource_version=self._resource_version, timeout_seconds=self._watch_timeout
+            resource_version=self._resource_version, timeout_seconds=self._next_timeout()
         )
         self._failing = False  # the server answered the watch
         if isinstance(stream, InterruptibleStream):
@@ -324,6 +370,7 @@ class Informer:
             for event in stream:
                 if stop.is_set():
                     return
+                self._streamed = True
                 self._apply(event)
         finally:
             self._stream = None
@@ -336,6 +383,12 @@ class Informer:
                 except Exception:
                     logger.debug("%s: closing the watch stream failed", self.name, exc_info=True)
 
+    def _next_timeout(self) -> int:
+        """The `timeoutSeconds` of the next watch request: drawn from [T, 2T) for the
+        informer's `watch_timeout_seconds` T, as client-go's reflector draws it (module
+        doc)."""
+        return int(self._watch_timeout * (1.0 + random.random()))
+
     def _apply(self, event: dict[str, Any]) -> None:
         event_type = event.get("type")
         obj = event.get("object") or {}
@@ -343,7 +396,15 @@ class Informer:
             code = obj.get("code")
             if code == 410:
                 raise ResourceExpired(obj.get("message", "410 Gone"))
-            raise RuntimeError(f"watch error {code}: {obj.get('message', obj)}")
+            details = obj.get("details") or {}
+            wait = details.get("retryAfterSeconds") if isinstance(details, dict) else None
+            raise WatchError(
+                code,
+                str(obj.get("message", obj)),
+                min(float(wait), DEFAULT_RETRY_AFTER_MAX)
+                if isinstance(wait, int | float) and wait >= 0
+                else None,
+            )
         resource_version = _resource_version(obj)
         if event_type == "BOOKMARK":
             if resource_version:

@@ -121,7 +121,10 @@ class AgentSettings(ProgramSettings):
     )
     workers: int = Field(default=4, ge=1, le=256, description="reconcile workers")
     watch_timeout: int = Field(
-        default=300, ge=1, le=3600, description="seconds each watch request stays open"
+        default=300,
+        ge=1,
+        le=3600,
+        description="seconds each watch request stays open, at least (drawn from [this, 2x this))",
     )
     log_format: Literal["json", "text"] = Field(default="text", description="json or text")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(

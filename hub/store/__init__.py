@@ -44,6 +44,7 @@ from hub.store.db import (
     connection,
     make_connector,
     make_engine,
+    make_reader_engine,
     read_engine,
     translate_errors,
 )
@@ -134,6 +135,12 @@ class Store:
         return self._ctx.engine
 
     @property
+    def feed_engine(self) -> AsyncEngine:
+        """What the shared feed readers read through: their own small pool
+        (`hub.store.db.make_reader_engine`)."""
+        return self._ctx.feed_reader or self._ctx.reader
+
+    @property
     def backend(self) -> str:
         """`sqlite` or `postgresql`."""
         return self._ctx.backend
@@ -169,6 +176,7 @@ class Store:
         if backend == "postgresql":
             connector = make_connector(url, timeout=database_timeout)
         engine = make_engine(url, pool_size=pool_size, connector=connector)
+        feed_reader = make_reader_engine(url, connector=connector)
         ctx: StoreContext
 
         async def read_revision() -> int:
@@ -178,6 +186,7 @@ class Store:
         ctx = StoreContext(
             engine=engine,
             reader=read_engine(engine),
+            feed_reader=feed_reader,
             backend=backend,
             cluster_ttl=cluster_ttl,
             history_limit=history_limit,
@@ -190,6 +199,7 @@ class Store:
             await store.ping()
         except BaseException:
             await engine.dispose()
+            await feed_reader.dispose()
             raise
         try:
             ctx.notifier.committed(await read_revision())
@@ -215,6 +225,8 @@ class Store:
         if self._ctx.primary is not None:
             await self._ctx.primary.close()
         await self._ctx.engine.dispose()
+        if self._ctx.feed_reader is not None:
+            await self._ctx.feed_reader.dispose()
 
     def instrument(
         self,

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from hub.store.db import read_transaction, write_transaction
 from hub.store.errors import DatabaseUnavailable
+from hub.store.fanout import reading_for_fanout
 from hub.store.locks import KeyLocks, PostgresLocks, SQLiteLocks
 from hub.store.notify import ChangeNotifier
 from hub.store.primary import PrimaryWatch
@@ -74,6 +75,9 @@ class StoreContext:
     cluster_ttl: timedelta
     history_limit: int
     notifier: ChangeNotifier
+    # The shared feed readers' own pool (`db.make_reader_engine`); None: they read through
+    # `reader` like everyone else.
+    feed_reader: AsyncEngine | None = None
     instruments: StoreInstruments = field(default_factory=StoreInstruments)
     # docs/reference.md#failover: above this fraction of Stale clusters the hub withholds no
     # endpoints.
@@ -99,7 +103,13 @@ class StoreContext:
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
-        async with self._primary_guard(), read_transaction(self.reader) as conn:
+        """A read transaction; inside a shared feed reader's task, on the readers' own
+        connections (`hub.store.fanout.reading_for_fanout`), so that a busy request pool
+        never starves the reader that feeds every watch of the replica."""
+        reader = self.reader
+        if self.feed_reader is not None and reading_for_fanout():
+            reader = self.feed_reader
+        async with self._primary_guard(), read_transaction(reader) as conn:
             yield conn
 
     @contextlib.asynccontextmanager

@@ -118,24 +118,34 @@ def make_engine(
     url: str,
     *,
     pool_size: int = 10,
+    max_overflow: int | None = None,
     echo: bool = False,
     connector: PrimaryConnector | None = None,
+    purpose: str = "",
 ) -> AsyncEngine:
     """An AsyncEngine for `url` with the pragmas and begin hooks described above; on
-    PostgreSQL its connections come from `connector` (a new one when not given)."""
+    PostgreSQL its connections come from `connector` (a new one when not given) and say
+    `purpose` in `pg_stat_activity`'s `application_name`. The pool may open `max_overflow`
+    connections past `pool_size` under load (default: as many again)."""
+    overflow = pool_size if max_overflow is None else max_overflow
     target = async_url(url)
     if target.startswith("sqlite"):
-        return _sqlite_engine(target, pool_size=pool_size, echo=echo)
+        return _sqlite_engine(target, pool_size=pool_size, max_overflow=overflow, echo=echo)
     connector = connector or make_connector(url)
+    pool_connector = connector
+
+    async def pool_connect() -> Any:
+        return await pool_connector.connect(pooled=True, purpose=purpose)
+
     engine = create_async_engine(
         target,
         echo=echo,
         pool_size=pool_size,
-        max_overflow=pool_size,
+        max_overflow=overflow,
         # Fail fast when the server is down: the API answers 503 and the client retries.
         pool_timeout=30,
         # Connect timeout, keepalives, the host list: `hub.store.primary`.
-        async_creator=connector.pool_connect,
+        async_creator=pool_connect,
     )
     ping_timeout = connector.timeout
 
@@ -190,7 +200,7 @@ def _lost_primary_is_a_disconnect(context: Any) -> None:
             return
 
 
-def _sqlite_engine(target: str, *, pool_size: int, echo: bool) -> AsyncEngine:
+def _sqlite_engine(target: str, *, pool_size: int, max_overflow: int, echo: bool) -> AsyncEngine:
     memory = make_url(target).database in (None, "", ":memory:")
     if memory:
         # Every pooled connection would be a different empty database.
@@ -202,7 +212,7 @@ def _sqlite_engine(target: str, *, pool_size: int, echo: bool) -> AsyncEngine:
         target,
         echo=echo,
         pool_size=pool_size,
-        max_overflow=pool_size,
+        max_overflow=max_overflow,
         pool_pre_ping=True,
         connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000},
     )
@@ -261,6 +271,34 @@ def _use_wal(cursor: Any) -> None:
         if time.monotonic() >= deadline:
             raise sqlite3.OperationalError(f"cannot switch to WAL: {problem}")
         time.sleep(retries.next())
+
+
+# Connections kept for the replica's shared feed readers (`hub.store.fanout`): one each for
+# the export, import and cluster-properties feeds, which read one page at a time, and one
+# spare.
+FEED_READER_CONNECTIONS = 4
+
+
+def make_reader_engine(url: str, *, connector: PrimaryConnector | None = None) -> AsyncEngine:
+    """The read view (`read_engine`) of a small pool of its own for the shared feed readers.
+
+    A replica's request pool is shared by every request and every watch's replay; when a
+    burst exhausts it, a reader that waited there failed, and with it every watch the
+    reader feeds — whose re-opens then exhausted the pool again (docs/benchmarks.md §16).
+    The readers are the replica's most important readers and there are only a few of them,
+    so each gets a connection that nobody else can take. Nothing past the pool's size is
+    opened: a reader waits only for another reader. On PostgreSQL the connections say
+    `mcsync-hub feed` in `pg_stat_activity`.
+    """
+    return read_engine(
+        make_engine(
+            url,
+            pool_size=FEED_READER_CONNECTIONS,
+            max_overflow=0,
+            connector=connector,
+            purpose="feed",
+        )
+    )
 
 
 def read_engine(engine: AsyncEngine) -> AsyncEngine:

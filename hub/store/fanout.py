@@ -60,9 +60,21 @@ be watched at all).
 
 When the reader itself falls behind the retained history (Gone), every subscriber is
 detached (not overflowed) and P jumps to the newest known revision; each watch then
-resolves its own position against the history (replay or 410). When the database fails
-under the reader, every subscriber is told (`error`) and its watch ends with the same 503
-ERROR event it gave when it read for itself; the reader retries with `shared.backoff`.
+resolves its own position against the history (replay or 410).
+
+A failed read ends nobody's watch at once. The reader reads over connections of its own
+(`reading_for_fanout`: the store routes its reads to a small pool kept for the replica's
+readers, `hub.store.db.make_reader_engine`), so a request pool exhausted by a burst of
+writes or re-opening watches cannot starve it; and a read that fails anyway (a dropped
+connection, a server restarting) is retried with `shared.backoff` while every subscriber
+stays attached with P unmoved, so its watch simply hears the changes late. Ending every
+watch of the replica on the first failure made them all re-open together, each with its
+own reads (scope, revision, replay), which exhausted the pool again: a cycle that kept a
+large fleet from converging (docs/benchmarks.md §16). Only when the reads have
+failed for longer than `failing_grace` is every subscriber told (`error`): its watch ends
+with the 503 ERROR event it gave when it read for itself, so that its client resumes from
+a replica that can read. A failure that is not the database's (a record that does not
+decode) ends them at once, as before: retrying would meet it again.
 """
 
 from __future__ import annotations
@@ -71,6 +83,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -87,6 +100,19 @@ PAGE_SIZE = 500
 _IDLE_CHECK_SECONDS = 5.0
 # After a failed read: the first retry within 0.1 s, then up to 5 s apart.
 _RETRY = Backoff(base=0.1, cap=5.0)
+# How long the reads may keep failing before the watches end (see the module doc): longer
+# than a dropped connection or a pool's burst, shorter than a client's patience.
+FAILING_GRACE_SECONDS = 30.0
+
+_FANOUT_READER: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "mcsync_fanout_reader", default=False
+)
+
+
+def reading_for_fanout() -> bool:
+    """True inside a shared reader's task: the store gives its reads the connections kept
+    for the readers (`hub.store.context.StoreContext.read`), never the request pool's."""
+    return _FANOUT_READER.get()
 
 
 def right_sized(data: bytes) -> bytes:
@@ -220,14 +246,18 @@ class FeedFanout:
         page_size: int = PAGE_SIZE,
         limits: BufferLimits | None = None,
         name: str = "feed",
+        failing_grace: float = FAILING_GRACE_SECONDS,
     ) -> None:
         self._notifier = notifier
         self._read_page = read_page
         self.page_size = page_size
         self.limits = limits or BufferLimits()
         self.name = name
+        # Seconds of failed reads before the watches end with the error (module doc).
+        self.failing_grace = failing_grace
         self.position = 0
         self.reads = 0  # history reads made by the reader (tests and diagnostics)
+        self.read_failures = 0  # reads that failed and were retried (diagnostics)
         self.encodings = 0  # lines encoded by the reader (tests, diagnostics, metrics)
         self.deliveries = 0  # lines handed to a subscriber's buffer (the fan-out's work)
         self.overflows = 0  # subscribers ended for a full buffer
@@ -322,10 +352,13 @@ class FeedFanout:
     # --- the reader -----------------------------------------------------------------
 
     async def _run(self) -> None:
+        _FANOUT_READER.set(True)  # this task's own context (`_start`)
         retries = Retries(_RETRY)
+        failing_since: float | None = None
         while not self._closed:
             if not self._subscribers and not self._patterned:
                 # Nobody to feed: a later subscriber replays from the database up to here.
+                failing_since = None
                 self.position = max(self.position, self._notifier.known)
                 await self._notifier.wait(after=self.position, timeout=_IDLE_CHECK_SECONDS)
                 continue
@@ -345,14 +378,34 @@ class FeedFanout:
                 self._detach_all(error=None)
                 self.position = max(self.position, self._notifier.known)
                 continue
+            except DatabaseUnavailable as exc:
+                # Retried with every watch attached, up to the grace (module doc).
+                self.read_failures += 1
+                now = time.monotonic()
+                if failing_since is None:
+                    failing_since = now
+                if now - failing_since >= self.failing_grace:
+                    log.warning(
+                        "%s reader failed for %.0f s; open watches end: %s",
+                        self.name,
+                        now - failing_since,
+                        exc,
+                    )
+                    self._detach_all(error=exc)
+                    failing_since = None
+                else:
+                    log.info("%s reader failed, retrying: %s", self.name, exc)
+                await asyncio.sleep(retries.next())
+                continue
             except Exception as exc:
-                # The watches end as they did when each read for itself: 503 for the database,
-                # 500 for anything else (e.g. a record that does not decode).
-                log.warning("feed reader failed; open watches end: %s", exc)
+                # Not the database's: the watches end as they did when each read for
+                # itself, with a 500 (e.g. a record that does not decode).
+                log.warning("%s reader failed; open watches end: %s", self.name, exc)
                 self._detach_all(error=exc)
                 await asyncio.sleep(retries.next())
                 continue
             retries.reset()
+            failing_since = None
             if rows:
                 self.position = max(self.position, rows[-1].revision)
             if len(rows) < self.page_size:

@@ -114,7 +114,7 @@ from member.imports.serviceimport import (
     ServiceImportReconciler,
     serviceimport_controller,
 )
-from member.informer import Informer, namespaced_key
+from member.informer import HUB_RECONNECT, Informer, namespaced_key
 from member.kube.client import KubeConfigError, discover_mcs_version
 from member.kube.events import EventRecorder
 from member.kube.importobjects import (
@@ -230,6 +230,7 @@ class Importer:
             watch_timeout_seconds=watch_timeout,
             key_func=import_item_key,
             on_list=self.repair,
+            reconnect=HUB_RECONNECT,
         )
         self.view = ImportView(self.hub_informer)
         # Which source slices a queued key's mirrored-slice reconcile must look at.

@@ -23,7 +23,7 @@ from member.clusterproperties import FleetPropertiesView
 from member.controller import Event, handler
 from member.hubclient import HubClient
 from member.hubfeed import HubEventStream, opened_watch
-from member.informer import Informer, ItemTransform
+from member.informer import HUB_RECONNECT, Informer, ItemTransform
 from shared.models import to_wire
 
 __all__ = ["HubPropertiesListWatch", "PropertiesFeed", "cluster_of"]
@@ -68,6 +68,7 @@ class PropertiesFeed:
             handler=handler(self.on_event),
             watch_timeout_seconds=watch_timeout,
             key_func=cluster_of,
+            reconnect=HUB_RECONNECT,
         )
 
     def on_event(self, event: Event) -> None:

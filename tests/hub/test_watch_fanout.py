@@ -130,8 +130,10 @@ async def test_history_reads_do_not_grow_with_the_number_of_watches(database_url
             if flat.startswith("select") and "from changes" in flat:
                 history_reads += 1
 
-        sync_engine = hub.store.engine.sync_engine
-        event.listen(sync_engine, "before_cursor_execute", count)
+        # The shared reader reads over its own pool (hub.store.db.make_reader_engine).
+        engines = [hub.store.engine.sync_engine, hub.store.feed_engine.sync_engine]
+        for sync_engine in engines:
+            event.listen(sync_engine, "before_cursor_execute", count)
         try:
             for number in range(commits):
                 name = names[number * 7 % watches]
@@ -142,7 +144,8 @@ async def test_history_reads_do_not_grow_with_the_number_of_watches(database_url
                 target = watchers[names.index(name)]
                 await until(arrived(target, revision), "the change to arrive")
         finally:
-            event.remove(sync_engine, "before_cursor_execute", count)
+            for sync_engine in engines:
+                event.remove(sync_engine, "before_cursor_execute", count)
         # One read per commit (at most: wake-ups during a read share the next one), plus
         # slack for a wake-up that finds nothing new; never one per watch per commit.
         assert 1 <= history_reads <= 2 * commits, history_reads

@@ -9,12 +9,21 @@ and the Kubernetes API emulator over HTTP through `member.kube.listwatch` (in
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from member.informer import Informer, ItemTransform, ResourceExpired, namespaced_key
+from member.informer import (
+    BACKOFF,
+    HUB_RECONNECT,
+    Informer,
+    ItemTransform,
+    ResourceExpired,
+    namespaced_key,
+)
+from shared.backoff import Backoff
 from tests.member.informer_support import Recorder
 
 DEADLINE = 30.0
@@ -354,6 +363,88 @@ def test_retries_back_off_to_the_cap_and_start_over_after_a_success() -> None:
         assert stop.waits[12] <= 0.5  # the successful list started the count over
     finally:
         stop.set()
+
+
+def test_a_broken_watch_reopens_after_a_wait_from_its_reconnect_window() -> None:
+    """A fleet-wide server (the hub) loses every agent's watch at once when a replica dies:
+    the informer given a wide `reconnect` window re-opens within it, never on the list
+    back-off's half second, and a refused re-open widens the next window."""
+    random.seed(20261129)  # the draws below are the informer thread's only ones
+    source = MemoryListWatch()
+    source.put("a")
+    stop = RecordingStop()
+    window = Backoff(base=100.0, cap=400.0)
+    informer = Informer(name="hub", list_watch=source, handler=Recorder(), reconnect=window)
+    try:
+        informer.start(stop)
+        assert informer.wait_for_sync(DEADLINE)
+        source.put("a", data="1")
+        wait_for(lambda: informer.resource_version == "3")
+        source.break_watches()
+        wait_for(lambda: len(stop.waits) == 1)
+        # Full jitter over the first window: with this seed, well past half a second.
+        assert 0.5 < stop.waits[0] <= 100.0
+        assert source.watch_calls[-1] == "3"  # resumed, not relisted
+        assert source.list_calls == 1
+    finally:
+        stop.set()
+
+
+def test_a_watch_ended_with_503_waits_at_least_its_retry_after() -> None:
+    source = MemoryListWatch()
+    source.put("a")
+    stop = RecordingStop()
+    informer = Informer(
+        name="hub", list_watch=source, handler=Recorder(), reconnect=Backoff(base=0.1, cap=1.0)
+    )
+    try:
+        informer.start(stop)
+        assert informer.wait_for_sync(DEADLINE)
+        source.emit(
+            {
+                "type": "ERROR",
+                "object": {
+                    "kind": "Status",
+                    "code": 503,
+                    "message": "database unavailable",
+                    "details": {"retryAfterSeconds": 7},
+                },
+            }
+        )
+        wait_for(lambda: len(stop.waits) == 1)
+        assert stop.waits[0] >= 7.0
+        assert source.list_calls == 1  # an outage is not a 410: resumed, not relisted
+    finally:
+        stop.set()
+
+
+def test_each_watch_asks_for_a_timeout_drawn_between_once_and_twice_the_setting(
+    stop: threading.Event,
+) -> None:
+    """Watches opened together must not all end together (a wave of re-opens every T)."""
+
+    class Timed(MemoryListWatch):
+        def __init__(self) -> None:
+            super().__init__()
+            self.timeouts: list[int] = []
+
+        def watch(
+            self, *, resource_version: str, timeout_seconds: int
+        ) -> Iterator[dict[str, Any]]:
+            self.timeouts.append(timeout_seconds)
+            return super().watch(resource_version=resource_version, timeout_seconds=0)
+
+    source = Timed()
+    source.put("a")
+    start(source, stop, timeout_seconds=100)
+    wait_for(lambda: len(source.timeouts) >= 20)
+    assert all(100 <= t < 200 for t in source.timeouts), source.timeouts
+    assert len(set(source.timeouts)) > 1
+
+
+def test_the_agent_reopens_its_hub_watches_over_a_wider_window_than_its_kube_watches() -> None:
+    assert HUB_RECONNECT.ceiling(0) > BACKOFF.ceiling(0)
+    assert HUB_RECONNECT.cap >= BACKOFF.cap
 
 
 def test_stop_ends_run(stop: threading.Event) -> None:
