@@ -166,6 +166,10 @@ class Subscription:
         # Detached because the buffer was full: the watch must end (410), not catch up.
         self.overflowed = False
         self.error: BaseException | None = None
+        # While its watch waits with everything sent, a line can go straight to its client:
+        # `sink` writes it (True) or declines (False: it is buffered and the watch woken).
+        # Delivering a change is then one write, not a wake of the watch's task.
+        self.sink: Callable[[FeedLine], bool] | None = None
         self._on_overflow = on_overflow
         self._fanout = fanout
 
@@ -185,10 +189,25 @@ class Subscription:
         self.buffered_bytes -= len(line.data)
         return line
 
+    def direct(self, sink: Callable[[FeedLine], bool] | None) -> None:
+        """Set (or clear, None) the `sink` lines are offered to while the buffer is empty."""
+        self.sink = sink
+
+    def admits(self, line: FeedLine) -> bool:
+        """Whether this subscriber's client gets `line` (a wrapper may filter; see
+        `hub.api.importselection`); called once per line, in order."""
+        return True
+
     def offer(self, line: FeedLine) -> bool:
         """Append `line`; False (and nothing appended) when that would pass a bound. An empty
-        buffer takes any one line, so that no single event is too large to be watched."""
-        if self.buffer and (
+        buffer takes any one line, so that no single event is too large to be watched.
+        With an empty buffer and a `sink`, the sink is offered the line first."""
+        if not self.buffer:
+            sink = self.sink
+            if sink is not None and sink(line):
+                self._fanout.written += 1
+                return True
+        elif (
             len(self.buffer) >= self.limits.events
             or self.buffered_bytes + len(line.data) > self.limits.bytes
         ):
@@ -199,6 +218,7 @@ class Subscription:
         return True
 
     def close(self) -> None:
+        self.sink = None
         self._fanout.unsubscribe(self)
 
     def _overflow(self) -> None:
@@ -230,6 +250,7 @@ class FeedFanout:
         self.reads = 0  # history reads made by the reader (tests and diagnostics)
         self.encodings = 0  # lines encoded by the reader (tests, diagnostics, metrics)
         self.deliveries = 0  # lines handed to a subscriber's buffer (the fan-out's work)
+        self.written = 0  # of those, lines its sink wrote to the client at once (no wake)
         self.overflows = 0  # subscribers ended for a full buffer
         self._subscribers: dict[str | None, set[Subscription]] = {}
         # Subscribers whose scope has `*` globs, by their patterns: asked once per group.
@@ -298,6 +319,7 @@ class FeedFanout:
                     if not group:
                         del registry[key]
         sub.detached = True
+        sub.sink = None
         sub.buffer.clear()
         sub.buffered_bytes = 0
 
