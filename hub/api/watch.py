@@ -92,7 +92,7 @@ from hub.api.params import WatchOptions
 from hub.api.status import ApiError, make_status
 from hub.logs import fields
 from hub.store import DatabaseUnavailable, Feed, Gone, ImportFeed
-from hub.store.fanout import BufferLimits, FeedLine, Subscription, right_sized
+from hub.store.fanout import BufferLimits, FeedLine, Subscription, Wake, right_sized
 from hub.store.feed import event_line
 from shared.constants import WATCH_DEFAULT_TIMEOUT_SECONDS
 from shared.models import BookmarkMeta, BookmarkObject, Status, WatchEvent
@@ -182,6 +182,7 @@ class ServerWriter:
             or not hasattr(flow, "write_paused")
             or not hasattr(cycle, "disconnected")
             or not hasattr(cycle, "response_complete")
+            or not hasattr(cycle, "transport")
         ):
             return None
         return cls(send, cycle)
@@ -193,7 +194,12 @@ class ServerWriter:
         return not (cycle.flow.write_paused or cycle.disconnected or cycle.response_complete)
 
     def write(self, data: bytes) -> None:
-        """Send `data` as the next body chunk; only when `ready()`."""
+        """Send `data` as the next body chunk; only when `ready()`. A chunked answer (every
+        watch over HTTP/1.1) is framed here as the server frames it, in one write."""
+        cycle = self._cycle
+        if cycle.chunked_encoding is True and cycle.scope.get("method") != "HEAD":
+            cycle.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+            return
         step = self._send({"type": "http.response.body", "body": data, "more_body": True})
         try:
             step.send(None)  # type: ignore[attr-defined]
@@ -325,7 +331,7 @@ class WatchStream:
         self._loop = asyncio.get_running_loop()
         self.deadline = self._loop.time() + timeout_seconds
         # Set by `WatchResponse` when the client disconnects.
-        self.gone = asyncio.Event()
+        self.gone = Wake()
         self._sub: Subscription | None = None
         self._idle = False  # waiting, with everything taken from the subscription sent
         self._last_sent = self._loop.time()  # for the BOOKMARK interval

@@ -71,7 +71,6 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -140,6 +139,43 @@ class FeedRow(Protocol):
 ReadPage = Callable[[int, int], Awaitable[Sequence[FeedRow]]]
 
 
+class Wake:
+    """`asyncio.Event` for the one task that waits on it (a watch's), without the deque of
+    waiters each Event keeps: every open watch holds one, and an idle watch is memory the
+    hub holds per agent (docs/reference.md#fleet-scale)."""
+
+    __slots__ = ("_set", "_waiter")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        if not self._set:
+            self._set = True
+            waiter = self._waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    async def wait(self) -> bool:
+        if self._set:
+            return True
+        if self._waiter is not None:
+            raise RuntimeError("a Wake has one waiter at a time")
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+        return True
+
+
 class Subscription:
     """One watch's place in the fan-out: its bounded buffer and the signal that wakes it."""
 
@@ -159,9 +195,11 @@ class Subscription:
         # Every change of this key after `joined_at` reaches `buffer` (until detached).
         self.joined_at = joined_at
         self.limits = limits
-        self.buffer: deque[FeedLine] = deque()
+        # A list, not a deque: an empty deque holds a block of 64 slots, and most buffers
+        # of idle watches are empty; a bounded buffer's `pop(0)` costs little.
+        self.buffer: list[FeedLine] = []
         self.buffered_bytes = 0
-        self.wake = asyncio.Event()
+        self.wake = Wake()
         self.detached = False
         # Detached because the buffer was full: the watch must end (410), not catch up.
         self.overflowed = False
@@ -185,7 +223,7 @@ class Subscription:
         """The oldest line not yet taken, or None when the buffer is empty."""
         if not self.buffer:
             return None
-        line = self.buffer.popleft()
+        line = self.buffer.pop(0)
         self.buffered_bytes -= len(line.data)
         return line
 
