@@ -339,6 +339,7 @@ class WatchStream:
         # lines that arrive while the watch waits are then written by the shared reader
         # itself (`_deliver`), without waking this watch's task.
         self.writer: ServerWriter | None = None
+        self._ticker: asyncio.TimerHandle | None = None  # the next BOOKMARK (`_bookmark_due`)
         # Set by `WatchResponse`: cancels the answer `STUCK_GRACE_SECONDS` from now.
         self.cancel_after_grace: Callable[[], None] | None = None
         settings = ctx.settings
@@ -372,6 +373,32 @@ class WatchStream:
         self.interrupt()
         if self.cancel_after_grace is not None:
             self.cancel_after_grace()
+
+    def _bookmark_due(self, interval: float) -> None:
+        """The BOOKMARK of a waiting watch, written by a timer (see `_deliver`); anything
+        but a plain write wakes the task, which then sends it itself."""
+        self._ticker = None
+        writer, sub = self.writer, self._sub
+        if (
+            not self._idle
+            or writer is None
+            or sub is None
+            or sub.buffer
+            or not writer.ready()
+            or self.ending()
+        ):
+            self.interrupt()
+            return
+        try:
+            writer.write(bookmark_line(self.position))
+        except Exception:
+            log.exception("watch write failed", extra=fields(watch=self.source.label))
+            self.gone.set()
+            self.interrupt()
+            return
+        _counter(self.ctx, "BOOKMARK").inc()
+        self._last_sent = now = self._loop.time()
+        self._ticker = self._loop.call_at(now + interval, self._bookmark_due, interval)
 
     def _deliver(self, line: FeedLine) -> bool:
         """The subscription's sink while this watch waits with everything sent: write
@@ -561,13 +588,21 @@ class WatchStream:
                     self._last_sent = now
                     continue
                 self._idle = True
+                until = min(self.deadline, bookmark_due)
                 if self.writer is not None:
+                    # Changes and BOOKMARKs are written without this task (`_deliver`,
+                    # `_bookmark_due`): it wakes for the deadline, or what only it may do.
                     sub.direct(self._deliver)
+                    self._ticker = loop.call_at(bookmark_due, self._bookmark_due, interval)
+                    until = self.deadline
                 try:
-                    running = await self._wait(sub, seconds=min(self.deadline, bookmark_due) - now)
+                    running = await self._wait(sub, seconds=until - now)
                 finally:
                     self._idle = False
                     sub.direct(None)
+                    if self._ticker is not None:
+                        self._ticker.cancel()
+                        self._ticker = None
                 if not running:
                     return
         except Gone as exc:

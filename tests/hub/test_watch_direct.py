@@ -42,6 +42,7 @@ class RawWatch:
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
+        self.bookmarks: list[str] = []
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.task: asyncio.Task[None] | None = None
@@ -73,6 +74,8 @@ class RawWatch:
                 event = json.loads(line)
                 if event["type"] != "BOOKMARK":
                     self.events.append(event)
+                else:
+                    self.bookmarks.append(event["object"]["metadata"]["resourceVersion"])
 
     def slices(self) -> list[tuple[str, str]]:
         return [
@@ -153,6 +156,26 @@ async def test_waiting_watches_get_every_change_once_encoded_once(hub: Hub) -> N
         finally:
             for _, watch in watches:
                 await watch.close()
+
+
+async def test_a_waiting_watch_gets_its_bookmarks(hub: Hub) -> None:
+    """BOOKMARKs of a waiting watch are written by a timer, not its task; they still come
+    every `watch_bookmark_seconds`, at the revision the watch has reached."""
+    token = await _register(hub, "east")
+    await hub.put("east", bearer(token), created=at(0))
+    revision = await hub.store.import_feed.current_revision()
+    watch = RawWatch()
+    async with serving(hub.app) as url:
+        try:
+            await watch.open(
+                url, "/api/v1/clusters/east/imports?watch=true&timeoutSeconds=120", token
+            )
+            watch.start()
+            await until(lambda: len(watch.bookmarks) >= 3, "three bookmarks")
+            assert all(int(rv) >= revision for rv in watch.bookmarks)
+            assert watch.events == []
+        finally:
+            await watch.close()
 
 
 class FakeWriter:
