@@ -43,6 +43,15 @@ watcher has sent *everything relevant*; events move it to their own revision.
   once per watch after the clients had gone. A stalled client may hold neither the hub's
   memory nor its CPU (`hub.store.fanout` has the bounds and their reasons).
 
+Delivery to a waiting watch. While a watch waits attached with everything sent, and its
+answer is served by uvicorn, its subscription holds a sink (`WatchStream._deliver`): the
+shared reader writes each line straight to the watch's connection (`ServerWriter`) and
+moves its position, without waking its task; its BOOKMARKs are written by a timer the
+same way. A change then costs each of its watchers one write (docs/reference.md#fleet-scale).
+Whatever only the task may do — a line to slice, a connection paused because its client
+stopped reading, a watch ending — the sink declines: the line is buffered and the task
+woken, and everything below holds as it did.
+
 What a watch costs while its client does not read: its share of the shared lines (each
 event encoded once by the shared reader, `hub.store.feed.event_line`) up to its buffer's
 bounds, and what the server holds for its socket. The second is kept small by sending a

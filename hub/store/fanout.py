@@ -16,6 +16,12 @@ So a commit costs one history read and one encoding per replica, whatever the nu
 watches (fewer: wake-ups that arrive while a read is in flight are served by the next one).
 With nobody subscribed the reader does not read at all; it only moves its position.
 
+A subscriber may also hold a *sink* (`Subscription.direct`): while its buffer is empty, a
+line is offered to the sink first, which writes it to the watch's client at once or
+declines (then the line is buffered and the subscriber woken as above). `hub.api.watch`
+sets one while its watch waits, so a change reaches a waiting watch as one write, with no
+task woken for it.
+
 Nothing here knows what a row is: `FeedFanout` takes its row source (`read_page`) and
 routes by each row's `key`, so the export feed (keys are clusters) and the import feed
 (keys are namespaces) are two instances of this class, with the same guarantees.
