@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from opentelemetry import trace
+from starlette.types import Receive, Scope, Send
 
 from hub.api.bodylimit import BodyTooLargeMiddleware
 from hub.api.credentials import Credentials, load_credentials
@@ -35,6 +36,7 @@ from hub.api.errors import install_error_handlers
 from hub.api.observe import RequestObserverMiddleware
 from hub.api.routes import ROUTERS
 from hub.api.routes.health import report_oversized
+from hub.api.watch import SERVER_SEND, end_watches
 from hub.console import router as console_router
 from hub.logs import fields
 from hub.metrics import HubMetrics
@@ -55,6 +57,17 @@ the derived ServiceImports, and a change feed (`?watch=true`). Authenticate with
 `Authorization: Bearer <token>` (admin, reader, or a member cluster's token). Every error
 is a Kubernetes-style `Status`.
 """
+
+
+class HubApp(FastAPI):
+    """FastAPI, handing each request the server's own `send` under `SERVER_SEND` before
+    the middleware wraps it: a watch's body goes there (`hub.api.watch.WatchResponse`),
+    while the middleware still sees the response's start and the request's end."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope[SERVER_SEND] = send
+        await super().__call__(scope, receive, send)
 
 
 async def open_store(settings: HubSettings) -> Store:
@@ -131,12 +144,13 @@ def create_app(
             yield
         finally:
             ctx.shutdown.set()
+            end_watches(ctx)
             await sweeper.stop()
             if owns_store and ctx.store is not None:
                 await ctx.store.close()
                 ctx.store = None
 
-    app = FastAPI(
+    app = HubApp(
         title="mcsync hub",
         version=__version__,
         description=DESCRIPTION,
@@ -167,4 +181,6 @@ def create_app(
 
 def begin_shutdown(app: FastAPI) -> None:
     """Tell long-lived streams of `app` to end now (the server is about to drain)."""
-    context_of(app).shutdown.set()
+    ctx = context_of(app)
+    ctx.shutdown.set()
+    end_watches(ctx)

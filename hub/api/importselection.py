@@ -102,6 +102,11 @@ class _SelectedSubscription:
             if line is None or self._state.admits_line(line):
                 return line
 
+    def admits(self, line: FeedLine) -> bool:
+        """The filter of `take`, for a line the watch writes as it arrives (the inner
+        subscription's `sink`, `hub.api.watch`)."""
+        return self._state.admits_line(line)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 

@@ -43,6 +43,15 @@ watcher has sent *everything relevant*; events move it to their own revision.
   once per watch after the clients had gone. A stalled client may hold neither the hub's
   memory nor its CPU (`hub.store.fanout` has the bounds and their reasons).
 
+Delivery to a waiting watch. While a watch waits attached with everything sent, and its
+answer is served by uvicorn, its subscription holds a sink (`WatchStream._deliver`): the
+shared reader writes each line straight to the watch's connection (`ServerWriter`) and
+moves its position, without waking its task; its BOOKMARKs are written by a timer the
+same way. A change then costs each of its watchers one write (docs/reference.md#fleet-scale).
+Whatever only the task may do — a line to slice, a connection paused because its client
+stopped reading, a watch ending — the sink declines: the line is buffered and the task
+woken, and everything below holds as it did.
+
 What a watch costs while its client does not read: its share of the shared lines (each
 event encoded once by the shared reader, `hub.store.feed.event_line`) up to its buffer's
 bounds, and what the server holds for its socket. The second is kept small by sending a
@@ -80,7 +89,7 @@ import logging
 import weakref
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import anyio
 from fastapi.responses import StreamingResponse
@@ -92,7 +101,7 @@ from hub.api.params import WatchOptions
 from hub.api.status import ApiError, make_status
 from hub.logs import fields
 from hub.store import DatabaseUnavailable, Feed, Gone, ImportFeed
-from hub.store.fanout import BufferLimits, FeedLine, Subscription, right_sized
+from hub.store.fanout import BufferLimits, FeedLine, Subscription, Wake, right_sized
 from hub.store.feed import event_line
 from shared.constants import WATCH_DEFAULT_TIMEOUT_SECONDS
 from shared.models import BookmarkMeta, BookmarkObject, Status, WatchEvent
@@ -132,6 +141,81 @@ def bookmark(revision: int) -> WatchEvent:
         type="BOOKMARK",
         object=BookmarkObject(metadata=BookmarkMeta(resource_version=str(revision))),
     )
+
+
+_PROBE = 918273645
+_BOOKMARK_HEAD, _BOOKMARK_TAIL = event_line(bookmark(_PROBE)).split(str(_PROBE).encode())
+
+
+def bookmark_line(revision: int) -> bytes:
+    """`event_line(bookmark(revision))`, spliced from bytes encoded once: every idle watch
+    sends one each `watch_bookmark_seconds`."""
+    return _BOOKMARK_HEAD + str(revision).encode() + _BOOKMARK_TAIL
+
+
+_COUNTERS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _counter(ctx: HubContext, kind: str) -> Any:
+    """The `watch_events` child of `kind`, looked up once per metrics registry (the label
+    lookup costs more than the count)."""
+    metric = ctx.metrics.watch_events
+    children = _COUNTERS.get(metric)
+    if children is None:
+        children = _COUNTERS[metric] = {}
+    child = children.get(kind)
+    if child is None:
+        child = children[kind] = metric.labels(kind)
+    return child
+
+
+class ServerWriter:
+    """Writes body chunks of a started response straight to uvicorn's connection, without
+    waiting: the server's own `send` (not the middleware's wrappers, which only observe the
+    response's start), driven to its end at once when it cannot wait — the connection
+    takes writes (not paused at its write buffer's high-water mark) and is open.
+
+    `of` answers None for any other server (an in-process test client): its watches take
+    the task's path, each line yielded by `WatchStream.lines`."""
+
+    def __init__(self, send: Send, cycle: Any) -> None:
+        self._send = send
+        self._cycle = cycle
+
+    @classmethod
+    def of(cls, send: Send) -> ServerWriter | None:
+        cycle = getattr(send, "__self__", None)
+        flow = getattr(cycle, "flow", None)
+        if (
+            cycle is None
+            or not hasattr(flow, "write_paused")
+            or not hasattr(cycle, "disconnected")
+            or not hasattr(cycle, "response_complete")
+            or not hasattr(cycle, "transport")
+        ):
+            return None
+        return cls(send, cycle)
+
+    def ready(self) -> bool:
+        """Whether `write` completes now: the server's send waits only on a paused write
+        buffer, and does nothing once the client is gone or the response complete."""
+        cycle = self._cycle
+        return not (cycle.flow.write_paused or cycle.disconnected or cycle.response_complete)
+
+    def write(self, data: bytes) -> None:
+        """Send `data` as the next body chunk; only when `ready()`. A chunked answer (every
+        watch over HTTP/1.1) is framed here as the server frames it, in one write."""
+        cycle = self._cycle
+        if cycle.chunked_encoding is True and cycle.scope.get("method") != "HEAD":
+            cycle.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+            return
+        step = self._send({"type": "http.response.body", "body": data, "more_body": True})
+        try:
+            step.send(None)  # type: ignore[attr-defined]
+        except StopIteration:
+            return
+        step.close()  # type: ignore[attr-defined]
+        raise RuntimeError("the server's send waited although its connection was ready")
 
 
 def error_event(status: Status) -> WatchEvent:
@@ -232,7 +316,7 @@ class _Batch:
     def flush(self) -> bytes:
         """The gathered lines as one write (the shared bytes themselves when only one)."""
         for kind, count in self._types.items():
-            self._ctx.metrics.watch_events.labels(kind).inc(count)
+            _counter(self._ctx, kind).inc(count)
         data = self._lines[0] if len(self._lines) == 1 else b"".join(self._lines)
         self._lines, self._bytes, self._types = [], 0, {}
         return data
@@ -253,11 +337,20 @@ class WatchStream:
         self.ctx = ctx
         self._position = start
         self.timeout_seconds = timeout_seconds
-        self.deadline = asyncio.get_running_loop().time() + timeout_seconds
+        self._loop = asyncio.get_running_loop()
+        self.deadline = self._loop.time() + timeout_seconds
         # Set by `WatchResponse` when the client disconnects.
-        self.gone = asyncio.Event()
+        self.gone = Wake()
         self._sub: Subscription | None = None
         self._idle = False  # waiting, with everything taken from the subscription sent
+        self._last_sent = self._loop.time()  # for the BOOKMARK interval
+        # Set by `WatchResponse` once the answer has started, when its server allows it:
+        # lines that arrive while the watch waits are then written by the shared reader
+        # itself (`_deliver`), without waking this watch's task.
+        self.writer: ServerWriter | None = None
+        self._ticker: asyncio.TimerHandle | None = None  # the next BOOKMARK (`_bookmark_due`)
+        # Set by `WatchResponse`: cancels the answer `STUCK_GRACE_SECONDS` from now.
+        self.cancel_after_grace: Callable[[], None] | None = None
         settings = ctx.settings
         self._limits = BufferLimits(
             events=settings.watch_buffer_events, bytes=settings.watch_buffer_bytes
@@ -280,25 +373,74 @@ class WatchStream:
         return (
             self.ctx.shutdown.is_set()
             or self.gone.is_set()
-            or asyncio.get_running_loop().time() >= self.deadline
+            or self._loop.time() >= self.deadline
         )
 
-    async def until_ending(self) -> None:
-        """Return once `ending()` holds (for `WatchResponse`'s watchdog)."""
-        loop = asyncio.get_running_loop()
-        waiters = [
-            asyncio.ensure_future(self.ctx.shutdown.wait()),
-            asyncio.ensure_future(self.gone.wait()),
-        ]
+    def end(self) -> None:
+        """The hub is shutting down (`end_watches`): wake the loop so that it ends, and
+        cancel the answer if it is still blocked on its socket after the grace."""
+        self.interrupt()
+        if self.cancel_after_grace is not None:
+            self.cancel_after_grace()
+
+    def _bookmark_due(self, interval: float) -> None:
+        """The BOOKMARK of a waiting watch, written by a timer (see `_deliver`); anything
+        but a plain write wakes the task, which then sends it itself."""
+        self._ticker = None
+        writer, sub = self.writer, self._sub
+        if (
+            not self._idle
+            or writer is None
+            or sub is None
+            or sub.buffer
+            or not writer.ready()
+            or self.ending()
+        ):
+            self.interrupt()
+            return
         try:
-            await asyncio.wait(
-                waiters,
-                timeout=max(self.deadline - loop.time(), 0.0),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            for waiter in waiters:
-                waiter.cancel()
+            writer.write(bookmark_line(self.position))
+        except Exception:
+            log.exception("watch write failed", extra=fields(watch=self.source.label))
+            self.gone.set()
+            self.interrupt()
+            return
+        _counter(self.ctx, "BOOKMARK").inc()
+        self._last_sent = now = self._loop.time()
+        self._ticker = self._loop.call_at(now + interval, self._bookmark_due, interval)
+
+    def _deliver(self, line: FeedLine) -> bool:
+        """The subscription's sink while this watch waits with everything sent: write
+        `line` to the client now (True), or decline (False: the subscription buffers it and
+        wakes the task, which writes it as usual). Declines what only the task may do: a
+        line to be sliced, a connection that must wait for its client, a watch ending.
+        Runs inside the shared reader's dispatch, so it never raises."""
+        writer = self.writer
+        sub = self._sub
+        if (
+            writer is None
+            or sub is None
+            or len(line.data) > SLICE_BYTES
+            or not writer.ready()
+            or self.ending()
+        ):
+            return False
+        if line.revision <= self._position:
+            return True  # the replay sent it
+        if not sub.admits(line):
+            self._position = line.revision
+            return True
+        try:
+            writer.write(line.data)
+        except Exception:
+            log.exception("watch write failed", extra=fields(watch=self.source.label))
+            self.gone.set()
+            self.interrupt()
+            return True
+        _counter(self.ctx, line.type).inc()
+        self._position = line.revision
+        self._last_sent = self._loop.time()
+        return True
 
     async def _read(self) -> list[WatchEvent]:
         return await self.source.changes_since(self._position, PAGE_SIZE)
@@ -335,7 +477,7 @@ class WatchStream:
 
     def _sent(self, event: WatchEvent) -> Iterator[Chunk]:
         """An event this watch encodes itself (replay, BOOKMARK, ERROR), as written."""
-        self.ctx.metrics.watch_events.labels(event.type).inc()
+        _counter(self.ctx, event.type).inc()
         return slices(right_sized(event_line(event)))
 
     def _too_slow(self, sub: Subscription) -> Iterator[Chunk]:
@@ -357,9 +499,9 @@ class WatchStream:
         )
 
     async def lines(self, first: Sequence[WatchEvent]) -> AsyncGenerator[Chunk, None]:
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         interval = self.ctx.settings.watch_bookmark_seconds
-        last_sent = loop.time()
+        self._last_sent = loop.time()
 
         self.ctx.metrics.active_watches.inc()
         self.ctx.open_watches.add(self)
@@ -369,7 +511,7 @@ class WatchStream:
                     yield chunk
                 self._position = max(self._position, _revision(event) or 0)
             if first:
-                last_sent = loop.time()
+                self._last_sent = loop.time()
             while True:
                 if self.ending():
                     return
@@ -405,7 +547,7 @@ class WatchStream:
                                 yield chunk
                             self._position = max(self._position, rv)
                         if page:
-                            last_sent = loop.time()
+                            self._last_sent = loop.time()
                         if done:
                             # A short read that started after `target` was committed saw
                             # everything up to it.
@@ -427,14 +569,14 @@ class WatchStream:
                     if len(line.data) > SLICE_BYTES:
                         if batch:
                             yield batch.flush()
-                        self.ctx.metrics.watch_events.labels(line.type).inc()
+                        _counter(self.ctx, line.type).inc()
                         for chunk in slices(line.data):
                             await self._write_turn()
                             yield chunk
                     elif batch.add(line):
                         yield batch.flush()
                     self._position = line.revision
-                    last_sent = loop.time()
+                    self._last_sent = loop.time()
                     if self.ending():
                         return
                 if batch:
@@ -448,17 +590,28 @@ class WatchStream:
                 now = loop.time()
                 if self.ending():
                     return
-                bookmark_due = last_sent + interval
+                bookmark_due = self._last_sent + interval
                 if now >= bookmark_due:
-                    for chunk in self._sent(bookmark(self.position)):
-                        yield chunk
-                    last_sent = now
+                    _counter(self.ctx, "BOOKMARK").inc()
+                    yield bookmark_line(self.position)
+                    self._last_sent = now
                     continue
                 self._idle = True
+                until = min(self.deadline, bookmark_due)
+                if self.writer is not None:
+                    # Changes and BOOKMARKs are written without this task (`_deliver`,
+                    # `_bookmark_due`): it wakes for the deadline, or what only it may do.
+                    sub.direct(self._deliver)
+                    self._ticker = loop.call_at(bookmark_due, self._bookmark_due, interval)
+                    until = self.deadline
                 try:
-                    running = await self._wait(sub, seconds=min(self.deadline, bookmark_due) - now)
+                    running = await self._wait(sub, seconds=until - now)
                 finally:
                     self._idle = False
+                    sub.direct(None)
+                    if self._ticker is not None:
+                        self._ticker.cancel()
+                        self._ticker = None
                 if not running:
                     return
         except Gone as exc:
@@ -521,15 +674,35 @@ def take_watch_slot(ctx: HubContext, principal: Principal) -> WatchSlot:
     return WatchSlot(ctx, key)
 
 
+# The scope key under which the app (`hub.app.HubApp`, before any middleware) hands a route
+# the server's own `send`. A watch writes its body there: each line would otherwise pass
+# through every middleware's `send` wrapper, which only the response's start concerns.
+SERVER_SEND = "mcsync.server_send"
+
+
+def end_watches(ctx: HubContext) -> None:
+    """The hub is shutting down (`ctx.shutdown` is set): every open watch ends now, or is
+    cancelled after `STUCK_GRACE_SECONDS` if blocked on a socket that does not drain."""
+    for stream in list(ctx.open_watches):
+        if isinstance(stream, WatchStream):
+            stream.end()
+
+
 class WatchResponse(StreamingResponse):
     """The streaming answer of one watch, which also ends it when the stream cannot.
 
-    Besides streaming (Starlette's `stream_response`), it listens for the client's
-    disconnect and tells the stream at once (`WatchStream.gone`), and it cancels a stream
-    that is still running `STUCK_GRACE_SECONDS` after its deadline or the hub's shutdown:
-    one blocked on a socket that does not drain never gets to check them itself. Whatever
-    ends it, the stream's generator is closed here (its subscription freed at once, not
-    when garbage collection gets to it) and the token's watch slot released.
+    The stream runs in the request's own task, and one more task listens for the client's
+    disconnect and tells the stream at once (`WatchStream.gone`); the deadline plus
+    `STUCK_GRACE_SECONDS` bounds the whole answer, and the hub's shutdown (`end_watches`)
+    moves that bound to the grace from now: a stream blocked on a socket that does not
+    drain never gets to check them itself. Whatever ends it, the stream's generator is
+    closed here (its subscription freed at once, not when garbage collection gets to it)
+    and the token's watch slot released. A task and a timer per watch, not five tasks:
+    an idle watch is memory the hub holds per agent (docs/reference.md#fleet-scale).
+
+    The start of the answer goes through the middleware (the request observer records its
+    status); its body goes to the server's own `send` (`SERVER_SEND`), and, while the
+    watch waits, straight from the shared reader (`ServerWriter`, `WatchStream._deliver`).
     """
 
     def __init__(self, stream: WatchStream, first: Sequence[WatchEvent], slot: WatchSlot) -> None:
@@ -544,30 +717,51 @@ class WatchResponse(StreamingResponse):
         # A response that is never sent (the request failed after the route) frees it too.
         weakref.finalize(self, slot.release)
 
+    async def _client_gone(self, receive: Receive, bound: asyncio.Timeout) -> None:
+        await self.listen_for_disconnect(receive)
+        self._stream.gone.set()
+        self._stream.interrupt()
+        with contextlib.suppress(RuntimeError):  # already expiring
+            bound.reschedule(asyncio.get_running_loop().time())
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stream = self._stream
+        loop = asyncio.get_running_loop()
+        body_send: Send = scope.get(SERVER_SEND) or send
+        listener: asyncio.Task[None] | None = None
         try:
-            async with anyio.create_task_group() as group:
+            async with asyncio.timeout(stream.deadline + STUCK_GRACE_SECONDS) as bound:
 
-                async def respond() -> None:
-                    await self.stream_response(send)
-                    group.cancel_scope.cancel()
+                def cancel_after_grace() -> None:
+                    when = loop.time() + STUCK_GRACE_SECONDS
+                    current = bound.when()
+                    if current is None or when < current:
+                        with contextlib.suppress(RuntimeError):  # already expiring
+                            bound.reschedule(when)
 
-                async def client_gone() -> None:
-                    await self.listen_for_disconnect(receive)
-                    stream.gone.set()
-                    group.cancel_scope.cancel()
-
-                async def stuck() -> None:
-                    await stream.until_ending()
-                    stream.interrupt()
-                    await anyio.sleep(STUCK_GRACE_SECONDS)
-                    group.cancel_scope.cancel()
-
-                group.start_soon(respond)
-                group.start_soon(client_gone)
-                group.start_soon(stuck)
+                stream.cancel_after_grace = cancel_after_grace
+                listener = loop.create_task(self._client_gone(receive, bound))
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": self.status_code,
+                        "headers": self.raw_headers,
+                    }
+                )
+                stream.writer = ServerWriter.of(body_send)
+                async for chunk in self.body_iterator:
+                    await body_send(
+                        {"type": "http.response.body", "body": chunk, "more_body": True}
+                    )
+                stream.writer = None
+                await body_send({"type": "http.response.body", "body": b"", "more_body": False})
+        except TimeoutError:
+            pass  # cancelled: the client went, or the stream was stuck past its end
         finally:
+            stream.writer = None
+            stream.cancel_after_grace = None
+            if listener is not None:
+                listener.cancel()
             iterator = self.body_iterator
             if isinstance(iterator, AsyncGenerator):
                 with anyio.CancelScope(shield=True):

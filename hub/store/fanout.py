@@ -16,6 +16,12 @@ So a commit costs one history read and one encoding per replica, whatever the nu
 watches (fewer: wake-ups that arrive while a read is in flight are served by the next one).
 With nobody subscribed the reader does not read at all; it only moves its position.
 
+A subscriber may also hold a *sink* (`Subscription.direct`): while its buffer is empty, a
+line is offered to the sink first, which writes it to the watch's client at once or
+declines (then the line is buffered and the subscriber woken as above). `hub.api.watch`
+sets one while its watch waits, so a change reaches a waiting watch as one write, with no
+task woken for it.
+
 Nothing here knows what a row is: `FeedFanout` takes its row source (`read_page`) and
 routes by each row's `key`, so the export feed (keys are clusters) and the import feed
 (keys are namespaces) are two instances of this class, with the same guarantees.
@@ -84,7 +90,6 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -166,6 +171,43 @@ class FeedRow(Protocol):
 ReadPage = Callable[[int, int], Awaitable[Sequence[FeedRow]]]
 
 
+class Wake:
+    """`asyncio.Event` for the one task that waits on it (a watch's), without the deque of
+    waiters each Event keeps: every open watch holds one, and an idle watch is memory the
+    hub holds per agent (docs/reference.md#fleet-scale)."""
+
+    __slots__ = ("_set", "_waiter")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        if not self._set:
+            self._set = True
+            waiter = self._waiter
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    async def wait(self) -> bool:
+        if self._set:
+            return True
+        if self._waiter is not None:
+            raise RuntimeError("a Wake has one waiter at a time")
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+        return True
+
+
 class Subscription:
     """One watch's place in the fan-out: its bounded buffer and the signal that wakes it."""
 
@@ -185,13 +227,19 @@ class Subscription:
         # Every change of this key after `joined_at` reaches `buffer` (until detached).
         self.joined_at = joined_at
         self.limits = limits
-        self.buffer: deque[FeedLine] = deque()
+        # A list, not a deque: an empty deque holds a block of 64 slots, and most buffers
+        # of idle watches are empty; a bounded buffer's `pop(0)` costs little.
+        self.buffer: list[FeedLine] = []
         self.buffered_bytes = 0
-        self.wake = asyncio.Event()
+        self.wake = Wake()
         self.detached = False
         # Detached because the buffer was full: the watch must end (410), not catch up.
         self.overflowed = False
         self.error: BaseException | None = None
+        # While its watch waits with everything sent, a line can go straight to its client:
+        # `sink` writes it (True) or declines (False: it is buffered and the watch woken).
+        # Delivering a change is then one write, not a wake of the watch's task.
+        self.sink: Callable[[FeedLine], bool] | None = None
         self._on_overflow = on_overflow
         self._fanout = fanout
 
@@ -207,14 +255,29 @@ class Subscription:
         """The oldest line not yet taken, or None when the buffer is empty."""
         if not self.buffer:
             return None
-        line = self.buffer.popleft()
+        line = self.buffer.pop(0)
         self.buffered_bytes -= len(line.data)
         return line
 
+    def direct(self, sink: Callable[[FeedLine], bool] | None) -> None:
+        """Set (or clear, None) the `sink` lines are offered to while the buffer is empty."""
+        self.sink = sink
+
+    def admits(self, line: FeedLine) -> bool:
+        """Whether this subscriber's client gets `line` (a wrapper may filter; see
+        `hub.api.importselection`); called once per line, in order."""
+        return True
+
     def offer(self, line: FeedLine) -> bool:
         """Append `line`; False (and nothing appended) when that would pass a bound. An empty
-        buffer takes any one line, so that no single event is too large to be watched."""
-        if self.buffer and (
+        buffer takes any one line, so that no single event is too large to be watched.
+        With an empty buffer and a `sink`, the sink is offered the line first."""
+        if not self.buffer:
+            sink = self.sink
+            if sink is not None and sink(line):
+                self._fanout.written += 1
+                return True
+        elif (
             len(self.buffer) >= self.limits.events
             or self.buffered_bytes + len(line.data) > self.limits.bytes
         ):
@@ -225,6 +288,7 @@ class Subscription:
         return True
 
     def close(self) -> None:
+        self.sink = None
         self._fanout.unsubscribe(self)
 
     def _overflow(self) -> None:
@@ -260,6 +324,7 @@ class FeedFanout:
         self.read_failures = 0  # reads that failed and were retried (diagnostics)
         self.encodings = 0  # lines encoded by the reader (tests, diagnostics, metrics)
         self.deliveries = 0  # lines handed to a subscriber's buffer (the fan-out's work)
+        self.written = 0  # of those, lines its sink wrote to the client at once (no wake)
         self.overflows = 0  # subscribers ended for a full buffer
         self._subscribers: dict[str | None, set[Subscription]] = {}
         # Subscribers whose scope has `*` globs, by their patterns: asked once per group.
@@ -328,6 +393,7 @@ class FeedFanout:
                     if not group:
                         del registry[key]
         sub.detached = True
+        sub.sink = None
         sub.buffer.clear()
         sub.buffered_bytes = 0
 
