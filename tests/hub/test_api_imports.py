@@ -17,12 +17,12 @@ keep it so:
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
+
+from tests.support.importfirst import failures_importing_each_first
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "hub.api"
@@ -130,23 +130,6 @@ def test_routers_live_in_hub_api_routes() -> None:
     assert outside == []
 
 
-_IMPORT_EACH_FIRST = """
-import importlib, sys
-for name in sys.argv[1:]:
-    for loaded in [m for m in sys.modules if m == "hub" or m.startswith("hub.")]:
-        del sys.modules[loaded]
-    importlib.import_module(name)
-"""
-
-
 @pytest.mark.timeout(120)
 def test_each_hub_api_module_imports_first_in_a_fresh_interpreter() -> None:
-    names = sorted(api_modules())
-    done = subprocess.run(
-        [sys.executable, "-c", _IMPORT_EACH_FIRST, *names],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert failures_importing_each_first(sorted(api_modules())) == ""

@@ -10,11 +10,10 @@ imports. The feeds are cut into a write half (`hub.store.revisions`,
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import hub.store
+from tests.support.importfirst import failures_importing_each_first
 
 STORE = Path(hub.store.__file__).parent
 PACKAGE = "hub.store"
@@ -113,21 +112,7 @@ def test_the_write_halves_import_nothing_of_the_read_halves() -> None:
 
 
 def test_each_store_module_imports_alone() -> None:
-    """Imported first, in a fresh interpreter, each module loads: none depends on another
-    having been imported before it. (The interpreters run side by side.)"""
+    """Imported first, with no other module of the project loaded, each module loads: none
+    depends on another having been imported before it."""
     modules = [m for m in MODULES if m != PACKAGE]
-    running = {
-        module: subprocess.Popen(
-            [sys.executable, "-c", f"import importlib; importlib.import_module({module!r})"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for module in modules
-    }
-    failed = {}
-    for module, process in running.items():
-        _, stderr = process.communicate(timeout=300)
-        if process.returncode != 0:
-            failed[module] = stderr.strip().splitlines()[-1:]
-    assert not failed, failed
+    assert failures_importing_each_first(modules) == ""
