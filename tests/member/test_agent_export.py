@@ -243,12 +243,15 @@ def test_deletions_and_orphans(
 
     # Service deleted: Valid=False/NoService, withdrawn, the ServiceExport stays.
     state.delete("services", "shop", "nosvc")
-    se = wait_conditions(
+    wait_conditions(
         kube_cluster, "nosvc",
         {c.VALID: (c.FALSE, c.REASON_NO_SERVICE), c.READY: (c.FALSE, c.REASON_PENDING)},
     )
     assert hub_process.export(CLUSTER, "shop", "nosvc") is None
-    assert ANNOTATION_EXPORTED_SINCE not in (se["metadata"].get("annotations") or {})
+    # The annotation goes in a write of its own (a status write changes no metadata).
+    wait_for(lambda: ANNOTATION_EXPORTED_SINCE not in (
+        (get_se(kube_cluster, "nosvc") or {}).get("metadata", {}).get("annotations") or {}),
+        what="exported-since removed from the ServiceExport")
 
     # The Service comes back: exported again.
     state.create("services", "shop", service_body("nosvc", "shop"))
