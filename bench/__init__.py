@@ -4,5 +4,6 @@ Figures on a shared machine drift from run to run, so every headline figure is a
 a ceiling measured in the same run (the framework on a no-op route, raw database writes of
 the same rows) or a growth ratio (the same measurement at two table sizes). Results go to
 `bench/results/<name>.json`; `docs/benchmarks.md` summarises them. Benchmarks never fail a
-build on a figure: `tests/bench/test_smoke.py` only checks that each one still runs.
+build on a figure: `tests/bench/smoke.py` (run by its `test_smoke_*.py` files) only checks
+that each one still runs.
 """

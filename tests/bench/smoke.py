@@ -5,6 +5,11 @@ checks a number against a target. What rots silently is the benchmark itself (an
 calls changes, a key it reads disappears); a tiny run of each, as a real process the way
 an operator runs it, catches that. PostgreSQL variants skip (or fail under CI=true)
 without PostgreSQL, like the rest of the suite.
+
+The cases live in three test files by what a benchmark drives (`test_smoke_hub.py`: the
+hub alone; `test_smoke_agents.py`: agents too; `test_smoke_fleet.py`: selection, the
+simulated fleet and the console), so that pytest-xdist's `--dist loadfile` runs them on
+different workers: they mostly wait on the processes they start, minutes in all.
 """
 
 from __future__ import annotations
@@ -14,8 +19,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 from tests.browser.support import chromium_path
 from tests.conftest import require_postgres
@@ -101,13 +104,30 @@ BENCHMARKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("overview_on_screen_ms", "search_ms", "live_change", "watches"),
     ),
 }
-CASES = [(name, backend) for name, (backends, _) in BENCHMARKS.items() for backend in backends]
+GROUPS: dict[str, tuple[str, ...]] = {
+    "hub": (
+        "put_throughput", "sync_throughput", "growth", "scale", "endpoint_churn",
+        "slice_growth", "import_fanout", "stalled_watches",
+    ),
+    "agents": ("e2e_agents", "agent_scale", "import_latency", "import_scale", "failover"),
+    "fleet": ("selection", "selection_fleet", "fleet_scale", "console"),
+}  # fmt: skip
 COMMON_KEYS = ("benchmark", "command", "machine", "smoke", "backend", "target")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("name", "backend"), CASES, ids=[f"{n}-{b}" for n, b in CASES])
-def test_benchmark_runs_and_writes_json(name: str, backend: str, tmp_path: Path) -> None:
+
+
+def cases(group: str) -> list[tuple[str, str]]:
+    """(benchmark, back end) of every case of `group`."""
+    return [(name, backend) for name in GROUPS[group] for backend in BENCHMARKS[name][0]]
+
+
+def case_ids(group: str) -> list[str]:
+    return [f"{name}-{backend}" for name, backend in cases(group)]
+
+
+def run_smoke(name: str, backend: str, tmp_path: Path) -> None:
+    """`python -m bench.<name> --smoke` as an operator runs it; its JSON has every key."""
     if backend == "postgresql":
         require_postgres()
     if name == "console":
