@@ -384,7 +384,7 @@ class ImportSelections:
         version = self._version
         # The source slices are immutable and replaced when they change: equal to last
         # time (by identity, on the common path), they hold the same endpoints.
-        counted_from = (tuple(self._imports.slices(key)), imported.ports, imported.served)
+        counted_from = (self._imports.slices(key), imported.ports, imported.served)
         if (
             hint is not None
             and hint.version == version
