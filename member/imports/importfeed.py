@@ -23,7 +23,10 @@ of one name); a feed event of a slice names it (`slice_ref`: source cluster and 
 so that the mirrored-slice reconcile of a slice's change looks at that slice alone.
 `ImportView` answers what the reconcilers ask — the hub's ServiceImport of a key, its
 source slices, one source slice — from the cache, with an index from a Service key
-to its slices kept current by `observe()` (called from the informer's handler).
+to its slices kept current by `observe()` (called from the informer's handler). A key's
+source slices, once read, are kept as one tuple until `observe()` sees a change of one of
+them: cluster selection reads them on every evaluation of every key with selectors
+(docs/reference.md#cluster-selection), and a re-evaluation of them all is one burst.
 """
 
 from __future__ import annotations
@@ -192,6 +195,10 @@ class ImportView:
         self._lock = threading.Lock()
         self._slices: dict[str, tuple[str, ...]] = {}  # Service key -> slice item keys
         self._by_namespace: dict[str, set[str]] = {}  # namespace -> ServiceImport keys
+        # Service key -> its source slices as last read (`slices`); dropped by `observe`
+        # when one of them changes, under the lock the read holds, so a read never keeps
+        # what a change it did not see has replaced.
+        self._read: dict[str, tuple[SourceSlice, ...]] = {}
 
     def observe(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> set[str]:
         """Update the slice index for one change; answers the Service keys it touches."""
@@ -212,6 +219,7 @@ class ImportView:
                         if not members:
                             self._by_namespace.pop(namespace, None)
                     continue
+                self._read.pop(service, None)
                 if present:
                     index_add(self._slices, service, import_item_key(entry))
                 else:
@@ -246,12 +254,20 @@ class ImportView:
         none. Shared with the cache, and immutable."""
         return self._source(slice_item_key(namespace, ref))
 
-    def slices(self, key: str) -> list[SourceSlice]:
-        """The source slices of `key`'s Service, every cluster's, in a stable order."""
+    def slices(self, key: str) -> tuple[SourceSlice, ...]:
+        """The source slices of `key`'s Service, every cluster's, in a stable order: the
+        same tuple until one of them changes (compared by identity, it says "unchanged")."""
         with self._lock:
-            items = sorted(self._slices.get(key, ()))
-        found = (self._source(item) for item in items)
-        return [source for source in found if source is not None]
+            held = self._read.get(key)
+            if held is not None:
+                return held
+            # Read under the lock: `observe` runs after the informer's cache changed, and
+            # waits for this read before it drops what the read keeps.
+            found = (self._source(item) for item in sorted(self._slices.get(key, ())))
+            held = tuple(source for source in found if source is not None)
+            if key in self._slices:
+                self._read[key] = held
+            return held
 
     def _source(self, item: str) -> SourceSlice | None:
         entry = self._informer.get(item)

@@ -292,6 +292,7 @@ class _Held:
 
 
 Events = Callable[[str, str, str, str], None]  # key, type, reason, message
+Exporters = Mapping[str, Mapping[str, str] | None]  # exporting cluster -> its properties
 
 
 class ImportSelections:
@@ -334,6 +335,8 @@ class ImportSelections:
         # are off for a property source that does not tell of its changes.
         self._version = 0
         self._tiers: dict[tuple[Any, ...], tuple[tuple[str, ...], ...]] = {}
+        # Exporting clusters -> their properties, as of `_version` (`_exporters_of`).
+        self._exporters: dict[tuple[str, ...], tuple[Exporters, tuple[Any, ...]]] = {}
         subscribe = getattr(properties, "subscribe", None)
         self._versioned = callable(subscribe)
         if callable(subscribe):
@@ -384,7 +387,7 @@ class ImportSelections:
         version = self._version
         # The source slices are immutable and replaced when they change: equal to last
         # time (by identity, on the common path), they hold the same endpoints.
-        counted_from = (tuple(self._imports.slices(key)), imported.ports, imported.served)
+        counted_from = (self._imports.slices(key), imported.ports, imported.served)
         if (
             hint is not None
             and hint.version == version
@@ -394,8 +397,7 @@ class ImportSelections:
             and (hint.selection.state is None or not hint.selection.state.qualified_since)
         ):
             return hint.selection
-        of = self._properties.of
-        clusters = {c: of(c) for c in imported.clusters}
+        clusters, known = self._exporters_of(imported.clusters, version)
         if hint is not None and hint.counted_from == counted_from:
             endpoints = hint.endpoints
         else:
@@ -403,7 +405,7 @@ class ImportSelections:
         own = self._properties.own()
         # Properties are replaced whole when they change, so this compares by identity
         # on the common path (an evaluation for endpoints or a timer).
-        tiered_from = (selectors, own, tuple(clusters.items()))
+        tiered_from = (selectors, own, known)
         with self._lock:
             now = self._clock()
             held = self._held.get(key)
@@ -476,6 +478,29 @@ class ImportSelections:
             self._on_change(key)
         return selection
 
+    def _exporters_of(
+        self, clusters: tuple[str, ...], version: int
+    ) -> tuple[Exporters, tuple[Any, ...]]:
+        """Each of `clusters` → its properties (None: unknown), and the same as pairs.
+        Kept per distinct exporting clusters until a property changes (imports commonly
+        share their exporters), when the property source tells of its changes; `version`
+        is `_version` as read before the properties are, so nothing read from older
+        properties is kept under a newer version."""
+        if self._versioned:
+            kept = self._exporters.get(clusters)
+            if kept is not None:
+                return kept
+        of = self._properties.of
+        found = {c: of(c) for c in clusters}
+        answer = (found, tuple(found.items()))
+        if self._versioned:
+            with self._lock:
+                if self._version == version:
+                    if len(self._exporters) >= 4096:
+                        self._exporters.clear()
+                    self._exporters[clusters] = answer
+        return answer
+
     def annotations(self, key: str, selection: Selection) -> dict[str, str]:
         """The annotations of `key`'s ServiceImport for `selection` (this key's last)."""
         with self._lock:
@@ -504,6 +529,7 @@ class ImportSelections:
         with self._lock:
             self._version += 1
             self._tiers.clear()
+            self._exporters.clear()
             # Our own properties change every `@SameAsImporter@` (and a source that does
             # not say which cluster is ours, every key).
             everything = own_id is None or own_id in ids

@@ -196,3 +196,25 @@ def test_a_service_import_is_held_in_less_memory_than_its_wire_dict() -> None:
     assert isinstance(held, HeldImport)
     assert (held.name, held.clusters, held.served) == ("web", ("a",), (("http", ("a",)),))
     assert deep_size(held) < deep_size(to_wire(imported)) / 2
+
+
+def test_a_keys_slices_are_read_again_after_any_change_of_them() -> None:
+    """The view keeps a key's slices between changes; a change, an added slice or a
+    deleted one is in the very next read, and another key's change leaves it as it was."""
+    cache = Cache()
+    view = ImportView(cache)  # type: ignore[arg-type]
+    feed(view, cache, endpoint_slice("a", "web-1"))
+    first = view.slices("shop/web")
+    assert view.slices("shop/web") is first  # unchanged: the same tuple
+    feed(view, cache, endpoint_slice("a", "api-1", service="api"))
+    assert view.slices("shop/web") is first
+    changed = endpoint_slice("a", "web-1", changed_at="2026-11-24T10:00:00.100Z")
+    feed(view, cache, changed)
+    (held,) = view.slices("shop/web")
+    assert held is not first[0] and held is view.slice("shop", SliceRef("a", "web-1"))
+    feed(view, cache, endpoint_slice("b", "web-1"))
+    assert [s.cluster for s in view.slices("shop/web")] == ["a", "b"]
+    feed(view, cache, endpoint_slice("a", "web-1"), deleted=True)
+    assert [s.cluster for s in view.slices("shop/web")] == ["b"]
+    feed(view, cache, endpoint_slice("b", "web-1"), deleted=True)
+    assert view.slices("shop/web") == ()

@@ -212,6 +212,27 @@ def test_failover_rewrites_only_the_slices_whose_readiness_changes(
     assert world.annotations()["mcsync.io/active-clusters"] == "a,b"
 
 
+def test_each_evaluation_sees_the_latest_source_slices(world: SelectingWorld) -> None:
+    """Evaluations in a row, each after one slice change and nothing else (no property,
+    no import change): every one answers from the slices as they are now."""
+    imported = world.view.get(KEY)
+    assert imported is not None
+    evaluate = world.selections.evaluate
+    first = evaluate(KEY, imported)
+    assert first is not None and first.active_clusters == ("a",)
+    assert evaluate(KEY, imported) is first  # nothing changed
+    world.feed(hub_slice("a", False))
+    after_down = evaluate(KEY, imported)
+    assert after_down is not None and after_down.active_clusters == ("a", "b")
+    world.feed(hub_slice("b", False))
+    world.feed(hub_slice("a", False, True, True))  # 2 of 3 ready: tier 1 qualifies again
+    back = evaluate(KEY, imported)
+    assert back is not None and back.state is not None and back.state.qualified_since
+    world.feed(None, delete="slice:a/demo/hello-a")  # and b has none ready: no tier qualifies
+    gone = evaluate(KEY, imported)
+    assert gone is not None and gone.on_fallback and gone.switch == "failover"
+
+
 def test_a_withdrawn_cluster_fails_over_like_a_down_one(world: SelectingWorld) -> None:
     world.feed(None, delete="slice:a/demo/hello-a")  # a is Stale: its slice withdrawn
     writes = world.writes_of(world.eps.reconcile)
