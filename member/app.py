@@ -55,6 +55,7 @@ import errno
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -80,7 +81,7 @@ from member.export.serviceexport import ExportParts, ExportReconciler, export_co
 from member.export.sliceexport import REPAIR_KEY, SliceExportReconciler, slice_controller
 from member.export.sliceindex import SlicesByService
 from member.export.withdrawalguard import WithdrawalGuard
-from member.heartbeat import HeartbeatLoop, VersionGate
+from member.heartbeat import FIRST_BEAT_WAIT_SECONDS, HeartbeatLoop, VersionGate
 from member.hubclient import HubClient, HubClientConfig, idle_connection_seconds
 from member.hubfeed import HubExportListWatch, HubView, record_key
 from member.imports.importer import Importer
@@ -396,6 +397,12 @@ class Agent:
             if not self._wait_for_sync(stop):
                 return
             logger.info("informers synced")
+            # The hub's verdict on this agent's version before the first export
+            # (member.heartbeat, module doc); a hub down or hanging does not hold us.
+            waited_until = time.monotonic() + FIRST_BEAT_WAIT_SECONDS
+            while not self.heartbeat.first_beat.wait(0.1) and time.monotonic() < waited_until:
+                if stop.is_set():
+                    return
             if self.elector is not None:
                 elector_thread = threading.Thread(
                     target=self.elector.run,

@@ -9,7 +9,10 @@ finalizer removal still run: refusing them would block ServiceExport deletion fo
 the user cannot fix.
 
 Until the first answer the gate is open: the hub's own validation still applies to every
-PUT, and a hub that is down must not make a fresh agent look unsupported.
+PUT, and a hub that is down must not make a fresh agent look unsupported. The agent does
+wait for its first heartbeat to be answered or to fail (`first_beat`, at most
+`FIRST_BEAT_WAIT_SECONDS`) before its export workers start, so that a reachable hub's
+verdict on the version comes before the first export, not in a race with it.
 
 The last heartbeat's outcome also feeds `/readyz` ("hub reachable"). Heartbeats run on every
 replica, leader or not: liveness is about the agent, not about who holds the Lease.
@@ -58,6 +61,9 @@ BEATS_PER_TTL = constants.HEARTBEATS_PER_TTL
 """The agent beats at least this often per hub TTL (docs/reference.md#failover): no wait exceeds TTL
 / this."""
 _MIN_WAIT_SECONDS = 0.1
+# How long the export workers wait, at start, for the first heartbeat's outcome: long enough
+# for a hub that answers, short enough that a hub that hangs does not hold the agent.
+FIRST_BEAT_WAIT_SECONDS = 10.0
 """No wait is shorter, whatever TTL a hub answers: a bad answer must not make a busy loop."""
 
 logger = logging.getLogger(__name__)
@@ -193,6 +199,8 @@ class HeartbeatLoop:
         self._last_problem = "no heartbeat sent yet"
         self._last_ok_before = False  # the first success is a start, not a recovery
         self._lock = threading.Lock()
+        # Set once the first heartbeat was answered or failed (module doc).
+        self.first_beat = threading.Event()
         if metrics is not None:
             metrics.heartbeat_interval.set(interval)
 
@@ -305,6 +313,7 @@ class HeartbeatLoop:
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
             self.beat_once()
+            self.first_beat.set()
             stop.wait(self.next_wait())
 
     def start(self, stop: threading.Event) -> threading.Thread:
