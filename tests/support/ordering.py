@@ -3,7 +3,8 @@
 `--dist loadfile` hands whole files to the workers in collection order, so files of
 minutes that come last (tests/reliability sorts after tests/hub) leave one worker running
 them while the other is idle. Starting with them lets the many short files fill in
-around them. The order within a directory, and within a file, stays as written; without
+around them. `scripts/test` passes `--no-loadscope-reorder`: by default xdist hands out the
+files with the most tests first, whatever order they were collected in. The order within a directory, and within a file, stays as written; without
 xdist nothing changes.
 """
 
