@@ -4,8 +4,8 @@
 minutes that come last (tests/reliability sorts after tests/hub) leave one worker running
 them while the other is idle. Starting with them lets the many short files fill in
 around them. `scripts/test` passes `--no-loadscope-reorder`: by default xdist hands out the
-files with the most tests first, whatever order they were collected in. The order within a directory, and within a file, stays as written; without
-xdist nothing changes.
+files with the most tests first, whatever order they were collected in. The order within a
+directory, and within a file, stays as written; without xdist nothing changes.
 """
 
 from __future__ import annotations
