@@ -399,10 +399,9 @@ class Agent:
             logger.info("informers synced")
             # The hub's verdict on this agent's version before the first export
             # (member.heartbeat, module doc); a hub down or hanging does not hold us.
-            waited_until = time.monotonic() + FIRST_BEAT_WAIT_SECONDS
-            while not self.heartbeat.first_beat.wait(0.1) and time.monotonic() < waited_until:
-                if stop.is_set():
-                    return
+            first_beat = self.heartbeat.first_beat.is_set
+            if not _wait_until(stop, first_beat, FIRST_BEAT_WAIT_SECONDS) and stop.is_set():
+                return
             if self.elector is not None:
                 elector_thread = threading.Thread(
                     target=self.elector.run,
@@ -585,11 +584,22 @@ class Agent:
         ]
 
     def _wait_for_sync(self, stop: threading.Event) -> bool:
-        while not stop.is_set():
-            if all(i.has_synced() for i in self._informers()):
-                return True
-            stop.wait(0.1)
-        return False
+        return _wait_until(stop, lambda: all(i.has_synced() for i in self._informers()))
+
+
+def _wait_until(
+    stop: threading.Event, done: Callable[[], bool], timeout: float | None = None
+) -> bool:
+    """Poll `done` every 0.1 s until it holds (True), or `stop` is set or `timeout`
+    seconds pass (False)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not stop.is_set():
+        if done():
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        stop.wait(0.1)
+    return False
 
 
 class MetricsPortError(OSError):
