@@ -263,11 +263,20 @@ async def test_a_stalled_watch_over_its_byte_bound_is_ended_with_410_and_others_
                     annotations={"a.io/blob": f"{number:02d}" * 10_000},
                 ),
             )
+            # A client that keeps up reads each change before the next is written: four
+            # of these changes read by the hub in one go would be over the bound for any
+            # watch, fast or not.
+            watcher = other if cluster == "west" else fast
+            sent = await expected(hub, cluster, start)
+            await until(
+                lambda w=watcher, s=sent: w.revisions == s,
+                f"{cluster}'s watch to get change {number}",
+            )
         east = await expected(hub, "east", start)
         west = await expected(hub, "west", start)
-        # The others get everything; the stalled one is ended, its buffer dropped.
-        await until(lambda: fast.revisions == east, "the fast watch to get every change")
-        await until(lambda: other.revisions == west, "the other cluster's watch")
+        # The others got everything; the stalled one is ended, its buffer dropped.
+        assert fast.revisions == east
+        assert other.revisions == west
         await until(lambda: fanout.subscriber_count == 2, "the slow watch to be dropped")
         assert fanout.overflows == 1
         assert too_slow_metric(hub) == 1
