@@ -10,7 +10,7 @@ Every write is one transaction through `write_slices`, in the store-wide lock or
 (`locks`), its rows written through the store's one row writer (`ctx.rows`), as export
 writes are:
 
-1. the clusters, `FOR SHARE` (`locks.lock_clusters`): a slice write and the cluster's
+1. the clusters, `FOR KEY SHARE` (`locks.lock_clusters`): a slice write and the cluster's
    deregistration exclude each other, as export writes and the deregistration do;
 2. whether each slice's Service is exported by its cluster, checked BEFORE the keys are
    locked, so that a refused slice (409) never waits on a key;

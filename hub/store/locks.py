@@ -4,10 +4,20 @@ THE LOCK ORDER. Every write transaction of the store (export PUT, DELETE, annota
 patch, sync batch, cluster withdrawal, slice write) takes its locks in this order, and
 only in it:
 
-1. **Clusters**, sorted by name, `FOR SHARE` (`lock_clusters`). It conflicts with the
-   UPDATE that marks a cluster deleting, so a cluster delete waits for every in-flight
-   write of that cluster, and every write after it sees `deleting` and is refused.
-   Without it a PUT racing a cluster delete could leave an export nobody withdraws.
+1. **Clusters**, sorted by name, `FOR KEY SHARE` (`lock_clusters`). It conflicts with the
+   `FOR UPDATE` a cluster delete takes before it marks the cluster deleting, so a delete
+   waits for every in-flight write of that cluster, and every write after it sees
+   `deleting` and is refused. Without it a PUT racing a cluster delete could leave an
+   export nobody withdraws. Every other change of the row that a write must not race
+   (the staleness sweep, a scope patch, a reported property) takes `FOR UPDATE` too.
+
+   It does NOT conflict with a heartbeat, which takes the row `FOR NO KEY UPDATE`
+   (`KeyLocks.beat`) and changes no key column: a write holds its cluster's row until
+   commit, which on a starved hub is seconds, and a cluster that keeps beating must not
+   miss its TTL behind its own writes (docs/reference.md#fleet-scale). What a write reads
+   in the row (scope, `deleting`, the last heartbeat for its answer's cluster state) is
+   what it read when it locked it; a beat committing meanwhile changes none of what the
+   write decides by.
 2. **Service keys** (`lock_keys`): one lock per key, taken in the sorted order of the
    keys' lock numbers (below). Every row a write then touches — the key's exports, their
    slices, the ServiceImport itself — is reached through a locked key, so two writers of
@@ -95,10 +105,12 @@ class KeyLocks(Protocol):
         first step, which excludes every write of that cluster (step 1 of the writes)."""
         ...
 
-    def exclusive_unlocked(self, query: Select[Any], *, of: Table) -> Select[Any]:
-        """`exclusive`, answering only the rows no other transaction holds (the rest are
-        left out, not waited for): the heartbeat batch's, so that one cluster whose export
-        write holds its row does not hold up the beats of every other cluster."""
+    def beat(self, query: Select[Any], *, of: Table, skip_locked: bool) -> Select[Any]:
+        """`query` holding its rows of `of` until commit as a heartbeat does: against the
+        sweep, a delete and another beat (`FOR UPDATE` takers), never against the writes
+        (step 1 above). `skip_locked`: answer only the rows no other transaction holds (the
+        rest are left out, not waited for), so that one cluster whose row is held (a
+        delete, the sweep) does not hold up the beats of every other cluster."""
         ...
 
     async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, KeyRow]:
@@ -175,13 +187,14 @@ class PostgresLocks:
     concurrent_writers = 2
 
     def share(self, query: Select[Any]) -> Select[Any]:
-        return query.with_for_update(read=True)
+        return query.with_for_update(read=True, key_share=True)  # FOR KEY SHARE
 
     def exclusive(self, query: Select[Any], *, of: Table) -> Select[Any]:
         return query.with_for_update(of=of)
 
-    def exclusive_unlocked(self, query: Select[Any], *, of: Table) -> Select[Any]:
-        return query.with_for_update(of=of, skip_locked=True)
+    def beat(self, query: Select[Any], *, of: Table, skip_locked: bool) -> Select[Any]:
+        # FOR NO KEY UPDATE [SKIP LOCKED]
+        return query.with_for_update(of=of, key_share=True, skip_locked=skip_locked)
 
     async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, KeyRow]:
         if not keys:
@@ -217,7 +230,7 @@ class SQLiteLocks:
     def exclusive(self, query: Select[Any], *, of: Table) -> Select[Any]:
         return query
 
-    def exclusive_unlocked(self, query: Select[Any], *, of: Table) -> Select[Any]:
+    def beat(self, query: Select[Any], *, of: Table, skip_locked: bool) -> Select[Any]:
         return query
 
     async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, KeyRow]:
