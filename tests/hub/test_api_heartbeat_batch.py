@@ -184,3 +184,31 @@ async def test_a_beat_is_recorded_while_its_own_clusters_write_is_in_flight(
     assert answer.status_code == 200, answer.text
     assert (await cluster(hub, "east"))["state"] == "Ready"
     assert "east" not in (await hub.store.withdrawals.sweep()).fleet.stale
+
+
+async def test_a_scope_patch_waits_for_the_clusters_write_in_flight(
+    hub: Hub, database_url: str
+) -> None:
+    """A write checks the scope it locked its cluster's row with, and a scope patch waits
+    for it (docs/reference.md#scope-and-limits: the patch takes effect for the NEXT write),
+    though a beat does not (above). SQLite: the database's one writer orders them."""
+    members = await hub.register("east")
+    ctx = hub.store._ctx
+    async with ctx.write() as conn:
+        await lock_clusters(conn, ctx, ["east"])
+        patch = asyncio.create_task(
+            hub.client.patch(
+                "/api/v1/clusters/east",
+                json={"spec": {"exportNamespaces": ["other"]}},
+                headers={**ADMIN, "Content-Type": "application/merge-patch+json"},
+            )
+        )
+        if database_url.startswith("postgresql"):
+            beat = await asyncio.wait_for(
+                hub.client.post(beat_path("east"), json=AGENT, headers=members["east"]), 30
+            )
+            assert beat.status_code == 200, beat.text
+            assert not patch.done()
+    patched = await asyncio.wait_for(patch, 30)
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["spec"]["exportNamespaces"] == ["other"]
