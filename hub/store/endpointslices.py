@@ -242,7 +242,8 @@ async def write_slices(
             )
     live = [m for m in live if m.record_id not in outcomes]
     live_ids = [m.record_id for m in live]
-    seen = {i: r for r in seen_rows if (i := _triple(r, "name")) in set(live_ids)}
+    still = set(live_ids)
+    seen = {i: r for r in seen_rows if (i := _triple(r, "name")) in still}
     wanted = wanted_triples(live)
     keys = sorted(
         {(ns, name) for _, ns, name in wanted}
