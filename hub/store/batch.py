@@ -35,7 +35,7 @@ What one writer must not do to another:
 * The drain runs in its own task, so a caller that goes away (client disconnect →
   cancellation) cannot cut a transaction that carries other callers' writes.
 
-Lock order stays the store-wide one: clusters (sorted, FOR SHARE), keys (sorted), the
+Lock order stays the store-wide one: clusters (sorted, FOR KEY SHARE), keys (sorted), the
 revision counter last — so batches cannot deadlock with each other, with syncs, or with
 a cluster delete.
 """

@@ -238,13 +238,12 @@ class ClusterStore:
         not given is kept). Takes effect for the next write of the cluster and the next
         import list or watch. NotFound when the cluster is not registered."""
         async with self._ctx.write() as conn:
-            row = (
-                await conn.execute(
-                    select(clusters.c.labels).where(
-                        clusters.c.name == name, clusters.c.deleting.is_(False)
-                    )
-                )
-            ).first()
+            # FOR UPDATE: a scope change waits for the cluster's writes in flight, which
+            # checked the scope they locked the row with (`locks`, step 1: FOR KEY SHARE).
+            query = select(clusters.c.labels).where(
+                clusters.c.name == name, clusters.c.deleting.is_(False)
+            )
+            row = (await conn.execute(self._ctx.locks.exclusive(query, of=clusters))).first()
             if row is None:
                 raise NotFound(f"cluster {name!r} is not registered")
             values: dict[str, Any] = {}
@@ -408,8 +407,8 @@ class ClusterStore:
 
         Answers the cluster as it was. NotFound when it is not registered.
         """
-        # 1. Mark it deleting. On PostgreSQL this UPDATE waits for every in-flight write
-        #    of the cluster (they hold FOR SHARE on its row) and every later write sees
+        # 1. Mark it deleting. On PostgreSQL this FOR UPDATE waits for every in-flight write
+        #    of the cluster (they hold FOR KEY SHARE on its row) and every later write sees
         #    the mark and is refused, so the withdrawal below misses nothing.
         async with self._ctx.write() as conn:
             row = (

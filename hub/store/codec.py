@@ -187,7 +187,7 @@ def export_text(
     *,
     namespace: str,
     name: str,
-    resource_version: int,
+    resource_version: int | str,
     created_at: datetime,
     annotations_text: str | None,
     spec_text: str,

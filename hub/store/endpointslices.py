@@ -10,23 +10,28 @@ Every write is one transaction through `write_slices`, in the store-wide lock or
 (`locks`), its rows written through the store's one row writer (`ctx.rows`), as export
 writes are:
 
-1. the clusters, `FOR SHARE` (`locks.lock_clusters`): a slice write and the cluster's
+1. the clusters, `FOR KEY SHARE` (`locks.lock_clusters`): a slice write and the cluster's
    deregistration exclude each other, as export writes and the deregistration do;
 2. whether each slice's Service is exported by its cluster, checked BEFORE the keys are
-   locked, so that a refused slice (409) never waits on a key;
+   locked, so that a refused slice (409) never waits on a key; the slices' stored rows
+   are read in the same statement (`RowWriter.select_many`), to learn their keys;
 3. the slices' keys (`locks.lock_keys`, the locks every export writer takes first): a
    slice write and an export write of one key take turns, so the export cannot be
    withdrawn, nor the key's per-port cluster lists change, between the check and the
    commit. A slice's key is its Service; a slice whose Service changed is locked under
-   both. The rows are read once before locking to learn their keys, and again under the
-   locks: a key changed in between (another writer moved the slice to another Service)
-   makes the transaction start again; the exports are checked again too (one withdrawn
-   since step 2 fails the transaction);
-4. the slices' rows by primary key; an unchanged slice writes nothing and takes no
-   revision;
-5. LAST, the revision counter (`locks.take_revisions`); then the slice rows and the
-   change rows, each slice cut to what its source serves (`importfeed`), go in one
-   `RowWriter.write`.
+   both. Under the locks ONE read answers the keys' ServiceImports, the slices' rows
+   again, their exports again and which of them the import feed withholds: a key changed
+   since step 2 (another writer moved the slice to another Service) makes the
+   transaction start again, and an export withdrawn since fails it;
+4. an unchanged slice writes nothing and takes no revision;
+5. LAST, the revision counter and, in the same statement on PostgreSQL, the slice rows
+   and the change rows, each slice cut to what its source serves (`importfeed`)
+   (`locks.take_revisions_and_write`).
+
+From the clusters' lock to COMMIT that is six round trips on PostgreSQL, the revision
+counter held over the last two (docs/benchmarks.md, fleet scale: on a busy hub every
+round trip of a transaction waits for a turn of the event loop while it holds its locks;
+`bench.write_round_trips` counts them).
 
 Single-slice PUTs and DELETEs are group-committed (`SliceBatcher`, on `batch.GroupCommit`
 as export PUTs are): the revision counter is one row every writer holds until its commit,
@@ -52,7 +57,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select, tuple_
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import codec, paging
@@ -61,12 +65,12 @@ from hub.store.context import StoreContext
 from hub.store.errors import Conflict, NotFound
 from hub.store.importchanges import ImportChanges, SliceChange, withheld_among
 from hub.store.importview import Key, Triple, importer_sees, served_ports
-from hub.store.locks import lock_clusters, lock_keys, take_revisions
+from hub.store.locks import lock_clusters, lock_keys, take_revisions_and_write
 from hub.store.results import Page
 from hub.store.revisions import change_rows, read_current_revision
 from hub.store.rows import Write
 from hub.store.synclock import SyncLocks
-from hub.store.tables import endpoint_slices, exports
+from hub.store.tables import endpoint_slices, endpoint_withdrawals, exports, service_imports
 from hub.store.usage import (
     SLICES,
     Allowance,
@@ -162,26 +166,13 @@ def _not_exported(cluster_id: str, missing: Sequence[Key]) -> Conflict:
     )
 
 
-async def _read_rows(
-    conn: AsyncConnection, ctx: StoreContext, ids: Sequence[SliceRecord]
-) -> dict[SliceRecord, RowMapping]:
-    if not ids:
-        return {}
-    columns = (endpoint_slices.c.cluster_id, endpoint_slices.c.namespace, endpoint_slices.c.name)
-    where = ctx.rows.where_in(columns, ids)
-    rows = (await conn.execute(select(endpoint_slices).where(where))).mappings().all()
-    return {(r["cluster_id"], r["namespace"], r["name"]): r for r in rows}
+_SLICE_ID = ("cluster_id", "namespace", "name")
+_EXPORT_ID = ("cluster_id", "namespace", "name")
+_WITHHELD_ID = ("cluster_id", "namespace", "service_name")
 
 
-async def _exported(
-    conn: AsyncConnection, ctx: StoreContext, triples: Sequence[Triple]
-) -> set[Triple]:
-    """Which of `triples` (cluster, namespace, Service) are exports stored now."""
-    if not triples:
-        return set()
-    columns = (exports.c.cluster_id, exports.c.namespace, exports.c.name)
-    query = select(*columns).where(ctx.rows.where_in(columns, triples))
-    return {(c, ns, name) for c, ns, name in await conn.execute(query)}
+def _triple(row: Mapping[Any, Any], last: str) -> tuple[str, str, str]:
+    return (row["cluster_id"], row["namespace"], row[last])
 
 
 async def write_slices(
@@ -232,8 +223,18 @@ async def write_slices(
     def wanted_triples(ms: Sequence[SliceMutation]) -> list[Triple]:
         return sorted({(m.cluster_id, m.namespace, m.spec.service_name) for m in ms if m.spec})
 
+    # The exports and the stored slices in one read (`RowWriter.select_many`): every
+    # round trip from the clusters' lock to the commit is one the write holds its locks
+    # over, and on a busy hub each waits for a turn of the event loop.
     live = [m for m in mutations if m.record_id not in outcomes]
-    exported = await _exported(conn, ctx, wanted_triples(live))
+    exported_rows, seen_rows = await ctx.rows.select_many(
+        conn,
+        [
+            (exports, _EXPORT_ID, wanted_triples(live)),
+            (endpoint_slices, _SLICE_ID, [m.record_id for m in live]),
+        ],
+    )
+    exported = {_triple(r, "name") for r in exported_rows}
     for m in live:
         if m.spec is not None and (m.cluster_id, m.namespace, m.spec.service_name) not in exported:
             outcomes[m.record_id] = _not_exported(
@@ -241,38 +242,46 @@ async def write_slices(
             )
     live = [m for m in live if m.record_id not in outcomes]
     live_ids = [m.record_id for m in live]
-    seen = await _read_rows(conn, ctx, live_ids)
+    still = set(live_ids)
+    seen = {i: r for r in seen_rows if (i := _triple(r, "name")) in still}
     wanted = wanted_triples(live)
     keys = sorted(
         {(ns, name) for _, ns, name in wanted}
         | {(r["namespace"], r["service_name"]) for r in seen.values()}
     )
-    locked = await lock_keys(conn, ctx, keys)
-    # Read again under the locks (on SQLite nothing can have moved: BEGIN IMMEDIATE held
-    # the only writer lock all along, and this read is an in-process call).
-    current = await _read_rows(conn, ctx, live_ids)
+    await lock_keys(conn, ctx, keys, read=False)
+    # Read again under the locks, in one read: the keys' ServiceImports, the slices, their
+    # exports (none can go under the key locks: was one withdrawn since?) and which of them
+    # the import feed withholds (on SQLite nothing can have moved: BEGIN IMMEDIATE held the
+    # only writer lock all along, and these reads are in-process calls).
+    candidates = sorted({*wanted, *(_triple(r, "service_name") for r in seen.values())})
+    import_rows, current_rows, exported_rows, withheld_rows = await ctx.rows.select_many(
+        conn,
+        [
+            (service_imports, ("namespace", "name"), keys),
+            (endpoint_slices, _SLICE_ID, live_ids),
+            (exports, _EXPORT_ID, wanted),
+            (endpoint_withdrawals, _WITHHELD_ID, candidates),
+        ],
+    )
+    current = {_triple(r, "name"): r for r in current_rows}
     if any((r["namespace"], r["service_name"]) not in keys for r in current.values()):
         raise _KeysMoved
-    # Under the key locks no export of these keys can go: was one withdrawn since?
-    gone = sorted(set(wanted) - await _exported(conn, ctx, wanted))
+    gone = sorted(set(wanted) - {_triple(r, "name") for r in exported_rows})
     if gone:
         raise _not_exported(gone[0][0], [(ns, name) for _, ns, name in gone])
 
     # --- 2. the ports each cluster serves in each key's import (docs/reference.md#conflicts's
     # per-port lists), and which exports the import feed withholds (docs/reference.md#failover:
     # their slices are not imported while so), both read under the key locks
-    statuses = {k: r["status"] if r["created_at"] else None for k, r in locked.items()}
+    statuses = {
+        (r["namespace"], r["name"]): r["status"] if r["created_at"] else None for r in import_rows
+    }
     served = {key: served_ports(statuses.get(key)) for key in keys}
-    withheld = await withheld_among(
-        conn,
-        ctx,
-        sorted(
-            {
-                *wanted,
-                *((r["cluster_id"], r["namespace"], r["service_name"]) for r in current.values()),
-            }
-        ),
-    )
+    withheld = {_triple(r, "service_name") for r in withheld_rows}
+    moved = sorted({_triple(r, "service_name") for r in current.values()} - set(candidates))
+    if moved:  # a slice moved to another of the locked keys since the first read
+        withheld |= await withheld_among(conn, ctx, moved)
 
     def view_of(cluster_id: str, key: Key, spec: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]:
         return importer_sees(
@@ -374,20 +383,22 @@ async def write_slices(
     if not feed.items:
         return [outcomes[i] for i in ids], None
 
-    # --- 4. LAST: revisions, the rows with theirs, history (one unit: `RowWriter.write`) ------
-    newest = await take_revisions(conn, ctx, len(feed))
-    first = newest - len(feed) + 1
-    history, _, _ = feed.records(first)
+    # --- 4. LAST: revisions, and with them the rows, history (one statement on PostgreSQL,
+    # `locks.take_revisions_and_write`); revisions counted from 1 until they are taken
+    history, _, _ = feed.records(1, pending=True)
     for stamped in (*inserts, *updates):
         slice_record = (stamped["cluster_id"], stamped["namespace"], stamped["name"])
-        stamped["resource_version"] = first + written[slice_record]
-    await ctx.rows.write(
+        stamped["resource_version"] = 1 + written[slice_record]
+    stamped_later = ("resource_version",)
+    newest = await take_revisions_and_write(
         conn,
+        ctx,
+        len(feed),
         [
             Write.delete(endpoint_slices, deletes),
-            Write("insert", endpoint_slices, inserts),
-            Write("update", endpoint_slices, updates),
-            change_rows(history),
+            Write("insert", endpoint_slices, inserts, relative=stamped_later),
+            Write("update", endpoint_slices, updates, relative=stamped_later),
+            change_rows(history, pending=True),
             usage_write(
                 Counter(),
                 difference(
@@ -397,6 +408,7 @@ async def write_slices(
             ),
         ],
     )
+    first = newest - len(feed) + 1
     for record_id, index in written.items():
         result = outcomes[record_id]
         if isinstance(result, SliceResult) and result.record is not None:

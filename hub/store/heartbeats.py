@@ -14,10 +14,14 @@ three statements, however many beats it carries (the `batch.GroupCommit` machine
 timer, a batch is what arrived while the previous one was in the database):
 
 1. lock the beating clusters' rows, sorted by name (step 1 of the store's lock order,
-   `locks`), reading each one's token hash and pending allowance. A row another
-   transaction holds (a write of that cluster's exports holds it until commit) is skipped,
-   not waited for, and its beat goes into the next batch: a beat used to wait for its own
-   cluster's writes, and one such wait must not hold up the beats of every other cluster;
+   `locks`), reading each one's token hash and pending allowance. The lock is `FOR NO KEY
+   UPDATE` (`KeyLocks.beat`), which the writes' `FOR KEY SHARE` does not conflict with: a
+   write of the cluster's exports or slices, however long it takes to commit, never holds
+   up its beat (docs/reference.md#fleet-scale: a cluster that keeps beating is never
+   judged Stale because its own writes are slow). A row another transaction holds `FOR
+   UPDATE` (the staleness sweep, a delete, a scope patch) is skipped, not waited for, and
+   its beat goes into the next batch: one such wait must not hold up the beats of every
+   other cluster;
 2. one UPDATE of all of them (an executemany: last heartbeat, agent version, import counts,
    held withdrawal, the one-shot allowance taken, the invalid-export report when sent);
 3. the withheld endpoints of those clusters, usually none; a Stale cluster's are given
@@ -150,10 +154,8 @@ class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | _Busy | None"]):
                 .where(clusters.c.name.in_(names), clusters.c.deleting.is_(False))
                 .order_by(clusters.c.name)
             )
-            rows = {
-                r.name: r
-                for r in await conn.execute(self._ctx.locks.exclusive_unlocked(query, of=clusters))
-            }
+            free = self._ctx.locks.beat(query, of=clusters, skip_locked=True)
+            rows = {r.name: r for r in await conn.execute(free)}
             if len(rows) < len(names):
                 # Left out: not registered, or held by another transaction (a write of the
                 # cluster's exports): those beats wait for the next batch, not this one.
@@ -167,7 +169,8 @@ class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | _Busy | None"]):
                 waiting = sorted(busy & {m.cluster for m in mutations if m.patient})
                 if waiting:
                     query = query.where(clusters.c.name.in_(waiting))
-                    for r in await conn.execute(self._ctx.locks.exclusive(query, of=clusters)):
+                    wait = self._ctx.locks.beat(query, of=clusters, skip_locked=False)
+                    for r in await conn.execute(wait):
                         rows[r.name] = r
                         busy.discard(r.name)
             plain: list[dict[str, Any]] = []

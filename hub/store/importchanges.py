@@ -63,6 +63,7 @@ from hub.store.importview import (
 )
 from hub.store.locks import KeyRow
 from hub.store.revisions import ChangeRecord
+from hub.store.rows import PENDING_REVISION
 from hub.store.tables import endpoint_slices, endpoint_withdrawals
 from shared import constants
 from shared.timefmt import utcnow
@@ -123,22 +124,27 @@ class ImportChanges:
         return len(self.items)
 
     def records(
-        self, first: int
+        self, first: int, *, pending: bool = False
     ) -> tuple[list[tuple[int, ChangeRecord]], dict[Key, int], list[dict[str, Any]]]:
         """With revisions from `first` on: the history rows, each ServiceImport's revision,
         and the `endpoint_slices` rows to update with theirs (re-sent slices). Each row carries the
-        time of this write (`mcsync.io/changed-at`): the transaction commits right after."""
+        time of this write (`mcsync.io/changed-at`): the transaction commits right after.
+
+        `pending`: the revisions are not taken yet (`locks.take_revisions_and_write`):
+        `first` counts from 1 and each text holds `PENDING_REVISION` where its revision
+        goes (write the rows with `change_rows(…, pending=True)` and `relative` stamps)."""
         changed_at = utcnow()
         history: list[tuple[int, ChangeRecord]] = []
         import_revisions: dict[Key, int] = {}
         stamps: dict[Triple, dict[str, Any]] = {}
         for offset, item in enumerate(self.items):
             rev = first + offset
+            shown: int | str = PENDING_REVISION if pending else rev
             if isinstance(item, ImportChange):
                 text = import_text(
                     namespace=item.namespace,
                     name=item.name,
-                    resource_version=rev,
+                    resource_version=shown,
                     created_at=item.created_at,
                     spec_text=item.spec_text,
                     status_text=item.status_text,
@@ -160,7 +166,7 @@ class ImportChanges:
                 text = slice_text(
                     namespace=item.namespace,
                     name=item.name,
-                    resource_version=rev,
+                    resource_version=shown,
                     created_at=item.created_at,
                     spec=item.view,
                     changed_at=changed_at,

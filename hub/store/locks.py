@@ -4,10 +4,20 @@ THE LOCK ORDER. Every write transaction of the store (export PUT, DELETE, annota
 patch, sync batch, cluster withdrawal, slice write) takes its locks in this order, and
 only in it:
 
-1. **Clusters**, sorted by name, `FOR SHARE` (`lock_clusters`). It conflicts with the
-   UPDATE that marks a cluster deleting, so a cluster delete waits for every in-flight
-   write of that cluster, and every write after it sees `deleting` and is refused.
-   Without it a PUT racing a cluster delete could leave an export nobody withdraws.
+1. **Clusters**, sorted by name, `FOR KEY SHARE` (`lock_clusters`). It conflicts with the
+   `FOR UPDATE` a cluster delete takes before it marks the cluster deleting, so a delete
+   waits for every in-flight write of that cluster, and every write after it sees
+   `deleting` and is refused. Without it a PUT racing a cluster delete could leave an
+   export nobody withdraws. Every other change of the row that a write must not race
+   (the staleness sweep, a scope patch, a reported property) takes `FOR UPDATE` too.
+
+   It does NOT conflict with a heartbeat, which takes the row `FOR NO KEY UPDATE`
+   (`KeyLocks.beat`) and changes no key column: a write holds its cluster's row until
+   commit, which on a starved hub is seconds, and a cluster that keeps beating must not
+   miss its TTL behind its own writes (docs/reference.md#fleet-scale). What a write reads
+   in the row (scope, `deleting`, the last heartbeat for its answer's cluster state) is
+   what it read when it locked it; a beat committing meanwhile changes none of what the
+   write decides by.
 2. **Service keys** (`lock_keys`): one lock per key, taken in the sorted order of the
    keys' lock numbers (below). Every row a write then touches — the key's exports, their
    slices, the ServiceImport itself — is reached through a locked key, so two writers of
@@ -67,7 +77,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from hub.store.errors import NotFound
 from hub.store.notify import CHANNEL
 from hub.store.revisions import allocate_revisions, prune_history
-from hub.store.rows import PostgresRows, SQLiteRows, fetch
+from hub.store.rows import PostgresRows, SQLiteRows, Write, fetch
 from hub.store.tables import REVISION_ROW_ID, clusters, service_imports
 from hub.store.tables import revision as revision_table
 from hub.store.usage import EXPORTS, SLICES, usage_column
@@ -95,19 +105,31 @@ class KeyLocks(Protocol):
         first step, which excludes every write of that cluster (step 1 of the writes)."""
         ...
 
-    def exclusive_unlocked(self, query: Select[Any], *, of: Table) -> Select[Any]:
-        """`exclusive`, answering only the rows no other transaction holds (the rest are
-        left out, not waited for): the heartbeat batch's, so that one cluster whose export
-        write holds its row does not hold up the beats of every other cluster."""
+    def beat(self, query: Select[Any], *, of: Table, skip_locked: bool) -> Select[Any]:
+        """`query` holding its rows of `of` until commit as a heartbeat does: against the
+        sweep, a delete and another beat (`FOR UPDATE` takers), never against the writes
+        (step 1 above). `skip_locked`: answer only the rows no other transaction holds (the
+        rest are left out, not waited for), so that one cluster whose row is held (a
+        delete, the sweep) does not hold up the beats of every other cluster."""
         ...
 
-    async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, KeyRow]:
+    async def keys(
+        self, conn: AsyncConnection, keys: Sequence[Key], *, read: bool = True
+    ) -> dict[Key, KeyRow]:
         """Lock `keys` until commit (step 2); answers the ServiceImport rows they have
-        (a key without one is absent)."""
+        (a key without one is absent). `read=False`: lock only, answer nothing (the caller
+        reads the rows with its own reads after the lock, `RowWriter.select_many`)."""
         ...
 
     async def revisions(self, conn: AsyncConnection, *, count: int, history_limit: int) -> int:
         """Take `count` revisions (step 3); answers the newest."""
+        ...
+
+    async def revisions_with(
+        self, conn: AsyncConnection, *, count: int, history_limit: int, writes: Sequence[Write]
+    ) -> int:
+        """Take `count` revisions (step 3) and write `writes` with them (`Write.relative`);
+        on PostgreSQL in one statement. Answers the newest."""
         ...
 
     async def selection(self, conn: AsyncConnection) -> None:
@@ -175,25 +197,43 @@ class PostgresLocks:
     concurrent_writers = 2
 
     def share(self, query: Select[Any]) -> Select[Any]:
-        return query.with_for_update(read=True)
+        return query.with_for_update(read=True, key_share=True)  # FOR KEY SHARE
 
     def exclusive(self, query: Select[Any], *, of: Table) -> Select[Any]:
         return query.with_for_update(of=of)
 
-    def exclusive_unlocked(self, query: Select[Any], *, of: Table) -> Select[Any]:
-        return query.with_for_update(of=of, skip_locked=True)
+    def beat(self, query: Select[Any], *, of: Table, skip_locked: bool) -> Select[Any]:
+        # FOR NO KEY UPDATE [SKIP LOCKED]
+        return query.with_for_update(of=of, key_share=True, skip_locked=skip_locked)
 
-    async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, KeyRow]:
+    async def keys(
+        self, conn: AsyncConnection, keys: Sequence[Key], *, read: bool = True
+    ) -> dict[Key, KeyRow]:
         if not keys:
             return {}
         numbers = sorted({key_lock_number(key) for key in keys})  # not key order: see above
         await fetch(conn, _TAKE_KEY_LOCKS, numbers, SELECTION_LOCK_NUMBER)
+        if not read:
+            return {}
         found = await _POSTGRES_ROWS.select_in(conn, service_imports, ("namespace", "name"), keys)
         return {(r["namespace"], r["name"]): r for r in found}
 
     async def revisions(self, conn: AsyncConnection, *, count: int, history_limit: int) -> int:
         (row,) = await fetch(conn, _TAKE_REVISIONS, count, REVISION_ROW_ID)
         newest = int(row["value"])
+        await prune_history(conn, newest=newest, count=count, history_limit=history_limit)
+        return newest
+
+    async def revisions_with(
+        self, conn: AsyncConnection, *, count: int, history_limit: int, writes: Sequence[Write]
+    ) -> int:
+        newest = await _POSTGRES_ROWS.write_with_revisions(
+            conn, writes, count=count, counter=_TAKE_REVISIONS, counter_args=[REVISION_ROW_ID]
+        )
+        if newest is None:  # rows for COPY: the revisions first, then the rows
+            newest = await self.revisions(conn, count=count, history_limit=history_limit)
+            await _POSTGRES_ROWS.write(conn, [w.resolved(newest - count + 1) for w in writes])
+            return newest
         await prune_history(conn, newest=newest, count=count, history_limit=history_limit)
         return newest
 
@@ -217,11 +257,13 @@ class SQLiteLocks:
     def exclusive(self, query: Select[Any], *, of: Table) -> Select[Any]:
         return query
 
-    def exclusive_unlocked(self, query: Select[Any], *, of: Table) -> Select[Any]:
+    def beat(self, query: Select[Any], *, of: Table, skip_locked: bool) -> Select[Any]:
         return query
 
-    async def keys(self, conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, KeyRow]:
-        if not keys:
+    async def keys(
+        self, conn: AsyncConnection, keys: Sequence[Key], *, read: bool = True
+    ) -> dict[Key, KeyRow]:
+        if not keys or not read:
             return {}
         where = _SQLITE_ROWS.where_in((service_imports.c.namespace, service_imports.c.name), keys)
         rows = (await conn.execute(select(service_imports).where(where))).mappings().all()
@@ -229,6 +271,13 @@ class SQLiteLocks:
 
     async def revisions(self, conn: AsyncConnection, *, count: int, history_limit: int) -> int:
         return await allocate_revisions(conn, count=count, history_limit=history_limit)
+
+    async def revisions_with(
+        self, conn: AsyncConnection, *, count: int, history_limit: int, writes: Sequence[Write]
+    ) -> int:
+        newest = await self.revisions(conn, count=count, history_limit=history_limit)
+        await _SQLITE_ROWS.write(conn, [w.resolved(newest - count + 1) for w in writes])
+        return newest
 
     async def sweep(self, conn: AsyncConnection) -> bool:
         return True  # BEGIN IMMEDIATE holds the only writer lock
@@ -284,17 +333,35 @@ async def lock_cluster(conn: AsyncConnection, ctx: StoreContext, cluster_id: str
 
 
 async def lock_keys(
-    conn: AsyncConnection, ctx: StoreContext, keys: Sequence[Key]
+    conn: AsyncConnection, ctx: StoreContext, keys: Sequence[Key], *, read: bool = True
 ) -> dict[Key, KeyRow]:
     """Step 2: lock `keys` (in the back end's order); answers the ServiceImport rows they
     have, as read under the locks. A key without a row is absent; a leftover lock row of
-    an older hub (`created_at` NULL) is answered, and readers treat it as absent."""
-    return await ctx.locks.keys(conn, sorted(set(keys)))
+    an older hub (`created_at` NULL) is answered, and readers treat it as absent.
+    `read=False`: lock only (the caller reads them in its own first read after the lock)."""
+    return await ctx.locks.keys(conn, sorted(set(keys)), read=read)
 
 
 async def take_revisions(conn: AsyncConnection, ctx: StoreContext, count: int) -> int:
     """Step 3, LAST: take `count` revisions; answers the newest."""
     return await ctx.locks.revisions(conn, count=count, history_limit=ctx.history_limit)
+
+
+async def take_revisions_and_write(
+    conn: AsyncConnection, ctx: StoreContext, count: int, writes: Sequence[Write]
+) -> int:
+    """Step 3, LAST, with the write's rows: take `count` revisions and write `writes`
+    with them (their `relative` columns count from the first taken, `Write`); answers the
+    newest. On PostgreSQL one statement takes the counter's row and writes the rows, so a
+    writer holds the row every writer queues on over that statement and its COMMIT only,
+    not over a round trip more (docs/benchmarks.md, fleet scale). The main query reads
+    the counter's part, so PostgreSQL runs it first and the parts that write rows after it
+    (the rows' locks are still taken only while the counter is held)."""
+    if count <= 0:
+        raise ValueError("a write takes at least one revision")
+    return await ctx.locks.revisions_with(
+        conn, count=count, history_limit=ctx.history_limit, writes=writes
+    )
 
 
 async def lock_selection_exclusive(conn: AsyncConnection, ctx: StoreContext) -> None:

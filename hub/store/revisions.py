@@ -16,8 +16,13 @@ commit with a revision ≤ N appear behind it, and "resume from N" is exact. Wri
 revisions as late as they can, after locking, reading, planning and judging
 (`hub.store.writer`, `hub.store.endpointslices`), so that only the statements writing the
 rows are serialised; taking them first would queue every key's writers behind each other
-for the whole write. On SQLite the whole transaction holds the database's single writer
-lock anyway (BEGIN IMMEDIATE), so the order is trivially the same.
+for the whole write. Those two writers take them in the very statement that writes their
+rows (`locks.take_revisions_and_write`: the counter's UPDATE is that statement's first
+part, and each row's revision is counted from 1 until then, a change row's text holding
+`rows.PENDING_REVISION` where its revision goes), so the counter is held over that
+statement and the COMMIT, not over one round trip more. On SQLite the whole transaction
+holds the database's single writer lock anyway (BEGIN IMMEDIATE), so the order is
+trivially the same.
 
 History retention: the last `history_limit` revisions are kept. Pruning runs inside the
 write whose allocation crosses a multiple of a step (so its cost is bounded and amortised)
@@ -118,9 +123,10 @@ async def prune_history(
         )
 
 
-def change_rows(records: Sequence[tuple[int, ChangeRecord]]) -> Write:
+def change_rows(records: Sequence[tuple[int, ChangeRecord]], *, pending: bool = False) -> Write:
     """The history rows of (revision, change) pairs, which the watch replays; written with
-    the transaction's other rows in one `RowWriter.write`."""
+    the transaction's other rows in one `RowWriter.write`. `pending`: the revisions count
+    from 1 and each text holds `PENDING_REVISION` (`locks.take_revisions_and_write`)."""
     rows = [
         {
             "revision": rev,
@@ -133,6 +139,10 @@ def change_rows(records: Sequence[tuple[int, ChangeRecord]]) -> Write:
         }
         for rev, rec in records
     ]
+    if pending:
+        return Write(
+            "insert", changes, rows, relative=("revision",), spliced=(("object", "revision"),)
+        )
     return Write("insert", changes, rows)
 
 

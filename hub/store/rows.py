@@ -31,6 +31,18 @@ its rows. The parts never touch the same row (a write changes each record
 once, and a key either keeps exports and has its ServiceImport upserted, or has none left
 and has it deleted), which is what PostgreSQL requires of parts sharing one snapshot.
 
+The revision counter can be the first part of that statement (`write_with_revisions`,
+reached through `locks.take_revisions_and_write`): the rows then carry revisions counted
+from 1 (`Write.relative`) and texts holding `PENDING_REVISION` where their revision goes
+(`Write.spliced`), and the statement adds the counter's value. A writer then holds the
+counter, which every writer queues on, over that statement and its COMMIT only. A write
+with rows for COPY takes the revisions first, as before (a sync's batch: one round trip
+more is nothing beside its rows).
+
+Reads after a lock are joined the same way (`select_many`): the rows of several tables by
+their keys in one statement, one array of row records per table, which asyncpg decodes
+by column name (a write's reads after its key locks were three or four round trips).
+
 On PostgreSQL these statements, and `select_in`'s lookup of many keys, go to asyncpg's own
 connection under the caller's SQLAlchemy one once its transaction has begun there (as
 COPY must anyway): they join that transaction, and skip SQLAlchemy's per-statement work,
@@ -46,6 +58,7 @@ order in which a statement meets its rows cannot deadlock.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -73,6 +86,17 @@ from hub.store.tables import UTCDateTime
 
 Row = Mapping[str, Any]
 
+# Where a row's revision goes in a text written before the revision is known (`Write`):
+# a token no stored text holds (random per process; `splice` checks it is there once).
+PENDING_REVISION = f"pending-revision-{secrets.token_hex(16)}"
+
+
+def splice(text: str, revision: int) -> str:
+    """`text` with its one `PENDING_REVISION` replaced by `revision`."""
+    if text.count(PENDING_REVISION) != 1:
+        raise ValueError("a text written before its revision holds the pending mark once")
+    return text.replace(PENDING_REVISION, str(revision))
+
 
 @dataclass(frozen=True)
 class Write:
@@ -83,6 +107,26 @@ class Write:
     op: Literal["insert", "update", "upsert", "delete", "add"]
     table: Table
     rows: Sequence[Row]
+    # Written with the revisions they are taken with (`RowWriter.write_with_revisions`):
+    # `relative` columns hold a revision counted from 1 (the first the write takes), and
+    # each `spliced` (text column, relative column) pair's text holds `PENDING_REVISION`
+    # once, where that row's revision goes.
+    relative: tuple[str, ...] = ()
+    spliced: tuple[tuple[str, str], ...] = ()
+
+    def resolved(self, first: int) -> Write:
+        """This write with its revisions known: `first` is the first the write took."""
+        if not self.relative:
+            return self
+        rows = []
+        for row in self.rows:
+            out = dict(row)
+            for column in self.relative:
+                out[column] = row[column] + first - 1
+            for text, column in self.spliced:
+                out[text] = splice(row[text], out[column])
+            rows.append(out)
+        return Write(self.op, self.table, rows)
 
     @classmethod
     def delete(cls, table: Table, keys: Sequence[tuple[Any, ...]]) -> Write:
@@ -109,6 +153,13 @@ class RowWriter(Protocol):
         them may touch the same row, so the order they run in does not matter."""
         ...
 
+    async def select_many(
+        self, conn: AsyncConnection, lookups: Sequence[Lookup]
+    ) -> list[Sequence[Mapping[Any, Any]]]:
+        """`select_in` of each lookup (table, key columns, keys), answered in their order;
+        on PostgreSQL in one statement (one round trip however many tables)."""
+        ...
+
     def where_in(
         self, columns: Sequence[ColumnElement[Any]], rows: Sequence[tuple[str, ...]]
     ) -> ColumnElement[bool]:
@@ -132,6 +183,10 @@ class RowWriter(Protocol):
     ) -> None:
         """Delete the rows whose primary keys (in the table's key column order) are `keys`."""
         ...
+
+
+# (table, text key columns, keys): one `select_in` of a `select_many`.
+Lookup = tuple[Table, Sequence[str], Sequence[tuple[str, ...]]]
 
 
 def primary_key(table: Table) -> tuple[str, ...]:
@@ -189,18 +244,37 @@ def _typed(table: Table, columns: tuple[str, ...]) -> Columns:
 
 
 @cache
-def _statement(op: str, table: Table, columns: Columns, first: int) -> str:
-    """The SQL of one `Write`, its arrays bound as `$first`, `$first + 1`, …"""
+def _statement(
+    op: str,
+    table: Table,
+    columns: Columns,
+    first: int,
+    relative: tuple[str, ...] = (),
+    spliced: tuple[tuple[str, str], ...] = (),
+    base: str = "",
+) -> str:
+    """The SQL of one `Write`, its arrays bound as `$first`, `$first + 1`, … With `base`
+    (an expression: the revision before the first the write takes), its `relative`
+    columns are counted from it and its `spliced` texts get their rows' revisions."""
     rows = _unnest(columns, first)
     keys = primary_key(table)
     where = " AND ".join(f"{table.name}.{key} = v.{key}" for key in keys)
+    texts = dict(spliced)
+
+    def value(name: str) -> str:
+        if name in relative:
+            return f"v.{name} + {base}"
+        if name in texts:
+            return f"replace(v.{name}, '{PENDING_REVISION}', (v.{texts[name]} + {base})::text)"
+        return f"v.{name}"
+
     if op == "delete":
         return f"DELETE FROM {table.name} USING {rows} WHERE {where}"
     if op == "update":
-        sets = ", ".join(f"{name} = v.{name}" for name, _ in columns if name not in keys)
+        sets = ", ".join(f"{name} = {value(name)}" for name, _ in columns if name not in keys)
         return f"UPDATE {table.name} SET {sets} FROM {rows} WHERE {where}"
     names = ", ".join(name for name, _ in columns)
-    values = ", ".join(f"v.{name}" for name, _ in columns)
+    values = ", ".join(value(name) for name, _ in columns)
     insert = f"INSERT INTO {table.name} ({names}) SELECT {values} FROM {rows}"
     if op == "insert":
         return insert
@@ -223,6 +297,36 @@ def _together(parts: tuple[str, ...]) -> str:
         return parts[0]
     steps = ", ".join(f"w{i} AS ({part})" for i, part in enumerate(parts))
     return f"WITH {steps} SELECT 1"
+
+
+@cache
+def _with_revisions(counter: str, parts: tuple[str, ...]) -> str:
+    """One statement taking the revisions (`counter`: an UPDATE … RETURNING value whose
+    parameters are `$1`, the count, and `$2`) and writing `parts`, which read the revision
+    before the first taken as `(SELECT value - $1 FROM r)`; answers the newest."""
+    steps = "".join(f", w{i} AS ({part})" for i, part in enumerate(parts))
+    return f"WITH r AS ({counter}){steps} SELECT value FROM r"
+
+
+REVISION_BASE = "(SELECT value - $1 FROM r)"
+
+
+@cache
+def _select_many(lookups: tuple[tuple[Table, tuple[str, ...]], ...]) -> str:
+    """One row: for each (table, key columns), an array of the table's rows whose key
+    columns are one of the unnested arrays' rows (asyncpg decodes each element as a record
+    by column name)."""
+    selects = []
+    first = 1
+    for index, (table, columns) in enumerate(lookups):
+        names = ", ".join(columns)
+        arrays = ", ".join(f"${first + i}::TEXT[]" for i in range(len(columns)))
+        first += len(columns)
+        selects.append(
+            f"ARRAY(SELECT x FROM {table.name} AS x WHERE ({names}) IN "
+            f"(SELECT * FROM unnest({arrays}))) AS r{index}"
+        )
+    return f"SELECT {', '.join(selects)}"
 
 
 @cache
@@ -300,7 +404,7 @@ class PostgresRows:
     async def write(self, conn: AsyncConnection, writes: Sequence[Write]) -> None:
         driver = await _driver(conn)
         parts: list[str] = []
-        args: list[list[Any]] = []
+        args: list[Any] = []
         for w in writes:
             if not w.rows:
                 continue
@@ -313,6 +417,62 @@ class PostgresRows:
         if not parts:
             return
         await _run(conn, driver, _together(tuple(parts)), args)
+
+    async def write_with_revisions(
+        self,
+        conn: AsyncConnection,
+        writes: Sequence[Write],
+        *,
+        count: int,
+        counter: str,
+        counter_args: Sequence[Any],
+    ) -> int | None:
+        """`writes` in ONE statement with `counter` (the revision counter's UPDATE, `$1`
+        the count): the revision row is taken by the statement that writes the rows, so a
+        write holds it over that statement and its COMMIT only. None (nothing done) when a
+        write is for COPY (many rows): the caller takes the revisions first."""
+        if any(w.op == "insert" and len(w.rows) >= COPY_MIN_ROWS for w in writes):
+            return None
+        parts: list[str] = []
+        args: list[Any] = [count, *counter_args]
+        for w in writes:
+            if not w.rows:
+                continue
+            columns = _typed(w.table, _columns_of(w.rows))
+            for text, _ in w.spliced:  # fail before anything is written
+                for row in w.rows:
+                    if row[text].count(PENDING_REVISION) != 1:
+                        raise ValueError("a text written before its revision holds the mark once")
+            parts.append(
+                _statement(
+                    w.op,
+                    w.table,
+                    columns,
+                    len(args) + 1,
+                    w.relative,
+                    w.spliced,
+                    REVISION_BASE if w.relative else "",
+                )
+            )
+            args.extend(_arrays(columns, w.rows))
+        rows = await fetch(conn, _with_revisions(counter, tuple(parts)), *args)
+        return int(rows[0]["value"])
+
+    async def select_many(
+        self, conn: AsyncConnection, lookups: Sequence[Lookup]
+    ) -> list[Sequence[Mapping[Any, Any]]]:
+        wanted = [(i, lookup) for i, lookup in enumerate(lookups) if lookup[2]]
+        out: list[Sequence[Mapping[Any, Any]]] = [[] for _ in lookups]
+        if not wanted:
+            return out
+        shape = tuple((table, tuple(columns)) for _, (table, columns, _) in wanted)
+        args: list[list[str]] = []
+        for _, (_, columns, keys) in wanted:
+            args.extend([key[i] for key in keys] for i in range(len(columns)))
+        (row,) = await fetch(conn, _select_many(shape), *args)
+        for position, (index, _) in enumerate(wanted):
+            out[index] = row[f"r{position}"]
+        return out
 
     async def select_in(
         self,
@@ -362,6 +522,11 @@ class SQLiteRows:
             return []
         where = self.where_in([table.c[name] for name in columns], keys)
         return (await conn.execute(select(table).where(where))).mappings().all()
+
+    async def select_many(
+        self, conn: AsyncConnection, lookups: Sequence[Lookup]
+    ) -> list[Sequence[Mapping[Any, Any]]]:
+        return [await self.select_in(conn, t, columns, keys) for t, columns, keys in lookups]
 
     async def write(self, conn: AsyncConnection, writes: Sequence[Write]) -> None:
         for w in writes:  # in-process calls: nothing to gain by joining them

@@ -15,6 +15,7 @@ that `writer.write_exports` reads as the plan and nothing else:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 from hub.store import codec
 from hub.store.mutations import Entry, Mutation, Plan
 from hub.store.revisions import ChangeRecord
+from hub.store.rows import PENDING_REVISION
 from hub.store.verdicts import Change
 from shared.models import (
     Condition,
@@ -43,19 +45,33 @@ class StampedRows:
     stamps: list[Row] = field(default_factory=list)  # records re-judged: a new verdict only
 
 
-def stamp(p: Plan, changes: Sequence[Change], first: int, *, answer_records: bool) -> StampedRows:
+def stamp(
+    p: Plan,
+    changes: Sequence[Change],
+    first: int,
+    *,
+    answer_records: bool,
+    pending: bool = False,
+) -> StampedRows:
     """Each change's rows, the changes taking revisions `first`, `first + 1`, … in order.
 
     With `answer_records=False` no model is built for a changed record (a sync only counts
-    its results, and a model per record was a tenth of its time)."""
+    its results, and a model per record was a tenth of its time). `pending`: the revisions
+    are not taken yet (`locks.take_revisions_and_write`): `first` counts from 1, each text
+    holds `PENDING_REVISION` where its revision goes, and `settle` gives the models
+    theirs once taken."""
     out = StampedRows()
     for rev, change in enumerate(changes, start=first):
         cid, ns, name = change.rid
+        shown: int | str = PENDING_REVISION if pending else rev
         entry, condition = change.entry, change.condition
         if entry is None or condition is None:  # a withdrawal keeps the record's last state
             gone = codec.export_model(p.withdrawn[change.rid])
-            gone.metadata.resource_version = str(rev)
-            out.history.append((rev, ChangeRecord("DELETED", cid, ns, name, gone)))
+            gone.metadata.resource_version = str(shown)
+            record = ChangeRecord("DELETED", cid, ns, name, gone)
+            if pending:  # its text now, with the mark; the model gets its revision later
+                record = dataclasses.replace(record, text=record.object_text())
+            out.history.append((rev, record))
             continue
         condition_text = codec.condition_to_text(condition)
         row_id = {"cluster_id": cid, "namespace": ns, "name": name}
@@ -77,7 +93,7 @@ def stamp(p: Plan, changes: Sequence[Change], first: int, *, answer_records: boo
         text = codec.export_text(
             namespace=ns,
             name=name,
-            resource_version=rev,
+            resource_version=shown,
             created_at=entry.created_at,
             annotations_text=entry.annotations_text,
             spec_text=entry.spec_text,
@@ -86,6 +102,14 @@ def stamp(p: Plan, changes: Sequence[Change], first: int, *, answer_records: boo
         model = _model(entry, condition, rev) if answer_records else None
         out.history.append((rev, ChangeRecord(change.type, cid, ns, name, model, text=text)))
     return out
+
+
+def settle(history: Sequence[tuple[int, ChangeRecord]], before: int) -> None:
+    """The models of `stamp(…, pending=True)`'s history with their revisions, now taken:
+    `before` is the revision before the first the write took."""
+    for rev, record in history:
+        if record.object is not None:
+            record.object.metadata.resource_version = str(before + rev)
 
 
 def _model(entry: Entry, condition: Condition, rev: int) -> InternalServiceExport:

@@ -58,7 +58,7 @@ Kind = tuple[str, str, str]
 
 def usage_column(kind: Kind) -> ColumnElement[Any]:
     """The cluster's current count of `kind`, as a column of a query over `clusters` (a
-    scalar subquery by primary key: no join, so a `FOR SHARE` locks the cluster alone)."""
+    scalar subquery by primary key: no join, so a `FOR KEY SHARE` locks the cluster alone)."""
     column = cluster_usage.c[kind[0]]
     return (
         select(column)

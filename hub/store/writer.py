@@ -6,19 +6,24 @@ of `Mutation`s given to `write_exports` inside the caller's transaction (the cal
 locked the clusters, `locks.lock_clusters`). The plan, step by step:
 
 1. **Lock** the keys (`locks.lock_keys`; the order is `locks`' docstring).
-2. **Read** every export of those keys with ONE indexed query, and **plan** the mutations
-   against them (`mutations.plan`): which are real, and each affected key's exports as
-   they will be, in precedence order.
+2. **Read** the keys' ServiceImports and every export of those keys with ONE statement
+   (`RowWriter.select_many`), and **plan** the mutations against them (`mutations.plan`):
+   which are real, and each affected key's exports as they will be, in precedence order.
 3. **Judge** each affected key (`verdicts`): every record written, and every other export
    whose condition now reads differently, takes a revision; the ServiceImports whose
    documents change are stored; the import feed learns what the write does to it
    (`importchanges.follow_exports`).
-4. **Revisions**, LAST of the locks (`locks.take_revisions`): one per change, the import
-   feed's first, so export records keep their transaction's newest revisions.
-5. **Write each row once**, verdict and revision included (`stamps` builds them,
-   `ctx.rows.write` sends them all in one statement on PostgreSQL): the records, the
-   change rows, the ServiceImports. The verdict is known before the insert, so no row is
-   written and then stamped.
+4. **Revisions**, LAST of the locks: one per change, the import feed's first, so export
+   records keep their transaction's newest revisions; and in the same statement
+   (`locks.take_revisions_and_write`)
+5. **each row written once**, verdict and revision included (`stamps` builds them with
+   the revisions counted from 1, the statement adds the counter's value): the records,
+   the change rows, the ServiceImports. The verdict is known before the insert, so no
+   row is written and then stamped.
+
+From the clusters' lock to COMMIT that is five round trips on PostgreSQL (clusters, keys,
+the read, the revisions with the rows, COMMIT), the revision counter held over the last
+two (docs/benchmarks.md, fleet scale; `bench.write_round_trips` counts them).
 
 Cost is proportional to the number of keys written and the exports of those keys; no
 statement scans the table.
@@ -37,7 +42,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from hub.store import importchanges, stamps
 from hub.store.context import StoreContext
 from hub.store.errors import StoreError
-from hub.store.locks import Key, lock_keys, take_revisions
+from hub.store.locks import Key, lock_keys, take_revisions_and_write
 from hub.store.mutations import Mutation, MutationResult, plan
 from hub.store.revisions import change_rows
 from hub.store.rows import Write
@@ -75,8 +80,9 @@ async def write_exports(
     if len({m.record_id for m in mutations}) != len(mutations):
         raise ValueError("a write may change each export only once")
     keys = sorted({m.key for m in mutations})
-    before = await lock_keys(conn, ctx, keys)  # 1.
-    stored = await _read_keys(conn, ctx, keys)  # 2.
+    await lock_keys(conn, ctx, keys, read=False)  # 1.
+    stored_imports, stored = await _read_keys(conn, ctx, keys)  # 2.
+    before = {(r["namespace"], r["name"]): r for r in stored_imports}
     states = cluster_states or {}
     refused = _over_quota(mutations, stored, quota) if quota is not None else {}
     live = [m for i, m in enumerate(mutations) if i not in refused] if refused else mutations
@@ -92,26 +98,31 @@ async def write_exports(
     feed = await importchanges.follow_exports(
         conn, ctx, written=p.written, before=before, upserts=imports, deletes=p.empty
     )
-    newest = await take_revisions(conn, ctx, len(feed) + len(changes))  # 4.
-    first = newest - len(changes) + 1
-    feed_history, import_revisions, slice_stamps = feed.records(first - len(feed))
-    rows = stamps.stamp(p, changes, first, answer_records=answer_records)  # 5.
+    # 4. and 5.: revisions counted from 1 (the import feed's first) until they are taken,
+    # by the one statement that writes the rows with them on PostgreSQL
+    count = len(feed) + len(changes)
+    feed_history, import_revisions, slice_stamps = feed.records(1, pending=True)
+    rows = stamps.stamp(p, changes, len(feed) + 1, answer_records=answer_records, pending=True)
     for row in imports:
-        row["resource_version"] = import_revisions.get((row["namespace"], row["name"]), newest)
-    await ctx.rows.write(
+        row["resource_version"] = import_revisions.get((row["namespace"], row["name"]), count)
+    later = ("resource_version",)
+    newest = await take_revisions_and_write(
         conn,
+        ctx,
+        count,
         [
             Write.delete(exports, list(p.withdrawn)),
-            Write("insert", exports, rows.inserts),
-            Write("update", exports, rows.updates),
-            Write("update", exports, rows.stamps),
-            change_rows([*feed_history, *rows.history]),
-            Write("update", endpoint_slices, slice_stamps),
+            Write("insert", exports, rows.inserts, relative=later),
+            Write("update", exports, rows.updates, relative=later),
+            Write("update", exports, rows.stamps, relative=later),
+            change_rows([*feed_history, *rows.history], pending=True),
+            Write("update", endpoint_slices, slice_stamps, relative=later),
             Write.delete(service_imports, p.empty),
-            Write("upsert", service_imports, imports),
+            Write("upsert", service_imports, imports, relative=later),
             _usage(p.written, feed.deleted_slices),
         ],
     )
+    stamps.settle(rows.history, newest - count)
     stamps.answer(mutations, p, rows.history, states)  # p.results: one per mutation
     return WriteOutcome(p.results, newest)
 
@@ -158,6 +169,16 @@ def _usage(written: Mapping[tuple[str, str, str], str], slices: Counter[str]) ->
 
 async def _read_keys(
     conn: AsyncConnection, ctx: StoreContext, keys: Sequence[Key]
-) -> Sequence[Mapping[str, Any]]:
-    """Every export of `keys` (`ix_exports_key_precedence`), the written records among them."""
-    return await ctx.rows.select_in(conn, exports, ("namespace", "name"), keys)
+) -> tuple[Sequence[Mapping[Any, Any]], Sequence[Mapping[Any, Any]]]:
+    """Under the keys' locks, in one read (`RowWriter.select_many`): their ServiceImport
+    rows, and every export of them (`ix_exports_key_precedence`), the written records
+    among them. Each round trip after the first lock is one the write holds its locks
+    over (docs/benchmarks.md, fleet scale)."""
+    imports, stored = await ctx.rows.select_many(
+        conn,
+        [
+            (service_imports, ("namespace", "name"), keys),
+            (exports, ("namespace", "name"), keys),
+        ],
+    )
+    return imports, stored

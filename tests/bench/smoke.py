@@ -78,6 +78,10 @@ BENCHMARKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("postgresql",),
         ("cold_start", "restart_repair", "idle", "agent_peak_rss_mib"),
     ),
+    "write_round_trips": (
+        ("postgresql",),
+        ("paths", "writes"),
+    ),
     "stalled_watches": (
         ("sqlite",),
         ("without_watches", "with_stalled_watches", "rss_kib_per_stalled_watch"),
@@ -107,7 +111,7 @@ BENCHMARKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 GROUPS: dict[str, tuple[str, ...]] = {
     "hub": (
         "put_throughput", "sync_throughput", "growth", "scale", "endpoint_churn",
-        "slice_growth", "import_fanout", "stalled_watches",
+        "slice_growth", "import_fanout", "stalled_watches", "write_round_trips",
     ),
     "agents": ("e2e_agents", "agent_scale", "import_latency", "import_scale", "failover"),
     "fleet": ("selection", "selection_fleet", "fleet_scale", "console"),

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from hub.store.locks import lock_clusters, lock_keys
 from hub.store.tables import clusters
 from shared.models import HeartbeatResponse
+from shared.timefmt import utcnow
 from shared.version import __version__
 from tests.hub.test_api_support import ADMIN, Hub, running_hub
 
@@ -117,16 +120,17 @@ async def test_a_held_withdrawal_takes_the_allowance_once_through_the_fast_path(
 async def test_a_cluster_whose_row_is_held_does_not_hold_up_the_others_beats(
     hub: Hub, database_url: str
 ) -> None:
-    """A write of one cluster's exports holds its row until commit (FOR SHARE); the beats of
-    every other cluster in the same batch are answered meanwhile, and the held cluster's
-    beat once the write commits."""
+    """A transaction holding one cluster's row FOR UPDATE (the staleness sweep, a delete, a
+    scope patch) holds up that cluster's beat until commit; the beats of every other
+    cluster in the same batch are answered meanwhile, and the held cluster's beat once the
+    transaction commits."""
     if not database_url.startswith("postgresql"):
         pytest.skip("SQLite has one writer at a time: no other transaction can hold a row")
     members = await hub.register("east", "west")
     engine = hub.store.engine
     async with engine.connect() as conn, conn.begin():
         await conn.execute(
-            select(clusters.c.name).where(clusters.c.name == "east").with_for_update(read=True)
+            select(clusters.c.name).where(clusters.c.name == "east").with_for_update()
         )
         east = asyncio.create_task(
             hub.client.post(beat_path("east"), json=AGENT, headers=members["east"])
@@ -139,3 +143,72 @@ async def test_a_cluster_whose_row_is_held_does_not_hold_up_the_others_beats(
     answer = await asyncio.wait_for(east, 30)
     assert answer.status_code == 200, answer.text
     assert (await cluster(hub, "east"))["state"] == "Ready"
+
+
+async def test_a_beat_is_recorded_while_its_own_clusters_write_is_in_flight(
+    hub: Hub, database_url: str
+) -> None:
+    """A write of a cluster's exports or slices holds its cluster's row and its keys until
+    commit (`hub.store.locks`, steps 1 and 2), and on a starved hub that can be many
+    seconds. The cluster's heartbeat must not wait for it: a cluster that keeps beating is
+    never judged Stale because its own writes are slow (docs/reference.md#fleet-scale).
+    On PostgreSQL the beat is answered and recorded while the write is open, and a sweep
+    then finds the cluster Ready; SQLite has one writer at a time, so there the beat is
+    answered once the write commits."""
+    members = await hub.register("east", "west")
+    ctx = hub.store._ctx
+    # The last beat long ago: without a new one the cluster is Stale.
+    async with ctx.write() as conn:
+        await conn.execute(
+            update(clusters)
+            .where(clusters.c.name == "east")
+            .values(last_heartbeat=utcnow() - timedelta(days=1))
+        )
+    postgres = database_url.startswith("postgresql")
+    async with ctx.write() as conn:
+        await lock_clusters(conn, ctx, ["east"])  # what every write of east takes first
+        await lock_keys(conn, ctx, [("team", "svc")])
+        beat = asyncio.create_task(
+            hub.client.post(beat_path("east"), json=AGENT, headers=members["east"])
+        )
+        if postgres:
+            answer = await asyncio.wait_for(asyncio.shield(beat), 30)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["state"] == "Ready"
+            swept = await asyncio.wait_for(hub.store.withdrawals.sweep(), 30)
+            assert "east" not in swept.fleet.stale
+            assert (await cluster(hub, "east"))["state"] == "Ready"
+        else:
+            await asyncio.sleep(0.2)  # the beat waits for the database's only writer
+    answer = await asyncio.wait_for(beat, 30)
+    assert answer.status_code == 200, answer.text
+    assert (await cluster(hub, "east"))["state"] == "Ready"
+    assert "east" not in (await hub.store.withdrawals.sweep()).fleet.stale
+
+
+async def test_a_scope_patch_waits_for_the_clusters_write_in_flight(
+    hub: Hub, database_url: str
+) -> None:
+    """A write checks the scope it locked its cluster's row with, and a scope patch waits
+    for it (docs/reference.md#scope-and-limits: the patch takes effect for the NEXT write),
+    though a beat does not (above). SQLite: the database's one writer orders them."""
+    members = await hub.register("east")
+    ctx = hub.store._ctx
+    async with ctx.write() as conn:
+        await lock_clusters(conn, ctx, ["east"])
+        patch = asyncio.create_task(
+            hub.client.patch(
+                "/api/v1/clusters/east",
+                json={"spec": {"exportNamespaces": ["other"]}},
+                headers={**ADMIN, "Content-Type": "application/merge-patch+json"},
+            )
+        )
+        if database_url.startswith("postgresql"):
+            beat = await asyncio.wait_for(
+                hub.client.post(beat_path("east"), json=AGENT, headers=members["east"]), 30
+            )
+            assert beat.status_code == 200, beat.text
+            assert not patch.done()
+    patched = await asyncio.wait_for(patch, 30)
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["spec"]["exportNamespaces"] == ["other"]

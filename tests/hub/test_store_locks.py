@@ -39,7 +39,7 @@ async def stores(database_url: str) -> AsyncIterator[tuple[Store, Store]]:
         await b.close()
 
 
-KeysLock = Callable[[AsyncConnection, Sequence[Key]], Awaitable[dict[Key, RowMapping]]]
+KeysLock = Callable[..., Awaitable[dict[Key, RowMapping]]]
 
 
 def _wrap_key_locks(
@@ -47,14 +47,18 @@ def _wrap_key_locks(
     store: Store,
     after: Callable[[dict[Key, RowMapping]], Awaitable[None]],
 ) -> None:
-    """Have `store`'s key locks call `after` with the rows they answer, locks held."""
+    """Have `store`'s key locks call `after` with the keys' ServiceImport rows as read
+    under them, locks held (a writer that reads them itself after the lock, `read=False`,
+    is answered nothing, as the lock answers it)."""
     locks = store._ctx.locks
     taken: KeysLock = locks.keys
 
-    async def keys(conn: AsyncConnection, keys: Sequence[Key]) -> dict[Key, RowMapping]:
-        rows = await taken(conn, keys)
+    async def keys(
+        conn: AsyncConnection, keys: Sequence[Key], *, read: bool = True
+    ) -> dict[Key, RowMapping]:
+        rows = await taken(conn, keys, read=True)
         await after(rows)
-        return rows
+        return rows if read else {}
 
     monkeypatch.setattr(locks, "keys", keys)
 

@@ -19,9 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import Conflict, NotFound, Store
 from hub.store.context import StoreContext, for_backend
-from hub.store.locks import PostgresLocks, SQLiteLocks
-from hub.store.rows import COPY_MIN_ROWS, PostgresRows, SQLiteRows, Write
-from hub.store.tables import endpoint_slices, service_imports
+from hub.store.locks import PostgresLocks, SQLiteLocks, take_revisions_and_write
+from hub.store.rows import COPY_MIN_ROWS, PENDING_REVISION, PostgresRows, SQLiteRows, Write
+from hub.store.tables import changes, endpoint_slices, service_imports
 from tests.hub.test_store_support import make_export, opened_store
 
 CREATED = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -274,6 +274,126 @@ async def test_select_in_finds_the_rows_of_one_key_and_many(store: Store) -> Non
                 assert sorted((r["name"], r["created_at"]) for r in found) == sorted(
                     (name, CREATED) for cluster, name in wanted if cluster == "alpha"
                 )
+
+
+async def test_select_many_answers_each_lookup_as_select_in_would(store: Store) -> None:
+    # The reads after a write's key locks, joined (one statement on PostgreSQL): each
+    # lookup answers what its own `select_in` would, by column name, typed alike.
+    ctx = _ctx(store)
+    async with ctx.write() as conn:
+        await ctx.rows.insert(
+            conn, endpoint_slices, [{**ROW, "name": f"web-{i}"} for i in range(3)]
+        )
+        await ctx.rows.insert(conn, service_imports, [_import("kept", '{"v":1}')])
+    ids = ("cluster_id", "namespace", "name")
+    for in_transaction in (False, True):
+        async with ctx.write() as conn:
+            if in_transaction:
+                await _begun(conn)
+            slices, imports, nothing = await ctx.rows.select_many(
+                conn,
+                [
+                    (endpoint_slices, ids, [("alpha", "demo", "web-2"), ("alpha", "demo", "x")]),
+                    (service_imports, ("namespace", "name"), [("demo", "kept")]),
+                    (service_imports, ("namespace", "name"), []),
+                ],
+            )
+            assert [(r["name"], r["resource_version"], r["created_at"]) for r in slices] == [
+                ("web-2", 1, CREATED)
+            ]
+            assert [(r["name"], r["spec"], r["conflict"]) for r in imports] == [
+                ("kept", '{"v":1}', False)
+            ]
+            assert list(nothing) == []
+
+
+def _pending_change(name: str, offset: int) -> dict[str, object]:
+    return {
+        "revision": offset,
+        "cluster_id": "alpha",
+        "namespace": "demo",
+        "name": name,
+        "type": "ADDED",
+        "object": f'{{"metadata":{{"resourceVersion":"{PENDING_REVISION}"}},"n":"{name}"}}',
+        "kind": "EndpointSliceExport",
+    }
+
+
+async def test_revisions_taken_with_the_rows_stamp_each_row_and_text(store: Store) -> None:
+    # A write's last step (`locks.take_revisions_and_write`): the counter taken and the
+    # rows written with it, their revisions counted from 1 until then; few rows in one
+    # statement on PostgreSQL, many (COPY) after taking the counter: both leave the same.
+    ctx = _ctx(store)
+    for count in (2, COPY_MIN_ROWS + 1):
+        before = await store.feed.current_revision()
+        names = [f"s{count}-{i:03}" for i in range(count)]
+        slices = [
+            {**ROW, "name": name, "resource_version": i + 1} for i, name in enumerate(names)
+        ]
+        history = [_pending_change(name, i + 1) for i, name in enumerate(names)]
+        async with ctx.write() as conn:
+            newest = await take_revisions_and_write(
+                conn,
+                ctx,
+                count,
+                [
+                    Write("insert", endpoint_slices, slices, relative=("resource_version",)),
+                    Write(
+                        "insert",
+                        changes,
+                        history,
+                        relative=("revision",),
+                        spliced=(("object", "revision"),),
+                    ),
+                ],
+            )
+        assert newest == before + count == await store.feed.current_revision()
+        async with ctx.read() as conn:
+            stored = {
+                r.name: r.resource_version
+                for r in await conn.execute(
+                    select(endpoint_slices).where(endpoint_slices.c.name.in_(names))
+                )
+            }
+            recorded = {
+                r.name: (r.revision, r.object)
+                for r in await conn.execute(select(changes).where(changes.c.name.in_(names)))
+            }
+        assert stored == {name: before + i + 1 for i, name in enumerate(names)}
+        assert recorded == {
+            name: (
+                before + i + 1,
+                f'{{"metadata":{{"resourceVersion":"{before + i + 1}"}},"n":"{name}"}}',
+            )
+            for i, name in enumerate(names)
+        }
+
+
+async def test_a_text_without_its_revisions_place_is_refused_and_nothing_written(
+    store: Store,
+) -> None:
+    ctx = _ctx(store)
+    before = await store.feed.current_revision()
+    unmarked = {**_pending_change("web-1", 1), "object": "{}"}
+    with pytest.raises(ValueError, match="once"):
+        async with ctx.write() as conn:
+            await take_revisions_and_write(
+                conn,
+                ctx,
+                1,
+                [
+                    Write("insert", endpoint_slices, [ROW], relative=("resource_version",)),
+                    Write(
+                        "insert",
+                        changes,
+                        [unmarked],
+                        relative=("revision",),
+                        spliced=(("object", "revision"),),
+                    ),
+                ],
+            )
+    assert await _slices(ctx) == []
+    assert await store.feed.current_revision() == before
 
 
 async def test_a_patch_shares_a_batch_with_puts_and_fails_alone(store: Store) -> None:
