@@ -6,7 +6,7 @@ The framework ceiling of a PUT must be measured in the same server process, behi
 same middleware (request observer, body limit) and on the same event loop as the real
 route, or the ratio compares two different servers. The no-op route is mounted here, by
 the benchmark's own launcher, on the app that `hub.app.create_app` builds; the production
-API never ships it. Everything else is `hub.__main__`'s (migrations, store, and the server
+API never ships it. Everything else is `hub.serve`'s (migrations, store, and the server
 itself: `server_config` and `HubServer`, with its connection guard and its `gc.freeze`),
 so the hub measured is the hub deployed. Admin token: `MCSYNC_ADMIN_TOKEN`.
 """
@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
 
-from hub.__main__ import HubServer, server_config
 from hub.api.credentials import load_credentials
 from hub.app import create_app, open_store
 from hub.logs import configure_logging
+from hub.serve import HubServer, server_config
 from hub.settings import HubSettings
 from hub.store import Store, migrate
 

@@ -50,3 +50,6 @@ def configure_logging(*, log_format: LogFormat, level: str = "info") -> None:
         logging.getLogger(name).handlers.clear()
         logging.getLogger(name).propagate = True
     logging.getLogger("uvicorn.access").disabled = True
+    # alembic names each plugin it sets up when first imported, which is now after this
+    # (docs/decisions.md#start-up-cost): nothing an operator could act on.
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)

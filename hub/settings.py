@@ -30,10 +30,8 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
-from sqlalchemy.engine import make_url
 
-from hub.store import dburl
-from hub.store.db import async_url
+from hub.dburl import async_url, parse, redact
 from shared import constants
 from shared.aboutapi import id_problem
 from shared.scope import DEFAULT_DENY_EXPORT_NAMESPACES, check_patterns
@@ -51,14 +49,6 @@ def sqlite_file(database_url: str) -> Path | None:
         return None
     path = rest.split("?", 1)[0]
     return None if not path or path == ":memory:" else Path(path)
-
-
-def redact_url(url: str) -> str:
-    """`url` with its password (if any) replaced, for log lines and error messages."""
-    try:
-        return make_url(dburl.normalize(url)).render_as_string(hide_password=True)
-    except Exception:  # not parseable: it carries no recognisable password either
-        return url
 
 
 class HubSettings(ProgramSettings):
@@ -237,7 +227,7 @@ class HubSettings(ProgramSettings):
         except ValueError as exc:
             message = str(exc)
             try:
-                password = make_url(dburl.normalize(value)).password
+                password = parse(value).password
             except Exception:
                 password = None
             if password:
@@ -314,4 +304,4 @@ class HubSettings(ProgramSettings):
 
     @property
     def redacted_database_url(self) -> str:
-        return redact_url(self.database_url)
+        return redact(self.database_url)

@@ -22,11 +22,8 @@ import sys
 import threading
 from types import FrameType
 
-from member.clusteridentity import ClusterIdentityError
-from member.kube.client import KubeConfigError
 from member.settings import PROG, UsageError, parse_args
 from shared.logs import configure_logging
-from shared.tracing import tracer_provider_from_env
 
 EXIT_USAGE = 2
 SERVICE_NAME = "mcsync-agent"
@@ -54,7 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     # its own words (the start-up error, or its reconcile and discovery lines).
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
+    # Only once the flags were accepted: a refused flag imports no Kubernetes or HTTP client
+    # (docs/decisions.md#start-up-cost).
     from member.app import Agent, MetricsPortError
+    from member.clusteridentity import ClusterIdentityError
+    from member.kube.client import KubeConfigError
+    from shared.tracing import tracer_provider_from_env
 
     provider = tracer_provider_from_env(service_name=SERVICE_NAME)
     try:

@@ -31,8 +31,8 @@ from pydantic import ConfigDict, Field, SecretStr, field_validator, model_valida
 
 from shared import constants, settingscli
 from shared.constants import DEFAULT_DENY_NAMESPACES
-from shared.models import is_dns1123_label
 from shared.settingscli import Flag, ProgramSettings, UsageError
+from shared.validation import is_dns1123_label
 from shared.version import __version__
 
 __all__ = ["PROG", "AgentSettings", "UsageError", "parse_args"]

@@ -14,7 +14,8 @@ from typing import Any
 
 from alembic import context
 
-from hub.store.db import async_url, make_engine
+from hub.dburl import async_url
+from hub.store.db import make_engine
 
 config = context.config
 

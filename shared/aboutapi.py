@@ -9,7 +9,7 @@ other never refuses.
 
 from __future__ import annotations
 
-from shared.models import is_dns1123_subdomain
+from shared.validation import is_dns1123_subdomain
 
 __all__ = [
     "ABOUT_GROUP",

@@ -39,7 +39,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
@@ -311,6 +310,8 @@ def validate(
 def read_file(path: Path, settings: Sequence[Setting], *, prog: str) -> dict[str, Any]:
     """The settings of a `--config` file: a YAML mapping of keys (flag names without the
     dashes) to values; an unknown key, an unreadable or unparseable file is one line."""
+
+    import yaml  # only when a file is given: most starts have none
 
     def bad(message: str) -> UsageError:
         return UsageError(f"{prog}: error: argument --config: {message}")

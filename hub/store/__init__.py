@@ -33,6 +33,7 @@ from sqlalchemy import false, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from hub.dburl import backend_of
 from hub.store import migrate
 from hub.store.clusternamespaces import ClusterNamespacesStore
 from hub.store.clusterproperties import ClusterPropertiesStore
@@ -40,7 +41,6 @@ from hub.store.clusters import ClusterStore
 from hub.store.conflictquery import ConflictQuery
 from hub.store.context import StoreContext
 from hub.store.db import (
-    backend_of,
     connection,
     make_connector,
     make_engine,

@@ -1,8 +1,7 @@
 """Engine construction and driver-error translation for the hub's two databases.
 
-Operators write plain URLs (`sqlite:///path`, `postgresql://user@host/db`); the async
-driver is the store's business, so `async_url` maps them to aiosqlite / asyncpg and
-refuses anything else with a message naming the scheme.
+The URLs operators write are read by `hub.dburl` (`async_url` maps them to aiosqlite /
+asyncpg); this module builds engines on them.
 
 SQLite is tuned so that it can honour the same guarantees as PostgreSQL:
 
@@ -31,9 +30,8 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (
-    ArgumentError,
     DBAPIError,
     DisconnectionError,
     InterfaceError,
@@ -44,7 +42,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util import await_only
 
-from hub.store import dburl
+from hub.dburl import async_url, parse
 from hub.store.errors import DatabaseUnavailable
 from hub.store.primary import DEFAULT_TIMEOUT_SECONDS, PrimaryConnector, is_read_only
 from shared.backoff import Backoff, Retries
@@ -55,45 +53,10 @@ READ_ONLY_SQLSTATE = "25006"
 # How a transaction opened through `read_engine` tells the begin hook to start deferred.
 _READ_ONLY_OPTION = "mcsync_read_only"
 
-_SQLITE_DRIVERS = {"sqlite", "sqlite+aiosqlite"}
-_POSTGRES_DRIVERS = {"postgresql", "postgres", "postgresql+asyncpg"}
-
-
-def _parse(url: str) -> URL:
-    try:
-        return make_url(dburl.normalize(url))
-    except ArgumentError as exc:
-        raise ValueError(f"not a database URL: {url!r} ({exc})") from None
-
-
-def async_url(url: str) -> str:
-    """The SQLAlchemy async URL for a plain `sqlite:///…` or `postgresql://…` URL.
-
-    Raises ValueError naming the scheme when it is neither SQLite nor PostgreSQL, or
-    names a driver other than the ones the hub ships.
-    """
-    parsed = _parse(url)
-    driver = parsed.drivername
-    if driver in _SQLITE_DRIVERS:
-        return parsed.set(drivername="sqlite+aiosqlite").render_as_string(hide_password=False)
-    if driver in _POSTGRES_DRIVERS:
-        if not parsed.database:
-            raise ValueError(f"PostgreSQL URL names no database: {url!r}")
-        return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
-    raise ValueError(
-        f"unsupported database URL scheme {driver!r}: use sqlite:///path or "
-        "postgresql://user@host/database"
-    )
-
-
-def backend_of(url: str) -> str:
-    """`sqlite` or `postgresql` for a URL `async_url` accepts."""
-    return "sqlite" if async_url(url).startswith("sqlite") else "postgresql"
-
 
 def asyncpg_dsn(url: str) -> str:
     """The libpq-style DSN asyncpg takes directly (for the LISTEN connection)."""
-    parsed = _parse(async_url(url))
+    parsed = parse(async_url(url))
     return parsed.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
@@ -103,7 +66,7 @@ def connect_kwargs(url: str) -> dict[str, Any]:
     pool, the LISTEN connection and the primary probe connect alike."""
     from sqlalchemy.dialects.postgresql.asyncpg import dialect as asyncpg_dialect
 
-    _args, kwargs = asyncpg_dialect().create_connect_args(_parse(async_url(url)))
+    _args, kwargs = asyncpg_dialect().create_connect_args(parse(async_url(url)))
     kwargs.pop("prepared_statement_cache_size", None)
     kwargs.pop("prepared_statement_name_func", None)
     return dict(kwargs)

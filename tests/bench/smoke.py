@@ -107,11 +107,15 @@ BENCHMARKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("sqlite",),
         ("overview_on_screen_ms", "search_ms", "live_change", "watches"),
     ),
+    "startup": (
+        ("sqlite",),
+        ("import_hub_settings", "hub_help", "hub_bad_port", "agent_bad_flag", "hub_ready_line"),
+    ),
 }
 GROUPS: dict[str, tuple[str, ...]] = {
     "hub": (
         "put_throughput", "sync_throughput", "growth", "scale", "endpoint_churn",
-        "slice_growth", "import_fanout", "stalled_watches", "write_round_trips",
+        "slice_growth", "import_fanout", "stalled_watches", "write_round_trips", "startup",
     ),
     "agents": ("e2e_agents", "agent_scale", "import_latency", "import_scale", "failover"),
     "fleet": ("selection", "selection_fleet", "fleet_scale", "console"),

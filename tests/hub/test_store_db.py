@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from hub.dburl import async_url
 from hub.store import DatabaseUnavailable, Store
-from hub.store.db import async_url, make_engine
+from hub.store.db import make_engine
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from member.settings import UsageError, parse_args
 
+REPO = Path(__file__).resolve().parents[2]
 BASE = ["--hub-url", "https://hub.example.com/", "--cluster-id", "east"]
 pytestmark = pytest.mark.usefixtures("settings_env")
 
@@ -70,3 +73,15 @@ def test_errors_name_the_flag(
         parse_args([*BASE, *argv])
     assert expected in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_reading_the_flags_imports_no_kubernetes_or_http_client() -> None:
+    """A refused flag ends the agent before it needs a client (docs/decisions.md#start-up-cost)."""
+    code = "import sys, member.__main__; print(' '.join(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.split())
+    heavy = {"kubernetes", "httpx", "urllib3", "member.app", "opentelemetry.sdk"}
+    assert not heavy & loaded, sorted(heavy & loaded)

@@ -19,7 +19,7 @@ What must hold, measured on the real `python -m hub serve` process:
   while staying an order of magnitude below the 1.7 GB it was): each event is encoded
   once and shared, a stalled watcher's buffer is bounded in bytes and it is ended
   (ERROR/410) when it overflows, and what the server holds for a socket that stopped
-  draining is small (`hub.__main__.HubServer`). What an open watch costs before any
+  draining is small (`hub.serve.HubServer`). What an open watch costs before any
   event (`rss_watches_open_mib` minus `rss_before_mib`, about 50 KB each) is reported
   too; the per-token limit bounds it;
 * the PUT p99 under the stalled watches is below `PUT_SLOWDOWN_LIMIT` times its idle value

@@ -8,7 +8,9 @@ subprocess, with an environment stripped of the caller's `MCSYNC_*` variables:
 
 * precedence, flag > environment > config file > default: a different bad value in
   each layer, and the one line of the error says which value was used and where it came
-  from. That same line is the bad-value check: one line, naming the flag, exit 2;
+  from. With all three layers set, that same line is the bad-value check of the process:
+  one line on stderr, naming the flag, exit 2; the lower layers' lines come from the
+  same parser, and are checked in-process on it;
 * `--help` names every variable the program reads, as its settings model lists them,
   so a field added without reaching the help fails here.
 
@@ -138,11 +140,21 @@ def test_a_flag_beats_the_environment(program: Program, tmp_path: Path) -> None:
     assert "'from-flag'" in line and "from-env" not in line and "'from-file'" not in line
 
 
+def parse_error_line(program: Program, args: list[str], env: dict[str, str], cwd: Path) -> str:
+    """The one line `program`'s own parser refuses `args` with, in-process."""
+    environ = {"HOME": str(cwd), "XDG_CONFIG_HOME": str(cwd), **program.env, **env}
+    with pytest.raises(UsageError) as caught:
+        program.parse(args, environ)
+    line = str(caught.value)
+    assert "\n" not in line
+    assert line.startswith(f"{program.name}: error: argument {program.flag}"), line
+    return line
+
+
 @pytest.mark.parametrize("program", PROGRAMS, ids=IDS)
 def test_the_environment_beats_the_config_file(program: Program, tmp_path: Path) -> None:
     config = program.write_file(tmp_path / "config", "from-file")
-    result = run(program, config, {program.variable: "from-env"}, tmp_path)
-    line = one_error_line(result, program)
+    line = parse_error_line(program, config, {program.variable: "from-env"}, tmp_path)
     assert f"(from {program.variable})" in line
     assert "'from-env'" in line and "'from-file'" not in line
 
@@ -150,8 +162,7 @@ def test_the_environment_beats_the_config_file(program: Program, tmp_path: Path)
 @pytest.mark.parametrize("program", PROGRAMS, ids=IDS)
 def test_the_config_file_beats_the_default(program: Program, tmp_path: Path) -> None:
     config = program.write_file(tmp_path / "config", "from-file")
-    result = run(program, config, {}, tmp_path)
-    line = one_error_line(result, program)
+    line = parse_error_line(program, config, {}, tmp_path)
     assert f"(from {program.source_in_file}" in line and "'from-file'" in line
 
 

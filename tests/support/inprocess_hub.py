@@ -69,8 +69,8 @@ class InProcessHub(HubProcess):
 
     async def _serve(self, settings: Any, started: threading.Event) -> None:
         from hub import listen
-        from hub.__main__ import _credentials, _migrate, server_config
         from hub.app import create_app, open_store
+        from hub.serve import _credentials, _migrate, server_config
 
         listening = listen.bind(settings.host, settings.port, backlog=settings.backlog)
         try:
@@ -150,10 +150,10 @@ _hub_handlers: list[logging.Handler] = []
 
 
 def _test_hub_server(config: Any, *, app: Any) -> Any:
-    """`hub.__main__.HubServer` minus what is the process's alone: it freezes the garbage
+    """`hub.serve.HubServer` minus what is the process's alone: it freezes the garbage
     collector (`gc.freeze`, a larger young generation), which would change the test
     process's for every test after."""
-    from hub.__main__ import HubServer
+    from hub.serve import HubServer
 
     class TestHubServer(HubServer):
         async def startup(self, sockets: Any = None) -> None:

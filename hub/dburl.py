@@ -1,7 +1,16 @@
-"""The libpq multi-host form of a PostgreSQL URL, as operators write it for an HA pair.
+"""The database URL as operators write it: what the hub accepts, and the async driver's URL.
 
-`postgresql://user@h1:5433,h2:5434/db?target_session_attrs=read-write` is how libpq, psql
-and every PostgreSQL HA guide (Patroni, CloudNativePG's replica clusters, managed
+This module is what `hub.settings` needs to validate `--database-url`: it imports the
+URL parser of SQLAlchemy's Core and nothing of the store (no engine, pool, driver or
+alembic), so a process that only checks its flags stays cheap (docs/decisions.md#start-up-cost).
+
+Operators write plain URLs (`sqlite:///path`, `postgresql://user@host/db`); the async
+driver is the store's business, so `async_url` maps them to aiosqlite / asyncpg and
+refuses anything else with a message naming the scheme.
+
+`normalize` reads the libpq multi-host form of a PostgreSQL URL, as operators write it
+for an HA pair. `postgresql://user@h1:5433,h2:5434/db?target_session_attrs=read-write` is
+how libpq, psql and every PostgreSQL HA guide (Patroni, CloudNativePG's replica clusters, managed
 services) spell "try these servers in turn and keep the one that takes writes"
 (docs/reference.md#ha-postgresql). SQLAlchemy's URL parser reads the netloc as one host and one port
 and fails with `invalid literal for int()`; it does understand the same list as repeated `host`
@@ -19,6 +28,9 @@ connect.
 from __future__ import annotations
 
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
 
 # What asyncpg (like libpq) accepts for target_session_attrs.
 DEFAULT_PORT = 5432
@@ -68,3 +80,48 @@ def normalize(url: str) -> str:
     fragment = f"#{parts.fragment}" if parts.fragment else ""
     encoded = urlencode(query, quote_via=quote)
     return f"{parts.scheme}://{userinfo}{at}{parts.path}?{encoded}{fragment}"
+
+
+_SQLITE_DRIVERS = {"sqlite", "sqlite+aiosqlite"}
+_POSTGRES_DRIVERS = {"postgresql", "postgres", "postgresql+asyncpg"}
+
+
+def parse(url: str) -> URL:
+    """`url` (a libpq host list included) as SQLAlchemy reads it; ValueError when it cannot."""
+    try:
+        return make_url(normalize(url))
+    except ArgumentError as exc:
+        raise ValueError(f"not a database URL: {url!r} ({exc})") from None
+
+
+def async_url(url: str) -> str:
+    """The SQLAlchemy async URL for a plain `sqlite:///…` or `postgresql://…` URL.
+
+    Raises ValueError naming the scheme when it is neither SQLite nor PostgreSQL, or
+    names a driver other than the ones the hub ships.
+    """
+    parsed = parse(url)
+    driver = parsed.drivername
+    if driver in _SQLITE_DRIVERS:
+        return parsed.set(drivername="sqlite+aiosqlite").render_as_string(hide_password=False)
+    if driver in _POSTGRES_DRIVERS:
+        if not parsed.database:
+            raise ValueError(f"PostgreSQL URL names no database: {url!r}")
+        return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
+    raise ValueError(
+        f"unsupported database URL scheme {driver!r}: use sqlite:///path or "
+        "postgresql://user@host/database"
+    )
+
+
+def backend_of(url: str) -> str:
+    """`sqlite` or `postgresql` for a URL `async_url` accepts."""
+    return "sqlite" if async_url(url).startswith("sqlite") else "postgresql"
+
+
+def redact(url: str) -> str:
+    """`url` with its password (if any) replaced, for log lines and error messages."""
+    try:
+        return parse(url).render_as_string(hide_password=True)
+    except Exception:  # not parseable: it carries no recognisable password either
+        return url
