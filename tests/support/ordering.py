@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-# Longest first, by the sum of their tests' durations on two workers (tests/bench is one
+# Longest first, by the sum of their tests' durations under xdist (tests/bench is one
 # file of minutes, tests/reliability a few).
 FIRST = ("bench", "reliability", "e2e", "member", "cli", "browser")
 
