@@ -137,6 +137,10 @@ class WithdrawalGuard:
         with self._lock:
             if key in self._unexported:
                 return True
+        if not self._synced():
+            with self._lock:
+                self._refused = True  # queued again once judged (`recheck`)
+            return False
         blind = self._cannot_see()
         if blind is not None:
             self._refuse_blind(blind)
@@ -154,7 +158,12 @@ class WithdrawalGuard:
         return not held
 
     def judge(self) -> None:
-        """A repair starts (start, new term, relist, the hub back): judge it now."""
+        """A repair starts (start, new term, relist, the hub back): judge it now. Not
+        before every cache behind the count is filled: the hub's feed often lists before
+        the ServiceExports do, and every record would then look like an orphan (the count
+        said in the log and the hold would be wrong); `recheck` judges once they are."""
+        if not self._synced():
+            return
         if self._cannot_see() is not None:
             return  # nothing is withdrawn meanwhile (`permit`); judged once it can see
         with self._lock:

@@ -237,10 +237,34 @@ def test_every_replica_judges_at_its_heartbeat(metrics: AgentMetrics) -> None:
     assert hold is not None and (hold.would_withdraw, hold.exports) == (16, 20)
 
 
-def test_nothing_is_judged_before_the_caches_are_filled(metrics: AgentMetrics) -> None:
-    caches = Caches(hub=20, exported=0)  # the ServiceExport informer has not listed yet
-    assert caches.guard(metrics, synced=False).recheck() is None
-    assert held_total(metrics) == 0
+def test_nothing_is_judged_before_the_caches_are_filled(
+    metrics: AgentMetrics, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The hub's feed listed first (its list starts a repair) while the ServiceExport
+    # informer has not listed yet: every hub record looks like an orphan.
+    caches = Caches(hub=20, exported=0)
+    synced = False
+    guard = WithdrawalGuard(
+        cluster_id="east", orphans=caches.orphans, generation=lambda: caches.lists,
+        cannot_see=lambda: None, on_release=lambda: None, metrics=metrics,
+        synced=lambda: synced, clock=lambda: NOW,
+    )
+    with caplog.at_level(logging.INFO, logger="member.export.withdrawalguard"):
+        guard.judge()
+        assert guard.recheck() is None
+        assert not guard.permit("shop/svc-0")  # nothing is withdrawn unseen, either
+        assert held_total(metrics) == 0
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+        # The ServiceExports listed: 12 of 20 missing is judged as 12, said once.
+        caches.relist(exported=8)
+        synced = True
+        guard.judge()
+    hold = guard.recheck()
+    assert hold is not None and (hold.would_withdraw, hold.exports) == (12, 20)
+    assert held_total(metrics) == 1 and held_now(metrics) == 12
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert "12 of cluster east's 20 exports" in line
 
 
 def test_an_allowance_that_reaches_a_standby_is_said_and_the_hold_stays(
