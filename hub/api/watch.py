@@ -89,7 +89,7 @@ import logging
 import weakref
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import anyio
 from fastapi.responses import StreamingResponse
@@ -97,8 +97,10 @@ from starlette.types import Receive, Scope, Send
 
 from hub.api.auth import Principal
 from hub.api.deps import HubContext
+from hub.api.observe import DETACHED
 from hub.api.params import WatchOptions
 from hub.api.status import ApiError, make_status
+from hub.api.takeover import WatchConnection, take_over
 from hub.logs import fields
 from hub.store import DatabaseUnavailable, Feed, Gone, ImportFeed
 from hub.store.fanout import BufferLimits, FeedLine, Subscription, Wake, right_sized
@@ -167,6 +169,15 @@ def _counter(ctx: HubContext, kind: str) -> Any:
     if child is None:
         child = children[kind] = metric.labels(kind)
     return child
+
+
+class BodyWriter(Protocol):
+    """Where the shared reader and a timer write a waiting watch's lines: uvicorn's
+    connection (`ServerWriter`), or the watch's own once taken over (`hub.api.takeover`)."""
+
+    def ready(self) -> bool: ...
+
+    def write(self, data: bytes) -> None: ...
 
 
 class ServerWriter:
@@ -347,7 +358,7 @@ class WatchStream:
         # Set by `WatchResponse` once the answer has started, when its server allows it:
         # lines that arrive while the watch waits are then written by the shared reader
         # itself (`_deliver`), without waking this watch's task.
-        self.writer: ServerWriter | None = None
+        self.writer: BodyWriter | None = None
         self._ticker: asyncio.TimerHandle | None = None  # the next BOOKMARK (`_bookmark_due`)
         # Set by `WatchResponse`: cancels the answer `STUCK_GRACE_SECONDS` from now.
         self.cancel_after_grace: Callable[[], None] | None = None
@@ -385,7 +396,8 @@ class WatchStream:
 
     def _bookmark_due(self, interval: float) -> None:
         """The BOOKMARK of a waiting watch, written by a timer (see `_deliver`); anything
-        but a plain write wakes the task, which then sends it itself."""
+        but a plain write wakes the task, which then sends it itself — at the deadline,
+        which the same timer keeps, to end the watch."""
         self._ticker = None
         writer, sub = self.writer, self._sub
         if (
@@ -407,7 +419,9 @@ class WatchStream:
             return
         _counter(self.ctx, "BOOKMARK").inc()
         self._last_sent = now = self._loop.time()
-        self._ticker = self._loop.call_at(now + interval, self._bookmark_due, interval)
+        self._ticker = self._loop.call_at(
+            min(now + interval, self.deadline), self._bookmark_due, interval
+        )
 
     def _deliver(self, line: FeedLine) -> bool:
         """The subscription's sink while this watch waits with everything sent: write
@@ -457,8 +471,11 @@ class WatchStream:
         if self._sub is not None:
             self._sub.wake.set()
 
-    async def _wait(self, sub: Subscription, *, seconds: float) -> bool:
-        """Until `sub` is woken or `seconds` pass; False when the watch must end."""
+    async def _wait(self, sub: Subscription, *, seconds: float | None) -> bool:
+        """Until `sub` is woken or `seconds` (if any) pass; False when the watch must end."""
+        if seconds is None:
+            await sub.wake.wait()
+            return not (self.ctx.shutdown.is_set() or self.gone.is_set())
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(seconds, 0.0)):
                 await sub.wake.wait()
@@ -597,15 +614,18 @@ class WatchStream:
                     self._last_sent = now
                     continue
                 self._idle = True
-                until = min(self.deadline, bookmark_due)
+                seconds: float | None = min(self.deadline, bookmark_due) - now
                 if self.writer is not None:
                     # Changes and BOOKMARKs are written without this task (`_deliver`,
-                    # `_bookmark_due`): it wakes for the deadline, or what only it may do.
+                    # `_bookmark_due`): it wakes for what only it may do, and the timer wakes
+                    # it at the deadline (one timer, so no timeout of its own while it waits).
                     sub.direct(self._deliver)
-                    self._ticker = loop.call_at(bookmark_due, self._bookmark_due, interval)
-                    until = self.deadline
+                    self._ticker = loop.call_at(
+                        min(bookmark_due, self.deadline), self._bookmark_due, interval
+                    )
+                    seconds = None
                 try:
-                    running = await self._wait(sub, seconds=until - now)
+                    running = await self._wait(sub, seconds=seconds)
                 finally:
                     self._idle = False
                     sub.direct(None)
@@ -715,7 +735,7 @@ class WatchResponse(StreamingResponse):
         self._stream = stream
         self._slot = slot
         # A response that is never sent (the request failed after the route) frees it too.
-        weakref.finalize(self, slot.release)
+        self._finalizer = weakref.finalize(self, slot.release)
 
     async def _client_gone(self, receive: Receive, bound: asyncio.Timeout) -> None:
         await self.listen_for_disconnect(receive)
@@ -724,30 +744,46 @@ class WatchResponse(StreamingResponse):
         with contextlib.suppress(RuntimeError):  # already expiring
             bound.reschedule(asyncio.get_running_loop().time())
 
+    def _bound(self, bound: asyncio.Timeout) -> Callable[[], None]:
+        """What `WatchStream.end` calls: the answer is cancelled after the grace from now."""
+        loop = asyncio.get_running_loop()
+
+        def cancel_after_grace() -> None:
+            when = loop.time() + STUCK_GRACE_SECONDS
+            current = bound.when()
+            if current is None or when < current:
+                with contextlib.suppress(RuntimeError):  # already expiring
+                    bound.reschedule(when)
+
+        return cancel_after_grace
+
+    async def _close_stream(self) -> None:
+        iterator = self.body_iterator
+        if isinstance(iterator, AsyncGenerator):
+            with anyio.CancelScope(shield=True):
+                await iterator.aclose()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stream = self._stream
         loop = asyncio.get_running_loop()
         body_send: Send = scope.get(SERVER_SEND) or send
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        connection = take_over(body_send)
+        if connection is not None:
+            # From here the watch is the connection's and its own task's (`hub.api.takeover`):
+            # the request returns, and the observer records it when the watch ends.
+            self._finalizer.detach()
+            task = loop.create_task(self._serve(connection))
+            connection.task = task
+            scope[DETACHED] = connection
+            return
         listener: asyncio.Task[None] | None = None
         try:
             async with asyncio.timeout(stream.deadline + STUCK_GRACE_SECONDS) as bound:
-
-                def cancel_after_grace() -> None:
-                    when = loop.time() + STUCK_GRACE_SECONDS
-                    current = bound.when()
-                    if current is None or when < current:
-                        with contextlib.suppress(RuntimeError):  # already expiring
-                            bound.reschedule(when)
-
-                stream.cancel_after_grace = cancel_after_grace
+                stream.cancel_after_grace = self._bound(bound)
                 listener = loop.create_task(self._client_gone(receive, bound))
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": self.status_code,
-                        "headers": self.raw_headers,
-                    }
-                )
                 stream.writer = ServerWriter.of(body_send)
                 async for chunk in self.body_iterator:
                     await body_send(
@@ -762,11 +798,39 @@ class WatchResponse(StreamingResponse):
             stream.cancel_after_grace = None
             if listener is not None:
                 listener.cancel()
-            iterator = self.body_iterator
-            if isinstance(iterator, AsyncGenerator):
-                with anyio.CancelScope(shield=True):
-                    await iterator.aclose()
+            await self._close_stream()
             self._slot.release()
+
+    async def _serve(self, connection: WatchConnection) -> None:
+        """The body of a watch whose connection was taken over, in the watch's own task."""
+        stream = self._stream
+        complete = False
+        try:
+            async with asyncio.timeout(stream.deadline + STUCK_GRACE_SECONDS) as bound:
+                loop = asyncio.get_running_loop()
+
+                def lost() -> None:
+                    stream.gone.set()
+                    stream.interrupt()
+                    with contextlib.suppress(RuntimeError):  # already expiring
+                        bound.reschedule(loop.time())
+
+                stream.cancel_after_grace = self._bound(bound)
+                connection.attach(on_lost=lost, on_shutdown=stream.end)
+                stream.writer = connection
+                async for chunk in self.body_iterator:
+                    await connection.send(cast(Chunk, chunk))
+                complete = not connection.lost
+        except TimeoutError:
+            pass  # cancelled: the client went, or the stream was stuck past its end
+        finally:
+            stream.writer = None
+            stream.cancel_after_grace = None
+            try:
+                await self._close_stream()
+            finally:
+                self._slot.release()
+                connection.finish(complete=complete)
 
 
 async def open_watch(
