@@ -43,14 +43,27 @@ watcher has sent *everything relevant*; events move it to their own revision.
   once per watch after the clients had gone. A stalled client may hold neither the hub's
   memory nor its CPU (`hub.store.fanout` has the bounds and their reasons).
 
-Delivery to a waiting watch. While a watch waits attached with everything sent, and its
-answer is served by uvicorn, its subscription holds a sink (`WatchStream._deliver`): the
-shared reader writes each line straight to the watch's connection (`ServerWriter`) and
-moves its position, without waking its task; its BOOKMARKs are written by a timer the
-same way. A change then costs each of its watchers one write (docs/reference.md#fleet-scale).
-Whatever only the task may do — a line to slice, a connection paused because its client
-stopped reading, a watch ending — the sink declines: the line is buffered and the task
-woken, and everything below holds as it did.
+The answer outside its request. Over uvicorn, once the answer's head has gone out through
+the middleware, the watch's connection is taken from the server (`hub.api.takeover`): the
+ASGI request returns, freeing everything it held, and the body goes on from one task of
+the watch's own over a `WatchConnection`, which hears the client go, pauses with the
+socket's write buffer, stays one of the server's connections for its drain and its cap,
+and hands a kept-alive connection back to the server after the last chunk. The request
+observer records the request when the watch ends (`hub.api.observe.DETACHED`). An answer
+that cannot be taken over (an in-process client, HTTP/1.0) is served inside its request,
+as before. Watch requests take turns up to their answer's start (`HubApp`,
+`HubContext.watch_opens`), so a burst of opens is not every request in flight at once.
+
+Delivery to a waiting watch. While a watch waits attached with everything sent, its
+subscription holds a sink (`WatchStream._deliver`): the shared reader hands each line
+straight to the watch's connection (`WatchConnection.write`, or `ServerWriter` for an
+answer still served by uvicorn) and moves its position, without waking its task; its
+BOOKMARKs, and its deadline, are kept by one timer the same way. A taken-over connection
+gathers what it is handed in one turn of the event loop and writes it as one chunk, so a
+page of changes is one write per watch. A change then costs each of its watchers one
+write (docs/reference.md#fleet-scale). Whatever only the task may do — a line to slice, a
+connection paused because its client stopped reading, a watch ending — the sink
+declines: the line is buffered and the task woken, and everything below holds as it did.
 
 What a watch costs while its client does not read: its share of the shared lines (each
 event encoded once by the shared reader, `hub.store.feed.event_line`) up to its buffer's
@@ -708,21 +721,79 @@ def end_watches(ctx: HubContext) -> None:
             stream.end()
 
 
+def _grace_canceller(bound: asyncio.Timeout) -> Callable[[], None]:
+    """What `WatchStream.end` calls: the answer `bound` bounds is cancelled after the grace
+    from now."""
+    loop = asyncio.get_running_loop()
+
+    def cancel_after_grace() -> None:
+        when = loop.time() + STUCK_GRACE_SECONDS
+        current = bound.when()
+        if current is None or when < current:
+            with contextlib.suppress(RuntimeError):  # already expiring
+                bound.reschedule(when)
+
+    return cancel_after_grace
+
+
+async def _close_stream(iterator: Any) -> None:
+    if isinstance(iterator, AsyncGenerator):
+        with anyio.CancelScope(shield=True):
+            await iterator.aclose()
+
+
+async def _serve(
+    stream: WatchStream,
+    body: AsyncGenerator[Chunk, None],
+    slot: WatchSlot,
+    connection: WatchConnection,
+) -> None:
+    """The body of a watch whose connection was taken over, in the watch's own task (which
+    holds no more than this: not the response, not the request)."""
+    complete = False
+    try:
+        async with asyncio.timeout(stream.deadline + STUCK_GRACE_SECONDS) as bound:
+            loop = asyncio.get_running_loop()
+
+            def lost() -> None:
+                stream.gone.set()
+                stream.interrupt()
+                with contextlib.suppress(RuntimeError):  # already expiring
+                    bound.reschedule(loop.time())
+
+            stream.cancel_after_grace = _grace_canceller(bound)
+            connection.attach(on_lost=lost, on_shutdown=stream.end)
+            stream.writer = connection
+            async for chunk in body:
+                await connection.send(chunk)
+            complete = not connection.lost
+    except TimeoutError:
+        pass  # cancelled: the client went, or the stream was stuck past its end
+    finally:
+        stream.writer = None
+        stream.cancel_after_grace = None
+        try:
+            await _close_stream(body)
+        finally:
+            slot.release()
+            connection.finish(complete=complete)
+
+
 class WatchResponse(StreamingResponse):
     """The streaming answer of one watch, which also ends it when the stream cannot.
 
-    The stream runs in the request's own task, and one more task listens for the client's
-    disconnect and tells the stream at once (`WatchStream.gone`); the deadline plus
-    `STUCK_GRACE_SECONDS` bounds the whole answer, and the hub's shutdown (`end_watches`)
-    moves that bound to the grace from now: a stream blocked on a socket that does not
-    drain never gets to check them itself. Whatever ends it, the stream's generator is
-    closed here (its subscription freed at once, not when garbage collection gets to it)
-    and the token's watch slot released. A task and a timer per watch, not five tasks:
-    an idle watch is memory the hub holds per agent (docs/reference.md#fleet-scale).
-
     The start of the answer goes through the middleware (the request observer records its
-    status); its body goes to the server's own `send` (`SERVER_SEND`), and, while the
-    watch waits, straight from the shared reader (`ServerWriter`, `WatchStream._deliver`).
+    status). Then, over uvicorn, the connection is taken over (`hub.api.takeover`) and the
+    body goes on in a task of the watch's own (`_serve`): the request returns at once.
+    Otherwise (an in-process client, HTTP/1.0) the stream runs in the request's own task,
+    its body goes to the server's own `send` (`SERVER_SEND`), and one more task listens for
+    the client's disconnect. Either way the client going tells the stream at once
+    (`WatchStream.gone`); the deadline plus `STUCK_GRACE_SECONDS` bounds the whole answer,
+    and the hub's shutdown (`end_watches`) moves that bound to the grace from now: a stream
+    blocked on a socket that does not drain never gets to check them itself. Whatever ends
+    it, the stream's generator is closed (its subscription freed at once, not when garbage
+    collection gets to it) and the token's watch slot released. An idle watch is memory the
+    hub holds per agent (docs/reference.md#fleet-scale).
     """
 
     def __init__(self, stream: WatchStream, first: Sequence[WatchEvent], slot: WatchSlot) -> None:
@@ -744,25 +815,6 @@ class WatchResponse(StreamingResponse):
         with contextlib.suppress(RuntimeError):  # already expiring
             bound.reschedule(asyncio.get_running_loop().time())
 
-    def _bound(self, bound: asyncio.Timeout) -> Callable[[], None]:
-        """What `WatchStream.end` calls: the answer is cancelled after the grace from now."""
-        loop = asyncio.get_running_loop()
-
-        def cancel_after_grace() -> None:
-            when = loop.time() + STUCK_GRACE_SECONDS
-            current = bound.when()
-            if current is None or when < current:
-                with contextlib.suppress(RuntimeError):  # already expiring
-                    bound.reschedule(when)
-
-        return cancel_after_grace
-
-    async def _close_stream(self) -> None:
-        iterator = self.body_iterator
-        if isinstance(iterator, AsyncGenerator):
-            with anyio.CancelScope(shield=True):
-                await iterator.aclose()
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stream = self._stream
         loop = asyncio.get_running_loop()
@@ -775,14 +827,15 @@ class WatchResponse(StreamingResponse):
             # From here the watch is the connection's and its own task's (`hub.api.takeover`):
             # the request returns, and the observer records it when the watch ends.
             self._finalizer.detach()
-            task = loop.create_task(self._serve(connection))
+            body = cast(AsyncGenerator[Chunk, None], self.body_iterator)
+            task = loop.create_task(_serve(stream, body, self._slot, connection))
             connection.task = task
             scope[DETACHED] = connection
             return
         listener: asyncio.Task[None] | None = None
         try:
             async with asyncio.timeout(stream.deadline + STUCK_GRACE_SECONDS) as bound:
-                stream.cancel_after_grace = self._bound(bound)
+                stream.cancel_after_grace = _grace_canceller(bound)
                 listener = loop.create_task(self._client_gone(receive, bound))
                 stream.writer = ServerWriter.of(body_send)
                 async for chunk in self.body_iterator:
@@ -798,40 +851,8 @@ class WatchResponse(StreamingResponse):
             stream.cancel_after_grace = None
             if listener is not None:
                 listener.cancel()
-            await self._close_stream()
+            await _close_stream(self.body_iterator)
             self._slot.release()
-
-    async def _serve(self, connection: WatchConnection) -> None:
-        """The body of a watch whose connection was taken over, in the watch's own task."""
-        stream = self._stream
-        complete = False
-        try:
-            async with asyncio.timeout(stream.deadline + STUCK_GRACE_SECONDS) as bound:
-                loop = asyncio.get_running_loop()
-
-                def lost() -> None:
-                    stream.gone.set()
-                    stream.interrupt()
-                    with contextlib.suppress(RuntimeError):  # already expiring
-                        bound.reschedule(loop.time())
-
-                stream.cancel_after_grace = self._bound(bound)
-                connection.attach(on_lost=lost, on_shutdown=stream.end)
-                stream.writer = connection
-                async for chunk in self.body_iterator:
-                    await connection.send(cast(Chunk, chunk))
-                complete = not connection.lost
-        except TimeoutError:
-            pass  # cancelled: the client went, or the stream was stuck past its end
-        finally:
-            stream.writer = None
-            stream.cancel_after_grace = None
-            try:
-                await self._close_stream()
-            finally:
-                self._slot.release()
-                connection.finish(complete=complete)
-
 
 async def open_watch(
     *,

@@ -146,3 +146,35 @@ async def test_a_watch_over_http_1_0_is_not_taken_over_and_still_streams(hub: Hu
             assert b"BOOKMARK" in body
         finally:
             writer.close()
+
+
+async def test_watch_opens_take_turns_and_give_them_back(database_url: str) -> None:
+    """More watches opened at once than there are turns (one per pooled connection, at
+    least 4) all open; refused watch requests give their turn back."""
+    async with running_hub(database_url, pool_size=1, watch_bookmark_seconds=0.5) as hub:
+        ctx = context_of(hub.app)
+        token = await _register(hub, "east")
+        for _ in range(3 * ctx.watch_opens._value):  # a refused watch gives its turn back
+            answer = await hub.client.get(
+                "/api/v1/clusters/east/imports?watch=true", headers=bearer("wrong")
+            )
+            assert answer.status_code == 401, answer.text
+        fanout = hub.store.import_feed.fanout
+        watches = [RawWatch() for _ in range(12)]
+        async with serving(hub.app) as url:
+            try:
+                await asyncio.gather(
+                    *(
+                        w.open(
+                            url,
+                            "/api/v1/clusters/east/imports?watch=true&timeoutSeconds=120",
+                            token,
+                        )
+                        for w in watches
+                    )
+                )
+                await until(lambda: fanout.subscriber_count == 12, "twelve watches")
+                assert ctx.watch_opens._value == max(4, hub.settings.pool_size)
+            finally:
+                for w in watches:
+                    await w.close()
