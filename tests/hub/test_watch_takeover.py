@@ -178,3 +178,62 @@ async def test_watch_opens_take_turns_and_give_them_back(database_url: str) -> N
             finally:
                 for w in watches:
                     await w.close()
+
+
+class _Transport:
+    """What a `WatchConnection` writes to, recorded."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _chunks(writes: list[bytes]) -> list[bytes]:
+    out = []
+    for data in writes:
+        while data:
+            size, _, rest = data.partition(b"\r\n")
+            n = int(size, 16)
+            out.append(rest[:n])
+            data = rest[n + 2 :]
+    return out
+
+
+async def test_lines_handed_over_in_one_turn_go_out_as_one_write_in_order() -> None:
+    transport = _Transport()
+    connection = WatchConnection(
+        transport,  # type: ignore[arg-type]
+        connections=set(),
+        reopen=None,
+        keep_alive=False,
+        paused=False,
+    )
+    connection.write(b"a\n")
+    connection.write(b"b\n")
+    assert transport.writes == []  # gathered until the end of this turn
+    await asyncio.sleep(0)
+    assert _chunks(transport.writes) == [b"a\nb\n"]
+    # What the watch's task sends goes after what was handed over before it.
+    connection.write(b"c\n")
+    await connection.send(b"d\n")
+    await asyncio.sleep(0)
+    assert _chunks(transport.writes) == [b"a\nb\n", b"c\n", b"d\n"]
+    # A paused connection declines writes; the task's send waits for it to drain.
+    connection.pause_writing()
+    assert not connection.ready()
+    sending = asyncio.create_task(connection.send(b"e\n"))
+    await asyncio.sleep(0.05)
+    assert not sending.done()
+    connection.resume_writing()
+    await asyncio.wait_for(sending, DEADLINE)
+    connection.finish(complete=True)
+    assert transport.writes[-1] == b"0\r\n\r\n" and transport.closed
