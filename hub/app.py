@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 from opentelemetry import trace
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from hub.api.bodylimit import BodyTooLargeMiddleware
 from hub.api.credentials import Credentials, load_credentials
 from hub.api.deps import STATE_ATTR, HubContext, context_of
 from hub.api.errors import install_error_handlers
-from hub.api.observe import RequestObserverMiddleware
+from hub.api.observe import RequestObserverMiddleware, is_watch
 from hub.api.routes import ROUTERS
 from hub.api.routes.health import report_oversized
 from hub.api.watch import SERVER_SEND, end_watches
@@ -62,12 +62,46 @@ is a Kubernetes-style `Status`.
 class HubApp(FastAPI):
     """FastAPI, handing each request the server's own `send` under `SERVER_SEND` before
     the middleware wraps it: a watch's body goes there (`hub.api.watch.WatchResponse`),
-    while the middleware still sees the response's start and the request's end."""
+    while the middleware still sees the response's start and the request's end. A watch
+    request waits for its turn (`HubContext.watch_opens`) before anything else is done for
+    it, and gives the turn back when its answer starts."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            scope[SERVER_SEND] = send
-        await super().__call__(scope, receive, send)
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        scope[SERVER_SEND] = send
+        try:
+            if is_watch(scope):
+                await self._open_watch(scope, receive, send)
+            else:
+                await super().__call__(scope, receive, send)
+        finally:
+            # The server's request cycle holds the scope: the scope holding the cycle's
+            # `send` would make both garbage only the cyclic collector frees.
+            del scope[SERVER_SEND]
+
+    async def _open_watch(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A watch request, in its turn (`HubContext.watch_opens`) until its answer starts."""
+        gate = context_of(self).watch_opens
+        await gate.acquire()
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                gate.release()
+
+        async def send_in_turn(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                release()
+            await send(message)
+
+        try:
+            await super().__call__(scope, receive, send_in_turn)
+        finally:
+            release()
 
 
 async def open_store(settings: HubSettings) -> Store:

@@ -179,6 +179,19 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_arrived()
         super().connection_lost(exc)
 
+    # -- a connection taken over (`hub.api.takeover`) ------------------------------------
+
+    def release(self) -> None:
+        """The connection is taken from this protocol for the rest of its answer: the guard
+        forgets it (it is in a request, and the new protocol counts as a connection)."""
+        self._head_arrived()
+
+    def idle(self) -> None:
+        """This new protocol of a connection handed back after an answer: idle between
+        requests, as after any answer (evictable, uvicorn's keep-alive timer running)."""
+        self._head_arrived()
+        self.on_response_complete()
+
     # -- the head size -----------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
@@ -192,6 +205,30 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 self.guard.note(f"a request head over {MAX_HEAD_BYTES} bytes")
                 self._head_arrived()
                 self.send_400_response("Request head too large.")
+
+
+def reopen_idle(
+    protocol_class: type[HttpToolsProtocol],
+    config: Any,
+    server_state: Any,
+    app_state: dict[str, Any],
+    transport: asyncio.Transport,
+    received: bytes,
+) -> HttpToolsProtocol:
+    """Hand a connection taken over for an answer (`hub.api.takeover`) back to the server,
+    once that answer is complete: a new protocol of the server's class, in the state it is
+    in between requests on a kept-alive connection; `received` is what the client sent
+    meanwhile (the start of its next request)."""
+    protocol = protocol_class(config=config, server_state=server_state, app_state=app_state)
+    transport.set_protocol(protocol)
+    protocol.connection_made(transport)
+    if isinstance(protocol, GuardedHttpToolsProtocol):
+        protocol.idle()
+    else:
+        protocol.on_response_complete()
+    if received:
+        protocol.data_received(received)
+    return protocol
 
 
 def guard_for(settings: HubSettings) -> ConnectionGuard:

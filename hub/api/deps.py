@@ -53,6 +53,20 @@ class HubContext:
     watch_write_turns: asyncio.Semaphore = field(
         default_factory=lambda: asyncio.Semaphore(WATCH_WRITE_TURNS)
     )
+    # Watches being opened at once (`hub.app.HubApp`), made on first use: see `watch_opens`.
+    _watch_opens: asyncio.Semaphore | None = None
+
+    @property
+    def watch_opens(self) -> asyncio.Semaphore:
+        """The watch requests answered at once up to their answer's start, one per pooled
+        connection (what an open reads with); the rest wait for a turn before anything
+        else is done for them. A burst of opens (a replica's agents reconnecting) would
+        otherwise have every request in flight at once, each holding what it reads — a
+        peak the process keeps (freed memory is not handed back to the system, and the
+        watches that outlive it are scattered through it)."""
+        if self._watch_opens is None:
+            self._watch_opens = asyncio.Semaphore(max(4, self.settings.pool_size))
+        return self._watch_opens
 
 
 def context_of(app: Starlette) -> HubContext:

@@ -27,6 +27,11 @@ from hub.metrics import HubMetrics
 
 log = logging.getLogger("mcsync.hub.requests")
 UNMATCHED_ROUTE = "<unmatched>"
+# The scope key under which a response that goes on after its request returns (a watch
+# whose connection was taken over, `hub.api.takeover`) leaves an object with
+# `when_done(callback)`: the request is recorded when that answer ends, not when the app
+# returns.
+DETACHED = "mcsync.detached"
 
 
 def route_template(scope: Scope) -> str:
@@ -34,10 +39,15 @@ def route_template(scope: Scope) -> str:
     template = getattr(route, "path", None)
     if not isinstance(template, str):
         return UNMATCHED_ROUTE
-    query = scope.get("query_string", b"")
-    if b"watch=true" in query or b"watch=1" in query:
+    if is_watch(scope):
         return f"{template}?watch"
     return template
+
+
+def is_watch(scope: Scope) -> bool:
+    """Whether the request asks for a watch (`?watch=true`)."""
+    query = scope.get("query_string", b"")
+    return b"watch=true" in query or b"watch=1" in query
 
 
 class RequestObserverMiddleware:
@@ -72,17 +82,33 @@ class RequestObserverMiddleware:
                 status = make_status(500, "internal error; the hub's log has the details")
                 await status_response(status)(scope, receive, send)
         finally:
-            duration = time.perf_counter() - started
             route = route_template(scope)
             method = str(scope.get("method", ""))
-            self.metrics.request_duration.labels(method, route, str(code)).observe(duration)
-            log.info(
-                "request",
-                extra=fields(
-                    method=method,
-                    route=route,
-                    path=scope.get("path"),
-                    status=code,
-                    duration_ms=round(duration * 1000, 2),
-                ),
-            )
+            path = scope.get("path")
+            detached = scope.pop(DETACHED, None)
+            if detached is None:
+                self._record(started, method, route, path, code)
+            else:
+                record = self._record
+                detached.when_done(lambda: record(started, method, route, path, code))
+
+    def _record(
+        self,
+        started: float,
+        method: str,
+        route: str,
+        path: Any,
+        code: int,
+    ) -> None:
+        duration = time.perf_counter() - started
+        self.metrics.request_duration.labels(method, route, str(code)).observe(duration)
+        log.info(
+            "request",
+            extra=fields(
+                method=method,
+                route=route,
+                path=path,
+                status=code,
+                duration_ms=round(duration * 1000, 2),
+            ),
+        )

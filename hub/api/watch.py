@@ -43,14 +43,27 @@ watcher has sent *everything relevant*; events move it to their own revision.
   once per watch after the clients had gone. A stalled client may hold neither the hub's
   memory nor its CPU (`hub.store.fanout` has the bounds and their reasons).
 
-Delivery to a waiting watch. While a watch waits attached with everything sent, and its
-answer is served by uvicorn, its subscription holds a sink (`WatchStream._deliver`): the
-shared reader writes each line straight to the watch's connection (`ServerWriter`) and
-moves its position, without waking its task; its BOOKMARKs are written by a timer the
-same way. A change then costs each of its watchers one write (docs/reference.md#fleet-scale).
-Whatever only the task may do — a line to slice, a connection paused because its client
-stopped reading, a watch ending — the sink declines: the line is buffered and the task
-woken, and everything below holds as it did.
+The answer outside its request. Over uvicorn, once the answer's head has gone out through
+the middleware, the watch's connection is taken from the server (`hub.api.takeover`): the
+ASGI request returns, freeing everything it held, and the body goes on from one task of
+the watch's own over a `WatchConnection`, which hears the client go, pauses with the
+socket's write buffer, stays one of the server's connections for its drain and its cap,
+and hands a kept-alive connection back to the server after the last chunk. The request
+observer records the request when the watch ends (`hub.api.observe.DETACHED`). An answer
+that cannot be taken over (an in-process client, HTTP/1.0) is served inside its request,
+as before. Watch requests take turns up to their answer's start (`HubApp`,
+`HubContext.watch_opens`), so a burst of opens is not every request in flight at once.
+
+Delivery to a waiting watch. While a watch waits attached with everything sent, its
+subscription holds a sink (`WatchStream._deliver`): the shared reader hands each line
+straight to the watch's connection (`WatchConnection.write`, or `ServerWriter` for an
+answer still served by uvicorn) and moves its position, without waking its task; its
+BOOKMARKs, and its deadline, are kept by one timer the same way. A taken-over connection
+gathers what it is handed in one turn of the event loop and writes it as one chunk, so a
+page of changes is one write per watch. A change then costs each of its watchers one
+write (docs/reference.md#fleet-scale). Whatever only the task may do — a line to slice, a
+connection paused because its client stopped reading, a watch ending — the sink
+declines: the line is buffered and the task woken, and everything below holds as it did.
 
 What a watch costs while its client does not read: its share of the shared lines (each
 event encoded once by the shared reader, `hub.store.feed.event_line`) up to its buffer's
@@ -89,7 +102,7 @@ import logging
 import weakref
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import anyio
 from fastapi.responses import StreamingResponse
@@ -97,8 +110,10 @@ from starlette.types import Receive, Scope, Send
 
 from hub.api.auth import Principal
 from hub.api.deps import HubContext
+from hub.api.observe import DETACHED
 from hub.api.params import WatchOptions
 from hub.api.status import ApiError, make_status
+from hub.api.takeover import WatchConnection, take_over
 from hub.logs import fields
 from hub.store import DatabaseUnavailable, Feed, Gone, ImportFeed
 from hub.store.fanout import BufferLimits, FeedLine, Subscription, Wake, right_sized
@@ -167,6 +182,15 @@ def _counter(ctx: HubContext, kind: str) -> Any:
     if child is None:
         child = children[kind] = metric.labels(kind)
     return child
+
+
+class BodyWriter(Protocol):
+    """Where the shared reader and a timer write a waiting watch's lines: uvicorn's
+    connection (`ServerWriter`), or the watch's own once taken over (`hub.api.takeover`)."""
+
+    def ready(self) -> bool: ...
+
+    def write(self, data: bytes) -> None: ...
 
 
 class ServerWriter:
@@ -347,7 +371,7 @@ class WatchStream:
         # Set by `WatchResponse` once the answer has started, when its server allows it:
         # lines that arrive while the watch waits are then written by the shared reader
         # itself (`_deliver`), without waking this watch's task.
-        self.writer: ServerWriter | None = None
+        self.writer: BodyWriter | None = None
         self._ticker: asyncio.TimerHandle | None = None  # the next BOOKMARK (`_bookmark_due`)
         # Set by `WatchResponse`: cancels the answer `STUCK_GRACE_SECONDS` from now.
         self.cancel_after_grace: Callable[[], None] | None = None
@@ -385,7 +409,8 @@ class WatchStream:
 
     def _bookmark_due(self, interval: float) -> None:
         """The BOOKMARK of a waiting watch, written by a timer (see `_deliver`); anything
-        but a plain write wakes the task, which then sends it itself."""
+        but a plain write wakes the task, which then sends it itself — at the deadline,
+        which the same timer keeps, to end the watch."""
         self._ticker = None
         writer, sub = self.writer, self._sub
         if (
@@ -407,7 +432,9 @@ class WatchStream:
             return
         _counter(self.ctx, "BOOKMARK").inc()
         self._last_sent = now = self._loop.time()
-        self._ticker = self._loop.call_at(now + interval, self._bookmark_due, interval)
+        self._ticker = self._loop.call_at(
+            min(now + interval, self.deadline), self._bookmark_due, interval
+        )
 
     def _deliver(self, line: FeedLine) -> bool:
         """The subscription's sink while this watch waits with everything sent: write
@@ -457,8 +484,11 @@ class WatchStream:
         if self._sub is not None:
             self._sub.wake.set()
 
-    async def _wait(self, sub: Subscription, *, seconds: float) -> bool:
-        """Until `sub` is woken or `seconds` pass; False when the watch must end."""
+    async def _wait(self, sub: Subscription, *, seconds: float | None) -> bool:
+        """Until `sub` is woken or `seconds` (if any) pass; False when the watch must end."""
+        if seconds is None:
+            await sub.wake.wait()
+            return not (self.ctx.shutdown.is_set() or self.gone.is_set())
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(max(seconds, 0.0)):
                 await sub.wake.wait()
@@ -597,15 +627,18 @@ class WatchStream:
                     self._last_sent = now
                     continue
                 self._idle = True
-                until = min(self.deadline, bookmark_due)
+                seconds: float | None = min(self.deadline, bookmark_due) - now
                 if self.writer is not None:
                     # Changes and BOOKMARKs are written without this task (`_deliver`,
-                    # `_bookmark_due`): it wakes for the deadline, or what only it may do.
+                    # `_bookmark_due`): it wakes for what only it may do, and the timer wakes
+                    # it at the deadline (one timer, so no timeout of its own while it waits).
                     sub.direct(self._deliver)
-                    self._ticker = loop.call_at(bookmark_due, self._bookmark_due, interval)
-                    until = self.deadline
+                    self._ticker = loop.call_at(
+                        min(bookmark_due, self.deadline), self._bookmark_due, interval
+                    )
+                    seconds = None
                 try:
-                    running = await self._wait(sub, seconds=until - now)
+                    running = await self._wait(sub, seconds=seconds)
                 finally:
                     self._idle = False
                     sub.direct(None)
@@ -688,21 +721,79 @@ def end_watches(ctx: HubContext) -> None:
             stream.end()
 
 
+def _grace_canceller(bound: asyncio.Timeout) -> Callable[[], None]:
+    """What `WatchStream.end` calls: the answer `bound` bounds is cancelled after the grace
+    from now."""
+    loop = asyncio.get_running_loop()
+
+    def cancel_after_grace() -> None:
+        when = loop.time() + STUCK_GRACE_SECONDS
+        current = bound.when()
+        if current is None or when < current:
+            with contextlib.suppress(RuntimeError):  # already expiring
+                bound.reschedule(when)
+
+    return cancel_after_grace
+
+
+async def _close_stream(iterator: Any) -> None:
+    if isinstance(iterator, AsyncGenerator):
+        with anyio.CancelScope(shield=True):
+            await iterator.aclose()
+
+
+async def _serve(
+    stream: WatchStream,
+    body: AsyncGenerator[Chunk, None],
+    slot: WatchSlot,
+    connection: WatchConnection,
+) -> None:
+    """The body of a watch whose connection was taken over, in the watch's own task (which
+    holds no more than this: not the response, not the request)."""
+    complete = False
+    try:
+        async with asyncio.timeout(stream.deadline + STUCK_GRACE_SECONDS) as bound:
+            loop = asyncio.get_running_loop()
+
+            def lost() -> None:
+                stream.gone.set()
+                stream.interrupt()
+                with contextlib.suppress(RuntimeError):  # already expiring
+                    bound.reschedule(loop.time())
+
+            stream.cancel_after_grace = _grace_canceller(bound)
+            connection.attach(on_lost=lost, on_shutdown=stream.end)
+            stream.writer = connection
+            async for chunk in body:
+                await connection.send(chunk)
+            complete = not connection.lost
+    except TimeoutError:
+        pass  # cancelled: the client went, or the stream was stuck past its end
+    finally:
+        stream.writer = None
+        stream.cancel_after_grace = None
+        try:
+            await _close_stream(body)
+        finally:
+            slot.release()
+            connection.finish(complete=complete)
+
+
 class WatchResponse(StreamingResponse):
     """The streaming answer of one watch, which also ends it when the stream cannot.
 
-    The stream runs in the request's own task, and one more task listens for the client's
-    disconnect and tells the stream at once (`WatchStream.gone`); the deadline plus
-    `STUCK_GRACE_SECONDS` bounds the whole answer, and the hub's shutdown (`end_watches`)
-    moves that bound to the grace from now: a stream blocked on a socket that does not
-    drain never gets to check them itself. Whatever ends it, the stream's generator is
-    closed here (its subscription freed at once, not when garbage collection gets to it)
-    and the token's watch slot released. A task and a timer per watch, not five tasks:
-    an idle watch is memory the hub holds per agent (docs/reference.md#fleet-scale).
-
     The start of the answer goes through the middleware (the request observer records its
-    status); its body goes to the server's own `send` (`SERVER_SEND`), and, while the
-    watch waits, straight from the shared reader (`ServerWriter`, `WatchStream._deliver`).
+    status). Then, over uvicorn, the connection is taken over (`hub.api.takeover`) and the
+    body goes on in a task of the watch's own (`_serve`): the request returns at once.
+    Otherwise (an in-process client, HTTP/1.0) the stream runs in the request's own task,
+    its body goes to the server's own `send` (`SERVER_SEND`), and one more task listens for
+    the client's disconnect. Either way the client going tells the stream at once
+    (`WatchStream.gone`); the deadline plus `STUCK_GRACE_SECONDS` bounds the whole answer,
+    and the hub's shutdown (`end_watches`) moves that bound to the grace from now: a stream
+    blocked on a socket that does not drain never gets to check them itself. Whatever ends
+    it, the stream's generator is closed (its subscription freed at once, not when garbage
+    collection gets to it) and the token's watch slot released. An idle watch is memory the
+    hub holds per agent (docs/reference.md#fleet-scale).
     """
 
     def __init__(self, stream: WatchStream, first: Sequence[WatchEvent], slot: WatchSlot) -> None:
@@ -715,7 +806,7 @@ class WatchResponse(StreamingResponse):
         self._stream = stream
         self._slot = slot
         # A response that is never sent (the request failed after the route) frees it too.
-        weakref.finalize(self, slot.release)
+        self._finalizer = weakref.finalize(self, slot.release)
 
     async def _client_gone(self, receive: Receive, bound: asyncio.Timeout) -> None:
         await self.listen_for_disconnect(receive)
@@ -728,26 +819,24 @@ class WatchResponse(StreamingResponse):
         stream = self._stream
         loop = asyncio.get_running_loop()
         body_send: Send = scope.get(SERVER_SEND) or send
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        connection = take_over(body_send)
+        if connection is not None:
+            # From here the watch is the connection's and its own task's (`hub.api.takeover`):
+            # the request returns, and the observer records it when the watch ends.
+            self._finalizer.detach()
+            body = cast(AsyncGenerator[Chunk, None], self.body_iterator)
+            task = loop.create_task(_serve(stream, body, self._slot, connection))
+            connection.task = task
+            scope[DETACHED] = connection
+            return
         listener: asyncio.Task[None] | None = None
         try:
             async with asyncio.timeout(stream.deadline + STUCK_GRACE_SECONDS) as bound:
-
-                def cancel_after_grace() -> None:
-                    when = loop.time() + STUCK_GRACE_SECONDS
-                    current = bound.when()
-                    if current is None or when < current:
-                        with contextlib.suppress(RuntimeError):  # already expiring
-                            bound.reschedule(when)
-
-                stream.cancel_after_grace = cancel_after_grace
+                stream.cancel_after_grace = _grace_canceller(bound)
                 listener = loop.create_task(self._client_gone(receive, bound))
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": self.status_code,
-                        "headers": self.raw_headers,
-                    }
-                )
                 stream.writer = ServerWriter.of(body_send)
                 async for chunk in self.body_iterator:
                     await body_send(
@@ -762,12 +851,8 @@ class WatchResponse(StreamingResponse):
             stream.cancel_after_grace = None
             if listener is not None:
                 listener.cancel()
-            iterator = self.body_iterator
-            if isinstance(iterator, AsyncGenerator):
-                with anyio.CancelScope(shield=True):
-                    await iterator.aclose()
+            await _close_stream(self.body_iterator)
             self._slot.release()
-
 
 async def open_watch(
     *,

@@ -65,25 +65,31 @@ def check_history_read(revision: int, limit: int) -> None:
         raise ValueError(f"limit must be at least 1, got {limit}")
 
 
+# The history's prune mark, as every history read reads it (built once: each watch's
+# change costs the shared reader one of these reads).
+_PRUNED_THROUGH = select(revision_table.c.pruned_through).where(
+    revision_table.c.id == REVISION_ROW_ID
+)
+
+
 async def read_retained(
-    ctx: StoreContext, query: Select[Any], *, revision: int, relist: str
+    ctx: StoreContext,
+    query: Select[Any],
+    *,
+    revision: int,
+    relist: str,
+    parameters: dict[str, Any] | None = None,
 ) -> Sequence[Row[Any]]:
-    """The rows of `query`, a read of the history after `revision`; Gone (advising
-    `relist`) when a change after `revision` has been pruned.
+    """The rows of `query` (with its bound `parameters`), a read of the history after
+    `revision`; Gone (advising `relist`) when a change after `revision` has been pruned.
 
     The prune mark is read AFTER the rows, in the same read transaction: a prune that
     committed in between makes us answer Gone (conservative), never a silently incomplete
     replay. Every history reader (the export and the import feed) goes through here.
     """
     async with ctx.read() as conn:
-        rows = (await conn.execute(query)).all()
-        pruned = (
-            await conn.execute(
-                select(revision_table.c.pruned_through).where(
-                    revision_table.c.id == REVISION_ROW_ID
-                )
-            )
-        ).scalar_one()
+        rows = (await conn.execute(query, parameters)).all()
+        pruned = (await conn.execute(_PRUNED_THROUGH)).scalar_one()
     if revision < pruned:
         raise Gone(
             f"revision {revision} is older than the retained history "

@@ -15,12 +15,13 @@ as the apiserver keeps `watcher.go` apart from `etcd3/store.go`.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, exists, false, or_, select, tuple_
+from sqlalchemy import Select, and_, bindparam, exists, false, or_, select, tuple_
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -103,6 +104,25 @@ class ImportRow:
 ImportItem = ServiceImport | EndpointSliceExport
 
 
+@functools.lru_cache(maxsize=8)
+def _imports_after(limit: int) -> Select[Any]:
+    """The import feed's history read of `ImportFeed.imports_since`, built once per page
+    size (the shared reader reads one page per change), the revision bound at execution."""
+    return (
+        select(
+            changes.c.revision,
+            changes.c.cluster_id,
+            changes.c.type,
+            changes.c.kind,
+            changes.c.object,
+            changes.c.namespace,
+        )
+        .where(changes.c.revision > bindparam("after"), changes.c.kind.in_(IMPORT_KINDS))
+        .order_by(changes.c.revision)
+        .limit(limit)
+    )
+
+
 class ImportFeed:
     """Reads of the import feed: the history after a revision, the paged list, and the
     replica's one shared reader that feeds every import watch (`hub.store.fanout`: each
@@ -151,24 +171,12 @@ class ImportFeed:
         Gone when a change after `revision` has been pruned from the history.
         """
         check_history_read(revision, limit)
-        query = (
-            select(
-                changes.c.revision,
-                changes.c.cluster_id,
-                changes.c.type,
-                changes.c.kind,
-                changes.c.object,
-                changes.c.namespace,
-            )
-            .where(changes.c.revision > revision, changes.c.kind.in_(IMPORT_KINDS))
-            .order_by(changes.c.revision)
-            .limit(limit)
-        )
         rows = await read_retained(
             self._ctx,
-            query,
+            _imports_after(limit),
             revision=revision,
             relist="relist the imports and watch from the list's resourceVersion",
+            parameters={"after": revision},
         )
         return [
             ImportRow(
