@@ -22,7 +22,7 @@ What the server did for the request, the connection does itself:
   before: its bounded buffer of shared lines, and the write buffer;
 * it stays one of the server's connections (`connections`, with the server's
   `shutdown()` and a `transport`), so a draining server waits for it, ends it, and drops it
-  when it makes no progress (`hub.__main__.HubServer`), and the connection cap counts it;
+  when it makes no progress (`hub.serve.HubServer`), and the connection cap counts it;
 * when the watch ends with its last chunk, a kept-alive connection goes back to the server
   as an idle connection between requests (`hub.connections.reopen_idle`); otherwise it is
   closed, as the server would have.

@@ -70,7 +70,7 @@ event encoded once by the shared reader, `hub.store.feed.event_line`) up to its 
 bounds, and what the server holds for its socket. The second is kept small by sending a
 large line in slices of `SLICE_BYTES` (views of the shared bytes): the server stops
 taking slices once its socket's write buffer passes its high-water mark (16 KiB in the
-hub's server, `hub.__main__.HubServer`, which also keeps the kernel's unsent data per
+hub's server, `hub.serve.HubServer`, which also keeps the kernel's unsent data per
 socket small), so an unread 0.9 MB event costs about 32 KB of the hub's memory, not a
 copy of the event per watch. Slices of large lines go out a few per turn of the event
 loop, for all watches together (`WatchStream._write_turn`), so that pushing one to
