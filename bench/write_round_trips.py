@@ -20,6 +20,14 @@ write transaction it reports:
   COMMIT, both included (the revision row is held over these);
 * `total`: BEGIN through COMMIT.
 
+And for a heartbeat batch (`hub.store.heartbeats`: `--beats` clusters beating at once,
+their member tokens checked by the batch, gathered into one batch), `--writes` times:
+
+* `round_trips`: every statement the batch sends, the pool's ping at checkout, BEGIN and
+  COMMIT included, per batch;
+* the same for the batch in a transaction of its own (`_commit_in_transaction`, what
+  SQLite runs and what PostgreSQL ran before its one-statement batch), for comparison.
+
 No timing: a count of round trips, which is the same on a loaded host. PostgreSQL only
 (SQLite's statements are calls inside the hub's process, not round trips).
 """
@@ -35,13 +43,16 @@ from sqlalchemy import event
 
 from bench.support import base_parser, fresh_database, machine, write_result
 from hub.store import Store, migrate
-from shared.models import EndpointSliceExport, InternalServiceExport
+from shared.models import EndpointSliceExport, Heartbeat, InternalServiceExport
 
 NAME = "write_round_trips"
 CLUSTER = "east"
 # What this round's store does (docs/benchmarks.md §16, third round): a regression shows.
 TARGET_AFTER_FIRST_LOCK = {"export": 5, "slice": 6}
 TARGET_REVISION_HELD = 2
+# A heartbeat batch: the checkout's ping and its one statement (docs/benchmarks.md §16,
+# fourth round).
+TARGET_HEARTBEAT_ROUND_TRIPS = 2
 
 
 def export_body(name: str, port: int) -> InternalServiceExport:
@@ -194,7 +205,49 @@ async def measure(store: Store, statements: Statements, writes: int) -> dict[str
     return summary
 
 
-async def run(writes: int) -> dict[str, Any]:
+async def measure_heartbeats(
+    store: Store, statements: Statements, tokens: dict[str, str], writes: int
+) -> dict[str, Any]:
+    """Round trips per heartbeat batch, the one-statement path and the transaction path."""
+    batcher = store.clusters._beats
+    beat = Heartbeat(agent_version="0.1.0", imported_services=1, imported_endpoints=10)
+    summary: dict[str, Any] = {}
+    for path, one_statement in (("heartbeat_batch", True), ("heartbeat_transaction", False)):
+        batcher._one_statement = one_statement
+        per_batch: list[float] = []
+        sample: list[str] = []
+        for _ in range(writes):
+            statements.clear()
+            before = batcher.batches
+            statements.recording = True
+            outcomes = await asyncio.gather(
+                *(
+                    store.clusters.beat_with_token(name, beat, token=token)
+                    for name, token in tokens.items()
+                )
+            )
+            statements.recording = False
+            assert all(o is not None for o in outcomes), "a beat was not recorded"
+            # An executemany (the transaction path's UPDATE) is logged twice, by SQLAlchemy's
+            # event and by asyncpg's logger (later: it calls its loggers soon, not at once),
+            # and is one round trip (asyncpg sends its executions in one go): counted once.
+            sent = []
+            for found in statements.by_connection.values():
+                for sql in found:
+                    if not (sql.startswith("UPDATE") and sql in sent):
+                        sent.append(sql)
+            per_batch.append(len(sent) / (batcher.batches - before))
+            sample = sample or sent
+        summary[path] = {
+            "beats": len(tokens),
+            "round_trips": statistics.median_low(per_batch),
+            "statements": [sql[:100] for sql in sample],
+        }
+    batcher._one_statement = True
+    return summary
+
+
+async def run(writes: int, beats: int) -> dict[str, Any]:
     async with fresh_database("postgresql") as url:
         await migrate.upgrade_async(url)
         store = await Store.open(url)
@@ -203,7 +256,12 @@ async def run(writes: int) -> dict[str, Any]:
         await store.engine.dispose()  # every connection from now on is logged
         try:
             await store.clusters.register(CLUSTER, {})
-            return await measure(store, statements, writes)
+            tokens = {}
+            for index in range(beats):
+                name = f"member-{index}"
+                _, tokens[name] = await store.clusters.register(name, {})
+            summary = await measure(store, statements, writes)
+            return {**summary, **await measure_heartbeats(store, statements, tokens, writes)}
         finally:
             await store.close()
 
@@ -211,10 +269,16 @@ async def run(writes: int) -> dict[str, Any]:
 def main() -> None:
     parser = base_parser(__doc__ or NAME)
     parser.add_argument("--writes", type=int, default=20)
+    parser.add_argument("--beats", type=int, default=20, help="clusters beating at once")
     args = parser.parse_args()
     writes = 2 if args.smoke else args.writes
-    summary = asyncio.run(run(writes))
+    summary = asyncio.run(run(writes, args.beats))
     for kind, found in summary.items():
+        if kind.startswith("heartbeat"):
+            print(f"{kind}: {found['round_trips']} round trips a batch of {found['beats']} beats")
+            for sql in found["statements"]:
+                print(f"    {sql}")
+            continue
         print(
             f"{kind}: {found['total']} statements, {found['after_first_lock']} from the first "
             f"lock to COMMIT, {found['revision_held']} with the revision row held "
@@ -226,10 +290,12 @@ def main() -> None:
         found["after_first_lock"] <= TARGET_AFTER_FIRST_LOCK[kind.split("_")[0]]
         and found["revision_held"] <= TARGET_REVISION_HELD
         for kind, found in summary.items()
-    )
+        if not kind.startswith("heartbeat")
+    ) and summary["heartbeat_batch"]["round_trips"] <= TARGET_HEARTBEAT_ROUND_TRIPS
     target = {
         "after_first_lock_at_most": TARGET_AFTER_FIRST_LOCK,
         "revision_held_at_most": TARGET_REVISION_HELD,
+        "heartbeat_batch_round_trips_at_most": TARGET_HEARTBEAT_ROUND_TRIPS,
         "met": met,
     }
     write_result(

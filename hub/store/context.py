@@ -18,11 +18,12 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from opentelemetry import trace
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from hub.store.db import read_transaction, write_transaction
+from hub.store.db import read_transaction, statements_on_their_own, write_transaction
 from hub.store.errors import DatabaseUnavailable
 from hub.store.fanout import reading_for_fanout
 from hub.store.locks import KeyLocks, PostgresLocks, SQLiteLocks
@@ -100,6 +101,13 @@ class StoreContext:
     async def write(self) -> AsyncIterator[AsyncConnection]:
         async with self._primary_guard(), write_transaction(self.engine) as conn:
             yield conn
+
+    @contextlib.asynccontextmanager
+    async def statement(self) -> AsyncIterator[Any]:
+        """PostgreSQL only: a connection on which each statement commits on its own
+        (`db.statements_on_their_own`), for a write one statement says whole."""
+        async with self._primary_guard(), statements_on_their_own(self.engine) as driver:
+            yield driver
 
     @contextlib.asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:

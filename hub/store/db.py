@@ -401,6 +401,18 @@ async def write_transaction(engine: AsyncEngine) -> AsyncIterator[AsyncConnectio
 
 
 @contextlib.asynccontextmanager
+async def statements_on_their_own(engine: AsyncEngine) -> AsyncIterator[Any]:
+    """PostgreSQL: the driver's (asyncpg's) connection of a pooled connection, with no
+    transaction begun: each statement sent on it is a transaction of its own (the
+    server's implicit one), one round trip where BEGIN, it and COMMIT are three. For a
+    write that one statement says whole (`hub.store.heartbeats`); errors translated."""
+    with translate_errors():
+        async with connection(engine) as conn:
+            raw = await conn.get_raw_connection()
+            yield raw.driver_connection
+
+
+@contextlib.asynccontextmanager
 async def read_transaction(reader: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     """One read transaction on a `read_engine` view (a deferred snapshot on SQLite)."""
     with translate_errors():

@@ -9,9 +9,10 @@ docs/benchmarks.md, fleet scale). The statements are cheap; the per-transaction 
 around them (pool checkout and its ping, BEGIN, COMMIT, SQLAlchemy's per-statement work)
 is the cost, paid once per beat.
 
-`HeartbeatBatcher` queues each beat and commits whatever is queued in one transaction of
-three statements, however many beats it carries (the `batch.GroupCommit` machinery: no
-timer, a batch is what arrived while the previous one was in the database):
+`HeartbeatBatcher` queues each beat and commits whatever is queued together, however many
+beats it carries (the `batch.GroupCommit` machinery: a batch is what arrived while the
+previous one was in the database, after the wait below). On SQLite that is one
+transaction of three statements:
 
 1. lock the beating clusters' rows, sorted by name (step 1 of the store's lock order,
    `locks`), reading each one's token hash and pending allowance. The lock is `FOR NO KEY
@@ -26,6 +27,19 @@ timer, a batch is what arrived while the previous one was in the database):
    held withdrawal, the one-shot allowance taken, the invalid-export report when sent);
 3. the withheld endpoints of those clusters, usually none; a Stale cluster's are given
    back in this same transaction (`withdrawals.apply`, keys locked in one sorted run).
+
+On PostgreSQL the three are one statement (`_BEAT`), run as a transaction of its own: no
+BEGIN, no COMMIT, one round trip after the pool's checkout where there were five. On a
+busy hub every round trip of a batch waits for a turn of the replica's event loop, and
+the batch's beats wait for all of them (docs/benchmarks.md §16, fourth round). The
+statement locks the rows as step 1 does, checks each beat's token against the row it
+locked, and UPDATEs the beats that pass; the beats of a cluster recorded Stale (or with
+exports withheld) are left out of it and recorded, with their endpoints given back, by
+the transaction above, run for them alone: giving back takes key locks and a revision,
+which one statement cannot take after its own row lock (a cluster comes back once; its
+other beats take the one statement). A beat whose row another transaction holds is left
+for the next batch, as on SQLite; after `PATIENCE` batches it is given the transaction,
+which waits for the row.
 
 Unlike the export writes, a heartbeat batch waits a moment (`LINGER_SECONDS`) before it
 forms: beats arrive one by one, spread over the interval by the agents' jitter, and
@@ -117,6 +131,8 @@ class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | _Busy | None"]):
     ) -> None:
         super().__init__(ctx, max_batch=max_batch, name="mcsync-heartbeat-batcher")
         self._linger = linger
+        # On PostgreSQL a batch is one statement in an implicit transaction (`_BEAT`).
+        self._one_statement = ctx.backend == "postgresql"
 
     async def write(self, mutation: Beat) -> HeartbeatOutcome | None:  # type: ignore[override]
         """Record one beat (see the class doc); a beat whose cluster row another
@@ -137,6 +153,65 @@ class HeartbeatBatcher(GroupCommit[Beat, "HeartbeatOutcome | _Busy | None"]):
     async def commit(
         self, mutations: Sequence[Beat]
     ) -> Sequence[HeartbeatOutcome | _Busy | Exception | None]:
+        if self._one_statement:
+            return await self._commit_in_one_statement(mutations)
+        return await self._commit_in_transaction(mutations)
+
+    async def _commit_in_one_statement(
+        self, mutations: Sequence[Beat]
+    ) -> Sequence[HeartbeatOutcome | _Busy | Exception | None]:
+        """PostgreSQL: the batch as one statement in an implicit transaction (`_BEAT`,
+        module docstring); the few beats it leaves to a transaction of their own (a
+        cluster recorded Stale, a patient beat whose row is held) go through
+        `_commit_in_transaction`, as every beat does on SQLite."""
+        now = utcnow()
+        held = [m.beat.withdrawal_held for m in mutations]
+        reports = [m.beat.invalid_exports for m in mutations]
+        async with self._ctx.statement() as driver:
+            rows = await driver.fetch(
+                _BEAT,
+                [m.cluster for m in mutations],
+                [m.token_hash for m in mutations],
+                [m.beat.agent_version for m in mutations],
+                [m.beat.imported_services for m in mutations],
+                [m.beat.imported_endpoints for m in mutations],
+                [None if h is None else codec.canonical_json(to_wire(h)) for h in held],
+                [r is not None for r in reports],
+                [None if r is None else stored_report(r) for r in reports],
+                now,
+            )
+        found = {r["name"]: r for r in rows}
+        answers: list[HeartbeatOutcome | _Busy | Exception | None] = []
+        again: list[int] = []  # beats left to a transaction: their answers come from it
+        for index, m in enumerate(mutations):
+            row = found[m.cluster]
+            if row["recorded"]:
+                answers.append(HeartbeatOutcome(withdrawal_allowed=bool(row["allowance"])))
+                continue
+            answers.append(None)
+            if row["locked"]:
+                if row["matched"]:
+                    # Recorded Stale or with exports withheld: the beat gives them back
+                    # in its own transaction, under its row's lock (module docstring).
+                    again.append(index)
+                # else: not the cluster's token, and nothing was written (None).
+            elif row["present"]:
+                if m.patient:
+                    again.append(index)  # waits for its row there, as it would here
+                else:
+                    answers[index] = BUSY
+            elif m.token_hash is None:
+                answers[index] = NotFound(f"cluster {m.cluster!r} is not registered")
+        if again:
+            redone = await self._commit_in_transaction([mutations[i] for i in again])
+            for index, answer in zip(again, redone, strict=True):
+                answers[index] = answer
+        return answers
+
+    async def _commit_in_transaction(
+        self, mutations: Sequence[Beat]
+    ) -> Sequence[HeartbeatOutcome | _Busy | Exception | None]:
+        """The batch in one transaction of three statements (module docstring)."""
         now = utcnow()
         names = sorted({m.cluster for m in mutations})
         recorded: dict[str, HeartbeatOutcome] = {}
@@ -275,3 +350,75 @@ _UPDATE = (
         withdrawal_allowed=bindparam("b_allowed"),
     )
 )
+
+
+# PostgreSQL: a whole batch in one statement, an implicit transaction of its own (one round
+# trip where BEGIN, the lock, the UPDATE, the withheld read and COMMIT were five). The
+# beats are arrays ($1-$8, one element per beat, one beat per cluster); $9 is the time.
+#
+# * `locked`: the beating clusters' rows as `KeyLocks.beat` takes them (FOR NO KEY UPDATE,
+#   SKIP LOCKED: a row another transaction holds is left out, not waited for), each
+#   with what the beat is checked against. A row that changed after the statement's
+#   snapshot is locked and answered as its newest version, as a lock in its own statement
+#   would be.
+# * `recorded`: the UPDATE of the beats whose token is their cluster's (the sha256 hex
+#   digests compared; a beat with no digest was authenticated already). A beat that
+#   presents the new token of a rotated cluster retires the previous one (`tokens`).
+#   Left out, and answered from a transaction of their own: the clusters recorded Stale
+#   or with exports withheld, whose beat gives those back (`withdrawals.apply`), which one
+#   statement cannot do under its lock. Withheld rows are written only by the sweep, in
+#   the transaction that records their cluster Stale under the cluster's row lock, so a
+#   row locked here that is not `stale` has none but those this snapshot sees, which
+#   the NOT EXISTS reads.
+# * the answer, per beat: recorded (with the allowance it took), locked (its row was
+#   taken) and matched (its token is the cluster's), and for a row not taken whether
+#   the cluster is registered at all (`present`: then another transaction holds it).
+_BEAT = """
+WITH beat AS (
+    SELECT *
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
+                $6::text[], $7::boolean[], $8::text[])
+        AS b(name, token_hash, agent_version, services, endpoints, held, reports, invalid)
+),
+locked AS MATERIALIZED (
+    SELECT name, token_hash, previous_token_hash, withdrawal_allowed,
+           sync_withdrawal_held, stale
+    FROM clusters
+    WHERE name = ANY($1::text[]) AND NOT deleting
+    ORDER BY name
+    FOR NO KEY UPDATE SKIP LOCKED
+),
+recorded AS (
+    UPDATE clusters AS c SET
+        last_heartbeat = $9,
+        agent_version = b.agent_version,
+        imported_services = b.services,
+        imported_endpoints = b.endpoints,
+        stale = false,
+        withdrawal_held = b.held,
+        withdrawal_allowed = l.withdrawal_allowed AND b.held IS NULL
+            AND l.sync_withdrawal_held IS NOT NULL,
+        invalid_exports = CASE WHEN b.reports THEN b.invalid ELSE c.invalid_exports END,
+        previous_token_hash = CASE WHEN b.token_hash IS NULL THEN c.previous_token_hash END,
+        previous_token_expires = CASE
+            WHEN b.token_hash IS NULL OR c.previous_token_hash IS NULL
+            THEN c.previous_token_expires END
+    FROM beat AS b JOIN locked AS l ON l.name = b.name
+    WHERE c.name = b.name
+      AND (b.token_hash IS NULL OR l.token_hash = b.token_hash)
+      AND NOT l.stale
+      AND NOT EXISTS (SELECT 1 FROM endpoint_withdrawals AS w WHERE w.cluster_id = b.name)
+    RETURNING c.name, b.held IS NOT NULL AND l.withdrawal_allowed AS allowance
+)
+SELECT b.name,
+       r.name IS NOT NULL AS recorded,
+       r.allowance,
+       l.name IS NOT NULL AS locked,
+       (b.token_hash IS NULL OR l.token_hash = b.token_hash) AS matched,
+       CASE WHEN l.name IS NULL THEN EXISTS (
+           SELECT 1 FROM clusters AS p WHERE p.name = b.name AND NOT p.deleting
+       ) END AS present
+FROM beat AS b
+LEFT JOIN locked AS l ON l.name = b.name
+LEFT JOIN recorded AS r ON r.name = b.name
+"""

@@ -16,12 +16,15 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
+from hub.store.errors import NotFound
+from hub.store.heartbeats import HeartbeatOutcome
 from hub.store.locks import lock_clusters, lock_keys
 from hub.store.tables import clusters
-from shared.models import HeartbeatResponse
+from shared.models import Heartbeat, HeartbeatResponse
 from shared.timefmt import utcnow
 from shared.version import __version__
-from tests.hub.test_api_support import ADMIN, Hub, running_hub
+from tests.hub.test_api_endpointslices import slice_body, slice_path
+from tests.hub.test_api_support import ADMIN, Hub, at, bearer, running_hub
 
 AGENT = {"agentVersion": "0.1.0", "importedServices": 3, "importedEndpoints": 30}
 
@@ -212,3 +215,94 @@ async def test_a_scope_patch_waits_for_the_clusters_write_in_flight(
     patched = await asyncio.wait_for(patch, 30)
     assert patched.status_code == 200, patched.text
     assert patched.json()["spec"]["exportNamespaces"] == ["other"]
+
+
+def token_of(headers: dict[str, str]) -> str:
+    return headers["Authorization"].removeprefix("Bearer ")
+
+
+async def test_one_batch_answers_every_outcome_of_a_beat(hub: Hub) -> None:
+    """Beats of one batch each get their own answer: recorded, a Stale cluster's beat
+    giving its withheld endpoints back to the import feed at once (docs/reference.md#failover),
+    a token that is not the cluster's recording nothing (None: the route then says why),
+    an unknown cluster (None with a token, NotFound once authenticated)."""
+    members = await hub.register("east", "west", "north")
+    for index, name in enumerate(("east", "west", "north")):
+        await hub.client.post(beat_path(name), json=AGENT, headers=members[name])
+        assert (await hub.put(name, members[name], created=at(index))).status_code == 201
+        put = await hub.client.put(
+            slice_path(name, name=f"web-{name}"),
+            json=slice_body(f"web-{name}", addresses=(f"10.0.{index}.7",)),
+            headers=members[name],
+        )
+        assert put.status_code == 201, put.text
+    ctx = hub.store._ctx
+    async with ctx.write() as conn:
+        await conn.execute(
+            update(clusters)
+            .where(clusters.c.name == "east")
+            .values(last_heartbeat=utcnow() - timedelta(days=1))
+        )
+    swept = await hub.store.withdrawals.sweep()
+    assert "east" in swept.fleet.stale
+    assert (await cluster(hub, "east"))["endpointsWithdrawn"] is True
+
+    beat = Heartbeat(agent_version="0.1.0", imported_services=1)
+    store = hub.store.clusters
+    back, west, foreign, unknown = await asyncio.gather(
+        store.beat_with_token("east", beat, token=token_of(members["east"])),
+        store.beat_with_token("west", beat, token=token_of(members["west"])),
+        store.beat_with_token("north", beat, token=token_of(members["west"])),
+        store.beat_with_token("gone", beat, token=token_of(members["east"])),
+    )
+    assert back == HeartbeatOutcome(withdrawal_allowed=False, given_back=1)
+    assert west == HeartbeatOutcome(withdrawal_allowed=False, given_back=0)
+    assert foreign is None and unknown is None
+    with pytest.raises(NotFound):
+        await store.beat("gone", agent_version="0.1.0")
+
+    east = await cluster(hub, "east")
+    assert (east["state"], east["endpointsWithdrawn"]) == ("Ready", False)
+    assert "east" not in (await hub.store.withdrawals.sweep()).fleet.stale
+    listed = await hub.client.get("/api/v1/clusters/west/imports", headers=members["west"])
+    names = {i["metadata"]["name"] for i in listed.json()["items"]}
+    assert {"web-east", "web-west", "web-north"} <= names
+    north = await cluster(hub, "north")
+    assert north["importedServices"] == 3  # as before: the foreign token's beat wrote nothing
+    assert (await cluster(hub, "west"))["importedServices"] == 1
+
+
+async def test_a_rotated_clusters_beats_in_a_batch(hub: Hub) -> None:
+    """docs/reference.md#credentials: after a rotation the previous token's beat is not
+    recorded by the batch's own check (the route's long way accepts it within the grace,
+    and keeps it), and the first beat with the new token retires the previous one."""
+    members = await hub.register("east", "west")
+    old = token_of(members["east"])
+    rotated = await hub.client.post("/api/v1/clusters/east/token", headers=ADMIN)
+    assert rotated.status_code == 200, rotated.text
+    new = rotated.json()["token"]
+    beat = Heartbeat(agent_version="0.1.0")
+    store = hub.store.clusters
+    with_old, other = await asyncio.gather(
+        store.beat_with_token("east", beat, token=old),
+        store.beat_with_token("west", beat, token=token_of(members["west"])),
+    )
+    assert with_old is None and other is not None
+    answer = await hub.client.post(beat_path("east"), json=AGENT, headers=bearer(old))
+    assert answer.status_code == 200, answer.text  # the long way: still within the grace
+    assert await previous_hash("east", hub) is not None
+    assert await store.beat_with_token("east", beat, token=new) == HeartbeatOutcome(False)
+    assert await previous_hash("east", hub) is None
+    answer = await hub.client.post(beat_path("east"), json=AGENT, headers=bearer(old))
+    assert answer.status_code == 401, answer.text
+    answer = await hub.client.post(beat_path("east"), json=AGENT, headers=bearer(new))
+    assert answer.status_code == 200, answer.text
+
+
+async def previous_hash(name: str, hub: Hub) -> str | None:
+    async with hub.store._ctx.read() as conn:
+        found = await conn.execute(
+            select(clusters.c.previous_token_hash).where(clusters.c.name == name)
+        )
+        value = found.scalar_one()
+    return None if value is None else str(value)
