@@ -679,7 +679,15 @@ def replica_usage(tier: Tier, cpu_before: Sequence[float]) -> list[dict[str, Any
 
 
 async def run_fleet(args: Any, database_url: str, directory: Path) -> dict[str, Any]:
-    extra = ["--cluster-ttl", str(args.ttl), "--history-limit", str(args.history_limit)]
+    # Each replica sized to hold every agent's connections once the other is killed (its 2
+    # watches and its kept heartbeat connection, plus the shared write pools), as
+    # docs/install.md "Sizing a hub tier" says to: at the default cap of 4,096 a survivor
+    # of 3,000 agents evicted and refused connections in a loop.
+    connections = max(4096, 3 * args.clusters + args.connections * args.replicas + 1024)
+    extra = [
+        "--cluster-ttl", str(args.ttl), "--history-limit", str(args.history_limit),
+        "--max-connections", str(connections),
+    ]  # fmt: skip
     hubs = [
         HubProcess(database_url, directory / f"hub-{i}", extra_args=extra)
         for i in range(args.replicas)

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
 
+from hub import ratelimitlog
 from hub.api.credentials import load_credentials
 from hub.app import create_app, open_store
 from hub.logs import configure_logging
@@ -54,6 +55,7 @@ async def serve(settings: HubSettings) -> None:
     store = await open_store(settings)
     try:
         app = build_app(settings, store)
+        ratelimitlog.install()  # as `mcsync-hub serve` does: not a log line per dropped connection
         await HubServer(server_config(settings, app), app=app).serve()
     finally:
         await store.close()
@@ -68,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--cluster-ttl", type=float, default=90.0)
     parser.add_argument("--history-limit", type=int, default=100_000)
+    parser.add_argument("--max-connections", type=int, default=4096)
     args = parser.parse_args(argv)
     # HubSettings built in code reads no environment (`shared.settingscli`): the admin
     # token the benchmark sets is passed on explicitly.
@@ -88,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         log_level=args.log_level,
         cluster_ttl=args.cluster_ttl,
         history_limit=args.history_limit,
+        max_connections=args.max_connections,
     )
     configure_logging(log_format=settings.log_format, level=settings.log_level)
     asyncio.run(serve(settings))
