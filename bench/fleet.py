@@ -281,7 +281,7 @@ class Agent:
         return (done or 0) >= reconciles and depth == 0
 
 
-def fleet_work(clusters: list[Cluster], agents: list[Agent]) -> dict[str, dict[str, float]]:
+def fleet_work(clusters: list[Cluster], agents: list[Agent]) -> dict[str, Any]:
     """What the fleet did, summed: kube API requests by "verb resource" (from the emulators),
     agent reconciles by outcome, hub requests by "method route code" and the one-export
     requests' latency as the agents measured it (bucket bounds), queue adds and retries."""
