@@ -10,8 +10,10 @@ variables, so a developer's shell cannot change what the tests see.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -41,8 +43,10 @@ def free_port() -> int:
 
 
 # A config home with no mcsync config in it, so a developer's ~/.config/mcsync/config
-# cannot change what the CLI under test does.
+# cannot change what the CLI under test does; removed when this process exits (every xdist
+# worker makes its own).
 EMPTY_CONFIG_HOME = Path(tempfile.mkdtemp(prefix="mcsync-cli-tests-"))
+atexit.register(shutil.rmtree, EMPTY_CONFIG_HOME, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
