@@ -18,6 +18,7 @@ import gc
 import logging
 import signal
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
@@ -160,9 +161,12 @@ def _refused(settings: HubSettings, exc: Exception) -> StartupError | None:
     )
 
 
-async def _migrate(settings: HubSettings) -> None:
+@contextlib.contextmanager
+def _database_errors(settings: HubSettings) -> Iterator[None]:
+    """A failure to reach or use the database as the one line a hub that cannot start
+    prints: refused (what to do), unreachable or a URL it cannot be; anything else as is."""
     try:
-        await migrate.upgrade_async(settings.database_url)
+        yield
     except (DatabaseUnavailable, ValueError) as exc:
         raise _refused(settings, exc) or _unreachable(settings, exc) from None
     except Exception as exc:
@@ -170,6 +174,11 @@ async def _migrate(settings: HubSettings) -> None:
         if refused is None:
             raise
         raise refused from None
+
+
+async def _migrate(settings: HubSettings) -> None:
+    with _database_errors(settings):
+        await migrate.upgrade_async(settings.database_url)
     log.info(
         "database schema at head",
         extra=fields(database=settings.redacted_database_url, revision=migrate.head()),
@@ -243,15 +252,8 @@ async def _serve_claimed(
         await _migrate(settings)
     # Alembic logs two lines per schema check; /readyz checks on every probe.
     logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)
-    try:
+    with _database_errors(settings):
         store = await open_store(settings)
-    except (DatabaseUnavailable, ValueError) as exc:
-        raise _refused(settings, exc) or _unreachable(settings, exc) from None
-    except Exception as exc:
-        refused = _refused(settings, exc)
-        if refused is None:
-            raise
-        raise refused from None
     try:
         # After the database answered: a hub that cannot start must not leave a freshly
         # generated admin token file behind.
