@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from hub.store.errors import NotFound
 from hub.store.heartbeats import HeartbeatOutcome
 from hub.store.locks import lock_clusters, lock_keys
 from hub.store.tables import clusters
 from shared.models import Heartbeat, HeartbeatResponse
-from shared.timefmt import utcnow
 from shared.version import __version__
 from tests.hub.test_api_endpointslices import slice_body, slice_path
 from tests.hub.test_api_support import ADMIN, Hub, at, bearer, running_hub
+from tests.hub.test_store_withdrawals import age
 
 AGENT = {"agentVersion": "0.1.0", "importedServices": 3, "importedEndpoints": 30}
 
@@ -160,13 +159,7 @@ async def test_a_beat_is_recorded_while_its_own_clusters_write_is_in_flight(
     answered once the write commits."""
     members = await hub.register("east", "west")
     ctx = hub.store._ctx
-    # The last beat long ago: without a new one the cluster is Stale.
-    async with ctx.write() as conn:
-        await conn.execute(
-            update(clusters)
-            .where(clusters.c.name == "east")
-            .values(last_heartbeat=utcnow() - timedelta(days=1))
-        )
+    await age(hub.store, "east")  # the last beat long ago: without a new one it is Stale
     postgres = database_url.startswith("postgresql")
     async with ctx.write() as conn:
         await lock_clusters(conn, ctx, ["east"])  # what every write of east takes first
@@ -236,13 +229,7 @@ async def test_one_batch_answers_every_outcome_of_a_beat(hub: Hub) -> None:
             headers=members[name],
         )
         assert put.status_code == 201, put.text
-    ctx = hub.store._ctx
-    async with ctx.write() as conn:
-        await conn.execute(
-            update(clusters)
-            .where(clusters.c.name == "east")
-            .values(last_heartbeat=utcnow() - timedelta(days=1))
-        )
+    await age(hub.store, "east")
     swept = await hub.store.withdrawals.sweep()
     assert "east" in swept.fleet.stale
     assert (await cluster(hub, "east"))["endpointsWithdrawn"] is True
