@@ -62,13 +62,14 @@ from bench.support import (
     HubProcess,
     base_parser,
     cpu_seconds,
+    export_record,
     fresh_database,
     percentiles,
+    slice_record,
     write_result,
 )
 from hub.store import Store, migrate
 from hub.store.tables import clusters as clusters_table
-from shared.models import EndpointSliceExport, InternalServiceExport
 from shared.timefmt import utcnow
 
 NAME = "failover"
@@ -263,41 +264,6 @@ async def loss_and_return(args: Any, database_url: str, directory: Path) -> dict
     }
 
 
-def _export(cluster: str, service: str) -> InternalServiceExport:
-    return InternalServiceExport.model_validate(
-        {
-            "metadata": {"name": service, "namespace": "demo"},
-            "spec": {
-                "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
-                "serviceReference": {
-                    "clusterId": cluster,
-                    "namespace": "demo",
-                    "name": service,
-                    "uid": f"uid-{cluster}-{service}",
-                    "resourceVersion": "1",
-                    "generation": 1,
-                    "exportedSince": "2026-01-01T00:00:00Z",
-                    "exportCreationTimestamp": "2026-01-01T00:00:00Z",
-                },
-            },
-        }
-    )
-
-
-def _slice(service: str, address: str) -> EndpointSliceExport:
-    return EndpointSliceExport.model_validate(
-        {
-            "metadata": {"name": f"{service}-x", "namespace": "demo"},
-            "spec": {
-                "serviceName": service,
-                "addressType": "IPv4",
-                "ports": [{"name": "http", "port": 8080}],
-                "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
-            },
-        }
-    )
-
-
 async def sweep_cpu(args: Any, database_url: str) -> dict[str, Any]:
     """CPU and wall time of one sweep at `--sweep-clusters` clusters (module docstring)."""
     await migrate.upgrade_async(database_url)
@@ -312,8 +278,9 @@ async def sweep_cpu(args: Any, database_url: str) -> dict[str, Any]:
         for index in range(args.services):
             service = f"svc-{index}"
             for cluster, octet in ((victim, 1), (other, 2)):
-                await store.exports.put(cluster, _export(cluster, service))
-                await store.endpointslices.put(cluster, _slice(service, f"10.{octet}.0.{index}"))
+                await store.exports.put(cluster, export_record(cluster, "demo", service))
+                address = f"10.{octet}.0.{index}"
+                await store.endpointslices.put(cluster, slice_record("demo", service, address))
 
         async def measure(label: str) -> dict[str, float]:
             cpu, wall = [], []

@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from hub.store import codec
+from shared.models import EndpointSliceExport, InternalServiceExport
 
 # The tests' own helpers: the same PostgreSQL (MCSYNC_TEST_POSTGRES_URL), the same
 # database naming and child-process environment, one definition each.
@@ -338,8 +339,6 @@ EXPORT_COLUMNS: tuple[str, ...] = (
 def raw_export_row(body: dict[str, Any] | bytes, *, now: datetime) -> tuple[Any, ...]:
     """The `exports` row (EXPORT_COLUMNS order) of an export in wire form, as the hub would
     store it before judging: what a raw database write of "the same rows" writes."""
-    from shared.models import InternalServiceExport
-
     if isinstance(body, bytes):
         export = InternalServiceExport.model_validate_json(body)
     else:
@@ -515,3 +514,45 @@ async def closed_loop(
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return LoadResult(latencies=latencies, seconds=time.perf_counter() - started, errors=errors)
+
+
+def export_record(
+    cluster: str, namespace: str, name: str, *, port: int = 80
+) -> InternalServiceExport:
+    """An export of `cluster`'s Service `namespace/name` with one port, as an agent sends it
+    (for benchmarks that write through the store rather than over HTTP)."""
+    return InternalServiceExport.model_validate(
+        {
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "ports": [{"name": "http", "protocol": "TCP", "port": port}],
+                "type": "ClusterSetIP",
+                "serviceReference": {
+                    "clusterId": cluster,
+                    "kind": "Service",
+                    "namespace": namespace,
+                    "name": name,
+                    "uid": f"uid-{cluster}-{name}",
+                    "resourceVersion": "1",
+                    "generation": 1,
+                    "exportedSince": "2026-01-01T00:00:00Z",
+                    "exportCreationTimestamp": "2026-01-01T00:00:00Z",
+                },
+            },
+        }
+    )
+
+
+def slice_record(namespace: str, service: str, address: str) -> EndpointSliceExport:
+    """One EndpointSlice of `service` with one ready endpoint at `address`."""
+    return EndpointSliceExport.model_validate(
+        {
+            "metadata": {"name": f"{service}-abcde", "namespace": namespace},
+            "spec": {
+                "serviceName": service,
+                "addressType": "IPv4",
+                "ports": [{"name": "http", "port": 8080}],
+                "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+            },
+        }
+    )

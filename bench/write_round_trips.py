@@ -41,9 +41,16 @@ from typing import Any
 
 from sqlalchemy import event
 
-from bench.support import base_parser, fresh_database, machine, write_result
+from bench.support import (
+    base_parser,
+    export_record,
+    fresh_database,
+    machine,
+    slice_record,
+    write_result,
+)
 from hub.store import Store, migrate
-from shared.models import EndpointSliceExport, Heartbeat, InternalServiceExport
+from shared.models import Heartbeat
 
 NAME = "write_round_trips"
 CLUSTER = "east"
@@ -53,43 +60,6 @@ TARGET_REVISION_HELD = 2
 # A heartbeat batch: the checkout's ping and its one statement (docs/benchmarks.md §16,
 # fourth round).
 TARGET_HEARTBEAT_ROUND_TRIPS = 2
-
-
-def export_body(name: str, port: int) -> InternalServiceExport:
-    return InternalServiceExport.model_validate(
-        {
-            "metadata": {"name": name, "namespace": "team"},
-            "spec": {
-                "ports": [{"name": "http", "protocol": "TCP", "port": port}],
-                "type": "ClusterSetIP",
-                "serviceReference": {
-                    "clusterId": CLUSTER,
-                    "kind": "Service",
-                    "namespace": "team",
-                    "name": name,
-                    "uid": f"uid-{name}",
-                    "resourceVersion": "1",
-                    "generation": 1,
-                    "exportedSince": "2026-11-29T00:00:00Z",
-                    "exportCreationTimestamp": "2026-11-29T00:00:00Z",
-                },
-            },
-        }
-    )
-
-
-def slice_body(service: str, address: str) -> EndpointSliceExport:
-    return EndpointSliceExport.model_validate(
-        {
-            "metadata": {"name": f"{service}-abcde", "namespace": "team"},
-            "spec": {
-                "serviceName": service,
-                "addressType": "IPv4",
-                "ports": [{"name": "http", "port": 8080}],
-                "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
-            },
-        }
-    )
 
 
 def _introspection(sql: str) -> bool:
@@ -190,10 +160,12 @@ async def measure(store: Store, statements: Statements, writes: int) -> dict[str
 
     for i in range(writes):
         name = f"svc-{i}"
-        await one("export_create", store.exports.put(CLUSTER, export_body(name, 80)))
-        await one("export_update", store.exports.put(CLUSTER, export_body(name, 81)))
-        await one("slice_create", store.endpointslices.put(CLUSTER, slice_body(name, "10.0.0.1")))
-        await one("slice_update", store.endpointslices.put(CLUSTER, slice_body(name, "10.0.0.2")))
+        for step, port in (("export_create", 80), ("export_update", 81)):
+            export = export_record(CLUSTER, "team", name, port=port)
+            await one(step, store.exports.put(CLUSTER, export))
+        for step, address in (("slice_create", "10.0.0.1"), ("slice_update", "10.0.0.2")):
+            endpoints = slice_record("team", name, address)
+            await one(step, store.endpointslices.put(CLUSTER, endpoints))
     summary: dict[str, Any] = {}
     for kind, found in kinds.items():
         summary[kind] = {
