@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import json
 import math
 import os
@@ -356,6 +357,15 @@ def created_at(index: int) -> datetime:
 # -- the hub as a process ----------------------------------------------------------------------
 
 
+def die_with_parent() -> None:
+    """In the child, before it runs: on Linux, SIGKILL when the benchmark that started it
+    dies, however it died. A hub left running by a killed benchmark loads every run after
+    it on this machine's two cores and skews their figures. (The signal follows the thread
+    that started the child: start hubs from the benchmark's main thread.)"""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 @dataclass
 class HubProcess:
     """`python -m bench.hubserver` on a loopback port over `database_url`."""
@@ -399,6 +409,7 @@ class HubProcess:
                 env=child_env(MCSYNC_ADMIN_TOKEN=self.admin_token),
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                preexec_fn=die_with_parent,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
