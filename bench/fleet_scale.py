@@ -494,28 +494,39 @@ async def units(args: Any, database_url: str, directory: Path) -> dict[str, Any]
                 gate=VersionGate(agent_version=AGENT_VERSION),
                 rng=random.Random(agent.index),
             )
-        beats0 = len(fleet.counters.heartbeat_seconds)
-        c0 = cpu_seconds(hub.pid)
-        fleet.start_heartbeats()
-        await asyncio.sleep(args.unit_paced_seconds)
-        paced_beats = len(fleet.counters.heartbeat_seconds) - beats0
-        paced_cpu = cpu_seconds(hub.pid) - c0
-        for task in fleet._tasks:
-            task.cancel()
-        fleet._tasks.clear()
-        await asyncio.sleep(1)
-        out["paced"] = {
-            "clusters": len(fleet.agents),
-            "interval_seconds": args.unit_paced_interval,
-            "beats": paced_beats,
-            "beats_per_second": round(paced_beats / args.unit_paced_seconds, 1),
-            "hub_cpu_ms_per_beat": round(paced_cpu / max(1, paced_beats) * 1000, 3),
-            "answer": percentiles(fleet.counters.heartbeat_seconds[beats0:]),
-        }
+
+        async def paced(*, healthz: bool) -> dict[str, Any]:
+            beats0 = len(fleet.counters.heartbeat_seconds)
+            c0 = cpu_seconds(hub.pid)
+            fleet.start_heartbeats(healthz=healthz)
+            await asyncio.sleep(args.unit_paced_seconds)
+            beats = len(fleet.counters.heartbeat_seconds) - beats0
+            cpu = cpu_seconds(hub.pid) - c0
+            for task in fleet._tasks:
+                task.cancel()
+            fleet._tasks.clear()
+            await asyncio.sleep(1)
+            return {
+                "clusters": len(fleet.agents),
+                "interval_seconds": args.unit_paced_interval,
+                "requests": beats,
+                "per_second": round(beats / args.unit_paced_seconds, 1),
+                "hub_cpu_ms_per_request": round(cpu / max(1, beats) * 1000, 3),
+                "answer": percentiles(fleet.counters.heartbeat_seconds[beats0:]),
+            }
+
+        # The floor first, at the same pace (`Fleet.start_heartbeats`), then the beats.
+        out["paced_healthz"] = await paced(healthz=True)
+        out["paced"] = await paced(healthz=False)
+        paced_floor = out["paced_healthz"]["hub_cpu_ms_per_request"]
         out["heartbeat_cpu_ms"] = beat
         out["healthz_cpu_ms"] = floor
         out["heartbeat_target_ms"] = round(max(0.2, 1.5 * floor), 3)
         out["heartbeat_over_healthz"] = round(beat / floor, 2) if floor else None
+        out["paced_heartbeat_target_ms"] = round(max(0.2, 1.5 * paced_floor), 3)
+        out["paced_heartbeat_over_healthz"] = (
+            round(out["paced"]["hub_cpu_ms_per_request"] / paced_floor, 2) if paced_floor else None
+        )
 
         # Idle watches: memory per watch, then CPU per delivered event.
         rss0 = rss_bytes(hub.pid)
@@ -628,8 +639,9 @@ def target(result: dict[str, Any]) -> dict[str, Any]:
     unit = result.get("units")
     if unit:
         checks["heartbeat_cpu"] = unit["heartbeat_cpu_ms"] <= unit["heartbeat_target_ms"]
+        # Paced beats against `GET /healthz` at the same pace, in the same run.
         checks["heartbeat_cpu_paced"] = (
-            unit["paced"]["hub_cpu_ms_per_beat"] <= unit["heartbeat_target_ms"]
+            unit["paced"]["hub_cpu_ms_per_request"] <= unit["paced_heartbeat_target_ms"]
         )
         checks["idle_watch_kib"] = unit["idle_watch"]["kib_per_watch"] <= 32
         checks["delivery_us"] = unit["event_delivery"]["us_per_delivery"] <= 20

@@ -417,26 +417,35 @@ class Fleet:
             for watch in (agent.exports, agent.imports):
                 self._tasks.append(asyncio.create_task(watch.run(self.tier)))
 
-    def start_heartbeats(self) -> None:
+    def start_heartbeats(self, *, healthz: bool = False) -> None:
+        """Every agent beats on its schedule; with `healthz`, sends `GET /healthz` on that
+        schedule instead: the same pace of the hub's cheapest request, the floor a paced
+        beat is compared with (a request that arrives alone pays the loop's wake-up and the
+        socket's read that requests arriving together share)."""
         for agent in self.agents:
-            self._tasks.append(asyncio.create_task(self._heartbeats(agent)))
+            self._tasks.append(asyncio.create_task(self._heartbeats(agent, healthz=healthz)))
 
-    async def _heartbeats(self, agent: Agent) -> None:
+    async def _heartbeats(self, agent: Agent, *, healthz: bool) -> None:
         assert agent.beat is not None
         # Agents started over a whole interval, as a fleet rolled out over time is.
         await asyncio.sleep(random.Random(-agent.index).uniform(0, agent.beat.next_wait()))
         body = {"agentVersion": AGENT_VERSION, "importedServices": 100, "importedEndpoints": 1000}
         while True:
             sent = time.monotonic()
-            status, data = await self.request(
-                agent, "POST", f"/api/v1/clusters/{agent.name}/heartbeat", body, beat=True
-            )
+            if healthz:
+                status, data = await self.request(agent, "GET", "/healthz", beat=True)
+            else:
+                status, data = await self.request(
+                    agent, "POST", f"/api/v1/clusters/{agent.name}/heartbeat", body, beat=True
+                )
             if status == 200:
                 self.counters.heartbeat_seconds.append(time.monotonic() - sent)
                 self.counters.heartbeat_at.append(sent)
                 agent.last_answer = time.monotonic()
-                # The TTL the answer carries (member.heartbeat: at least three beats per TTL).
-                agent.beat._learn_ttl(json.loads(data).get("clusterTtlSeconds"))
+                if not healthz:
+                    # The TTL the answer carries (member.heartbeat: at least three beats per
+                    # TTL).
+                    agent.beat._learn_ttl(json.loads(data).get("clusterTtlSeconds"))
             else:
                 self.counters.heartbeat_errors += 1
             await asyncio.sleep(agent.beat.next_wait())
