@@ -206,7 +206,12 @@ async def serve(config: ShardConfig) -> None:
     finally:
         for task in tasks:
             task.cancel()
-        await shard.fleet.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(shard.fleet.close(), 10)
+        # Out now, whatever is left on the loop: a simulator must never outlive its
+        # benchmark (seen: one waiting in the loop's shutdown after its stdin ended).
+        sys.stdout.flush()
+        os._exit(0)
 
 
 # -- the main process's side -------------------------------------------------------------
@@ -341,10 +346,7 @@ def main() -> None:
         raise SystemExit("usage: python -m bench.fleetshard '<config JSON>' (bench.fleet_scale)")
     config = ShardConfig.from_json(sys.argv[1])
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(config))
-    # Sockets of thousands of agents: leave their teardown to the kernel.
-    sys.stdout.flush()
-    os._exit(0)
+        asyncio.run(serve(config))  # exits the process when its stdin ends
 
 
 if __name__ == "__main__":
