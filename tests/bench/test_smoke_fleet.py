@@ -1,4 +1,4 @@
-"""Smoke runs of cluster selection, the simulated fleet and the console (`tests/bench/smoke.py`)."""
+"""Smoke runs of cluster selection and the console (`tests/bench/smoke.py`)."""
 
 from __future__ import annotations
 
