@@ -554,17 +554,23 @@ async def units(args: Any, database_url: str, directory: Path) -> dict[str, Any]
         )
 
         # Idle watches: memory per watch, then CPU per delivered event.
+        # The opens themselves, all at once, as a lost replica's agents re-open on a
+        # survivor: how fast one replica takes them and its CPU per open (the sizing of
+        # a tier's survivors, docs/install.md).
         rss0 = rss_bytes(hub.pid)
+        c0 = cpu_seconds(hub.pid)
         for agent in fleet.agents[: args.unit_watches]:
             agent.imports = Watch(agent, f"/api/v1/clusters/{agent.name}/imports", fleet.counters)
             fleet._tasks.append(asyncio.create_task(agent.imports.run(tier)))
-        await wait_until(
+        opened = await wait_until(
             lambda: (
                 sum(1 for a in fleet.agents if a.imports and a.imports.open)
                 == min(args.unit_watches, len(fleet.agents))
             ),
             seconds=120,
+            every=0.05,
         )
+        open_cpu = cpu_seconds(hub.pid) - c0
         await asyncio.sleep(3)
         watches = sum(1 for a in fleet.agents if a.imports and a.imports.open)
         out["idle_watch"] = {
@@ -572,6 +578,9 @@ async def units(args: Any, database_url: str, directory: Path) -> dict[str, Any]
             "rss_before_mib": mib(rss0),
             "rss_after_mib": mib(rss_bytes(hub.pid)),
             "kib_per_watch": round((rss_bytes(hub.pid) - rss0) / max(1, watches) / 1024, 1),
+            "all_open_seconds": None if opened is None else round(opened, 2),
+            "opens_per_second": None if not opened else round(watches / opened, 1),
+            "hub_cpu_ms_per_open": round(open_cpu / max(1, watches) * 1000, 3),
         }
         # Events: team 0's first cluster exports one Service and changes its slice; every
         # watch whose scope holds team-0 receives each change, the others nothing.
