@@ -166,10 +166,11 @@ def _scoped_imports_after(limit: int, globs: tuple[bool, ...]) -> Select[Any]:
     for index, prefixed in enumerate(globs):
         like = column.like(bindparam(f"glob{index}"), escape=_LIKE_ESCAPE)
         if prefixed:
-            like = and_(
-                column >= bindparam(f"low{index}"), column < bindparam(f"high{index}"), like
-            )
-        terms.append(like)
+            low: Any = bindparam(f"low{index}")
+            high: Any = bindparam(f"high{index}")
+            terms.append(and_(column >= low, column < high, like))
+        else:
+            terms.append(like)
     return _imports_after(limit).where(or_(*terms))
 
 
