@@ -4,12 +4,23 @@
 The import feed is the same for every cluster and a replica reads and encodes each change
 once for all its watchers (`hub.store.fanout`); a cluster with an import scope must see
 only its namespaces' ServiceImports and EndpointSliceExports. `ScopedImportFeedSource`
-wraps the fleet-wide source: the history replay answers other namespaces' events as
-BOOKMARKs at their revisions (judged by the row's namespace column, without decoding
-it), and the live subscription is made with the scope, so the replica's fan-out hands it
-only its namespaces' lines (`hub.store.fanout` indexes watches by scope: a change costs
-only the watches that want it).
-The import list is cut in SQL (`ImportFeed.list_imports(namespaces=…)`).
+wraps the fleet-wide source with the scope, in both halves of a watch:
+
+* the history replay (a watch opened or re-opened from a resourceVersion) reads only its
+  scope's rows, cut in SQL (`ImportFeed.imports_since(scope=…)`, by an index on the
+  changes' namespace). Every agent's watch re-opens every few minutes, all of a killed
+  replica's at once, and each from a revision after which the whole fleet has written:
+  a replay that read every namespace's rows only to skip most of them would cost each
+  re-open the fleet's changes instead of its own, which docs/reference.md#fleet-scale
+  forbids (no work O(clusters²)). The watch's paging holds with the cut pages: a page
+  shorter than a page still holds every change of the scope up to the revision the watch
+  joined the live feed at (`hub.api.watch`), which is all the watch must send up to
+  there; the changes after it come from the subscription, cut by the scope too.
+* the live subscription is made with the scope, so the replica's fan-out hands it only
+  its namespaces' lines (`hub.store.fanout` indexes watches by scope: a change costs
+  only the watches that want it).
+
+The import list is cut in SQL too (`ImportFeed.list_imports(namespaces=…)`).
 """
 
 from __future__ import annotations
@@ -19,15 +30,7 @@ from dataclasses import dataclass
 
 from hub.api.watch import ImportFeedSource
 from hub.store.fanout import BufferLimits, Subscription
-from shared import scope
-from shared.models import BookmarkMeta, BookmarkObject, WatchEvent
-
-
-def _bookmark_at(revision: int) -> WatchEvent:
-    return WatchEvent(
-        type="BOOKMARK",
-        object=BookmarkObject(metadata=BookmarkMeta(resource_version=str(revision))),
-    )
+from shared.models import WatchEvent
 
 
 @dataclass(frozen=True)
@@ -46,20 +49,10 @@ class ScopedImportFeedSource:
         return await self.inner.current_revision()
 
     async def changes_since(self, revision: int, limit: int) -> list[WatchEvent]:
-        """The history after `revision`, each event of another namespace replaced by a
-        BOOKMARK at its revision: the watch's replay judges a short page to be the end of
-        the history, so a page keeps its length and the watcher its position."""
-        rows = await self.inner.feed.imports_since(revision, limit)
-        return [
-            row.event() if self._holds(row.namespace) else _bookmark_at(row.revision)
-            for row in rows
-        ]
+        """The scope's history after `revision` (and the rows of no namespace), cut in SQL:
+        a page of `limit` events of the scope, or fewer when the scope has no more."""
+        rows = await self.inner.feed.imports_since(revision, limit, scope=self.patterns)
+        return [row.event() for row in rows]
 
     def subscribe(self, *, limits: BufferLimits, on_overflow: Callable[[], object]) -> Subscription:
         return self.inner.subscribe(limits=limits, on_overflow=on_overflow, scope=self.patterns)
-
-    def _holds(self, namespace: str) -> bool:
-        """Whether the scope holds a row's namespace, read from its column: a row of another
-        namespace is never decoded (most of the history, for a cluster that imports a few
-        namespaces of many)."""
-        return not namespace or scope.allows(self.patterns, namespace)

@@ -9,8 +9,10 @@ another cluster is skipped; one meant for this cluster passes, and its ServiceIm
 marker (DELETED: left out from here on; ADDED: let in); a fleet-wide event of a key in the
 set is skipped, and a fleet-wide DELETED of such a key also empties its place (the key is
 gone; a new one starts afresh). The replay answers skipped events as BOOKMARKs at their
-revisions (a page keeps its length, as `hub.api.importscope` does); the live subscription's
-`take` skips their lines. A line is parsed only when it names an audience or the set is
+revisions, so that a page keeps the length of the page it wraps (the watch judges the end of
+its replay by a page's length, `hub.api.watch`); the live subscription's `take` skips their
+lines. The page it wraps is already cut to the cluster's import scope, in SQL
+(`hub.api.importscope`). A line is parsed only when it names an audience or the set is
 not empty, so a cluster left out of nothing pays a byte search per line.
 """
 

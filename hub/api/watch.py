@@ -28,8 +28,11 @@ watcher has sent *everything relevant*; events move it to their own revision.
   the database, discarding anything after J that a page brings (the buffer has it). A
   replay page shorter than a page was read after J was committed — and commits happen in
   revision order (see `hub.store.revisions`) — so it saw everything ≤ J, and `position` may jump
-  to J. Then it sends the buffer, skipping anything ≤ `position` (a watch may start ahead
-  of this replica's reader, from a revision another replica answered).
+  to J. A source may cut its pages to what its watch wants, in its read (a cluster's import
+  scope, `hub.api.importscope`): a short page then still saw everything of that cut ≤ J,
+  which is all the watch sends. Then it sends the buffer, skipping anything ≤ `position`
+  (a watch may start ahead of this replica's reader, from a revision another replica
+  answered).
 * Idle: while the watch is attached with an empty buffer it has been handed everything of
   its cluster up to the reader's position, so `position` may jump there even if none of
   those changes were its cluster's. BOOKMARKs carry `position`: a revision the client can

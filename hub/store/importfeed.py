@@ -48,13 +48,43 @@ IMPORT_KINDS: tuple[str, str] = (constants.KIND_IMPORT, constants.KIND_ENDPOINT_
 _LIST_KIND = "clusterimports"
 
 
+# The escape character of the LIKE patterns made from `*` globs: a namespace is a DNS label
+# (`[a-z0-9-]`), so neither it nor `%`/`_` can be in a pattern, but each is escaped all the
+# same, so that what LIKE matches is what `shared.scope.glob_matches` matches.
+_LIKE_ESCAPE = "/"
+
+
+def like_pattern(glob: str) -> str:
+    """`glob` (`*` = any run of characters, `shared.scope`) as a LIKE pattern escaped with
+    `_LIKE_ESCAPE`."""
+    escaped = "".join(_LIKE_ESCAPE + c if c in ("%", "_", _LIKE_ESCAPE) else c for c in glob)
+    return escaped.replace("*", "%")
+
+
+def prefix_range(glob: str) -> tuple[str, str] | None:
+    """The names that start with `glob`'s literal prefix (before its first `*`) as a
+    half-open range [low, high) in code-point order (both databases order these columns so,
+    `hub.store.tables.key_string`), or None when `glob` starts with `*`. An index serves a
+    range on both databases, whereas SQLite serves no LIKE by index (its LIKE ignores
+    case; the column's collation does not)."""
+    prefix = glob[: glob.index("*")]
+    if not prefix:
+        return None
+    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
 def namespace_filter(column: Any, patterns: Sequence[str]) -> Any:
-    """`column` matches one of `patterns` (names, `*` globs: `shared.scope`), in SQL. A
-    pattern holds only `[a-z0-9-*]`, so `*` → `%` is the whole translation to LIKE."""
+    """`column` matches one of `patterns` (names, `*` globs: `shared.scope`), in SQL: names
+    by IN, globs by LIKE (`like_pattern`) within their literal prefix's range
+    (`prefix_range`), so that an index on `column` serves both on both databases."""
     exact = [p for p in patterns if "*" not in p]
-    globs = [p for p in patterns if "*" in p]
     parts = [column.in_(exact)] if exact else []
-    parts += [column.like(p.replace("*", "%")) for p in globs]
+    for glob in (p for p in patterns if "*" in p):
+        like = column.like(like_pattern(glob), escape=_LIKE_ESCAPE)
+        bounds = prefix_range(glob)
+        parts.append(
+            like if bounds is None else and_(column >= bounds[0], column < bounds[1], like)
+        )
     return or_(*parts) if parts else false()
 
 
@@ -123,6 +153,44 @@ def _imports_after(limit: int) -> Select[Any]:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _scoped_imports_after(limit: int, globs: tuple[bool, ...]) -> Select[Any]:
+    """`_imports_after` cut to an import scope (`ImportFeed.imports_since(scope=…)`): the
+    rows whose namespace is one of the bound `names` (the scope's plain names and '') or
+    matches one of its globs (bound `glob{i}`, within `low{i}`..`high{i}` when `globs[i]`
+    says it has a literal prefix, `prefix_range`). Built once per page size and shape of
+    scope, the names and patterns bound at execution; served by the index on (namespace,
+    kind, revision) on both databases (migration 0012)."""
+    column = changes.c.namespace
+    terms: list[Any] = [column.in_(bindparam("names", expanding=True))]
+    for index, prefixed in enumerate(globs):
+        like = column.like(bindparam(f"glob{index}"), escape=_LIKE_ESCAPE)
+        if prefixed:
+            low: Any = bindparam(f"low{index}")
+            high: Any = bindparam(f"high{index}")
+            terms.append(and_(column >= low, column < high, like))
+        else:
+            terms.append(like)
+    return _imports_after(limit).where(or_(*terms))
+
+
+def _scope_read(limit: int, scope: Sequence[str] | None) -> tuple[Select[Any], dict[str, Any]]:
+    """The history read of `imports_since` for `scope` and its bound values. A scope with a
+    glob that is all `*` holds every namespace: it reads as the unscoped history."""
+    if scope is None or any(set(p) == {"*"} for p in scope):
+        return _imports_after(limit), {}
+    # Rows of no namespace are kept: a scope cuts namespaces, and such a row is of none.
+    parameters: dict[str, Any] = {"names": ["", *(p for p in scope if "*" not in p)]}
+    shape: list[bool] = []
+    for index, glob in enumerate(p for p in scope if "*" in p):
+        parameters[f"glob{index}"] = like_pattern(glob)
+        bounds = prefix_range(glob)
+        if bounds is not None:
+            parameters[f"low{index}"], parameters[f"high{index}"] = bounds
+        shape.append(bounds is not None)
+    return _scoped_imports_after(limit, tuple(shape)), parameters
+
+
 class ImportFeed:
     """Reads of the import feed: the history after a revision, the paged list, and the
     replica's one shared reader that feeds every import watch (`hub.store.fanout`: each
@@ -163,20 +231,33 @@ class ImportFeed:
     async def close(self) -> None:
         await self._reader.close()
 
-    async def imports_since(self, revision: int, limit: int = 500) -> list[ImportRow]:
+    async def imports_since(
+        self, revision: int, limit: int = 500, *, scope: Sequence[str] | None = None
+    ) -> list[ImportRow]:
         """Every retained import-feed change after `revision`, oldest first, at most
         `limit` (ask again from the last one's revision for more). The same contract as
         the export history read (`Feed.rows_since`), so `hub.store.fanout` can page it.
 
-        Gone when a change after `revision` has been pruned from the history.
+        `scope`: a cluster's `spec.importNamespaces` (names and `*` globs,
+        `docs/reference.md#scope-and-limits`): only the changes of the namespaces it
+        holds, and of none (''), are read, the cut made in SQL (`_scoped_imports_after`),
+        so that a scoped watch's replay costs the changes of its scope, not the fleet's
+        (docs/reference.md#fleet-scale). None (the shared reader, an unscoped watch): every
+        change. The page and its end mean the same either way: a page shorter than
+        `limit` holds every change of the scope after `revision` that was committed when
+        it was read.
+
+        Gone when a change after `revision` has been pruned from the history, whatever
+        its namespace.
         """
         check_history_read(revision, limit)
+        query, bound = _scope_read(limit, scope)
         rows = await read_retained(
             self._ctx,
-            _imports_after(limit),
+            query,
             revision=revision,
             relist="relist the imports and watch from the list's resourceVersion",
-            parameters={"after": revision},
+            parameters={"after": revision, **bound},
         )
         return [
             ImportRow(

@@ -204,6 +204,9 @@ changes = Table(
     # One cluster's export feed: WHERE cluster_id = ? AND kind = ? AND revision > ?.
     # ServiceImport rows carry cluster_id '' (they belong to no one cluster).
     Index("ix_changes_cluster_kind_revision", "cluster_id", "kind", "revision"),
+    # A scoped import watch's replay (migration 0012): WHERE namespace IN (…) AND kind IN
+    # (…) AND revision > ?, so that it reads its scope's rows, not the fleet's.
+    Index("ix_changes_namespace_kind_revision", "namespace", "kind", "revision"),
 )
 
 endpoint_slices = Table(

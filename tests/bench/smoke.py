@@ -83,6 +83,11 @@ BENCHMARKS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("postgresql",),
         ("paths", "writes"),
     ),
+    "import_replay": (
+        ("postgresql", "sqlite"),
+        ("from_before_fleet_changes", "from_after_fleet_changes",
+         "burst_from_before_fleet_changes", "cpu_ratio_before_to_after"),
+    ),
     "stalled_watches": (
         ("sqlite",),
         ("without_watches", "with_stalled_watches", "rss_kib_per_stalled_watch"),
@@ -117,6 +122,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "hub": (
         "put_throughput", "sync_throughput", "growth", "scale", "endpoint_churn",
         "slice_growth", "import_fanout", "stalled_watches", "write_round_trips", "startup",
+        "import_replay",
     ),
     "agents": ("e2e_agents", "agent_scale", "import_latency", "import_scale", "failover"),
     "fleet": ("selection", "selection_fleet", "console"),
