@@ -151,24 +151,25 @@ async def list_cluster_imports(
     revision order, pushed as it commits on any replica (`hub.api.watch`); an object's
     `kind` says which it is. A cluster with `spec.importNamespaces` sees only those
     namespaces (docs/reference.md#scope-and-limits)."""
-    # docs/reference.md#scope-and-limits: None, every namespace
-    scope = await store.clusters.import_scope(cluster)
     if watch.watch:
+        # One read transaction for what the watch starts from: its scope
+        # (docs/reference.md#scope-and-limits: None, every namespace), its start revision
+        # (the current one when none was given) and, docs/reference.md#cluster-selection,
+        # the keys whose import-clusters leaves this cluster out at that revision.
+        begin = await store.import_feed.watch_start(cluster, watch.resource_version)
         fleet = ImportFeedSource(store.import_feed)
         scoped: WatchSource = (
-            fleet if scope is None else ScopedImportFeedSource(fleet, tuple(scope))
+            fleet if begin.scope is None else ScopedImportFeedSource(fleet, tuple(begin.scope))
         )
-        # docs/reference.md#cluster-selection: without the keys whose import-clusters
-        # leaves this cluster out, judged from the watch's start revision on.
-        start = watch.resource_version
-        if start is None:
-            start = await fleet.current_revision()
-            watch = replace(watch, resource_version=start)
-        excluded = await store.import_feed.excluded_at(cluster, start)
+        if watch.resource_version is None:
+            watch = replace(watch, resource_version=begin.revision)
         source = SelectedImportFeedSource(
-            scoped, SelectionState(cluster=cluster, excluded=excluded, judged=start)
+            scoped,
+            SelectionState(cluster=cluster, excluded=begin.excluded, judged=begin.revision),
         )
         return await open_watch(source=source, ctx=ctx, options=watch, principal=access)
+    # docs/reference.md#scope-and-limits: None, every namespace
+    scope = await store.clusters.import_scope(cluster)
     page = await read_page(
         store.import_feed.list_imports(
             limit=limit, continue_token=continue_, namespaces=scope, cluster=cluster
