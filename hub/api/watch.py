@@ -863,15 +863,18 @@ async def open_watch(
     ctx: HubContext,
     options: WatchOptions,
     principal: Principal,
+    current: int | None = None,
 ) -> StreamingResponse:
     """Start a watch of `source`; 429 over the token's limit, Gone (→ 410) or
-    DatabaseUnavailable (→ 503) before any streaming."""
+    DatabaseUnavailable (→ 503) before any streaming. A watch from now (no
+    resourceVersion) starts at `current` when the caller has read the current revision
+    already (the import watch reads it with its scope), else at one read here."""
     slot = take_watch_slot(ctx, principal)
     try:
         requested = options.timeout_seconds or WATCH_DEFAULT_TIMEOUT_SECONDS
         timeout = min(requested, ctx.settings.watch_max_timeout_seconds)
         if options.resource_version is None:
-            start = await source.current_revision()
+            start = current if current is not None else await source.current_revision()
             first: list[WatchEvent] = []
         else:
             start = options.resource_version

@@ -225,5 +225,6 @@ class Feed:
 
     def known_revision(self) -> int:
         """The newest committed revision this process knows of (no I/O; the feed-lag
-        metric compares the watches' positions with it)."""
+        metric compares the watches' positions with it, and a watch from a revision at or
+        below it is not ahead of the hub, `hub.api.params.watch_options`)."""
         return self._ctx.notifier.known

@@ -29,8 +29,8 @@ from hub.store import paging
 from hub.store.context import StoreContext
 from hub.store.fanout import BufferLimits, FeedFanout, Subscription
 from hub.store.feed import check_history_read, read_retained
-from hub.store.importselection import excluded_at
-from hub.store.importview import Key, Triple, import_text, importer_sees, served_ports, slice_text
+from hub.store.importselection import ImportWatchStart, import_watch_start
+from hub.store.importview import Triple, import_text, importer_sees, served_ports, slice_text
 from hub.store.results import Page
 from hub.store.revisions import read_current_revision
 from hub.store.sharedreader import SharedReader
@@ -204,9 +204,11 @@ class ImportFeed:
         async with self._ctx.read() as conn:
             return await read_current_revision(conn)
 
-    async def excluded_at(self, cluster: str, revision: int) -> set[Key]:
-        """The keys `cluster` was left out of at `revision` (`importselection`)."""
-        return await excluded_at(self._ctx, cluster, revision)
+    async def watch_start(self, cluster: str, revision: int | None) -> ImportWatchStart:
+        """What the import watch of `cluster` from `revision` (None: from now) starts from:
+        its scope, its start revision and the keys it is left out of then, in one read
+        transaction (`importselection.import_watch_start`)."""
+        return await import_watch_start(self._ctx, cluster, revision)
 
     async def changes_since(self, *, revision: int, limit: int = 500) -> list[WatchEvent]:
         """`imports_since`, decoded: what a watch replays from the history."""

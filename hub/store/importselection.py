@@ -28,10 +28,12 @@ feeds carry these rows: cost O(affected clusters times the key's slices).
 
 The import watch of cluster C (`hub.api.importselection`) starts from the keys C is left
 out of *at its start revision N*: the table's rows, corrected by C's markers after N (a
-key whose first marker after N is an ADDED was left out at N, a DELETED was let in), read
-table first, markers second, so a flip committing between the two reads is seen as a
-marker. Then every marker it streams updates that set, and a fleet-wide event of a key in
-the set is skipped — a pure function of the history, whichever replica serves it.
+key whose first marker after N is an ADDED was left out at N, a DELETED was let in), both
+read in one statement (`import_watch_start`, with C's import scope and the revision
+counter), so one snapshot: a flip committed by then is in the table and among the markers,
+and the markers undo it. Then every marker it streams updates that set, and a fleet-wide
+event of a key in the set is skipped — a pure function of the history, whichever replica
+serves it.
 
 Consistency: a key's selector is judged under the key's lock with every cluster's stored
 properties; a properties change holds the import-selection lock exclusively
@@ -44,25 +46,48 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import and_, delete, select
+from sqlalchemy import (
+    BigInteger,
+    Integer,
+    String,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    delete,
+    literal_column,
+    null,
+    select,
+    union_all,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from hub.store import codec
 from hub.store.context import StoreContext
 from hub.store.rows import Write
-from hub.store.tables import changes, clusters, import_exclusions, import_selectors
+from hub.store.tables import (
+    REVISION_ROW_ID,
+    changes,
+    clusters,
+    import_exclusions,
+    import_selectors,
+)
+from hub.store.tables import revision as revision_table
+from hub.store.usage import scope_patterns
 from shared import constants
 from shared.clusterselection import ImportClustersSelector, matches
 
 __all__ = [
     "ANNOTATION_AUDIENCE",
     "IMPORT_CLUSTERS_FIELD",
-    "excluded_at",
+    "ImportWatchStart",
     "excluded_keys",
     "forget_cluster",
+    "import_watch_start",
     "judge_cluster",
     "judge_key",
     "judge_new_cluster",
@@ -209,28 +234,131 @@ def _key_is(table: Any, key: Key) -> Any:
     return and_(table.c.namespace == key[0], table.c.name == key[1])
 
 
-async def excluded_at(ctx: StoreContext, cluster: str, revision: int) -> set[Key]:
-    """The keys `cluster` was left out of at `revision` (see the module doc): the table,
-    then the cluster's markers after `revision`, each key's first one deciding."""
-    async with ctx.read() as conn:
-        now = await excluded_keys(conn, cluster)
-        rows = await conn.execute(
-            select(changes.c.namespace, changes.c.name, changes.c.type)
-            .where(
-                changes.c.cluster_id == cluster,
-                changes.c.kind == constants.KIND_IMPORT,
-                changes.c.revision > revision,
-            )
-            .order_by(changes.c.revision)
-        )
-        first: dict[Key, str] = {}
-        for ns, name, kind in rows:
-            first.setdefault((ns, name), kind)
+def _corrected(now: set[Key], markers: list[tuple[Key, str]]) -> set[Key]:
+    """The keys left out at a revision: those left out `now`, corrected by the markers
+    after that revision (in revision order), each key's first marker deciding."""
+    first: dict[Key, str] = {}
+    for key, kind in markers:
+        first.setdefault(key, kind)
     at = set(now)
     for key, kind in first.items():
-        if kind == "ADDED":  # let in after `revision`: left out at it
+        if kind == "ADDED":  # let in after the revision: left out at it
             at.add(key)
         else:  # left out after it: let in at it
             at.discard(key)
     return at
 
+
+@dataclass(frozen=True)
+class ImportWatchStart:
+    """What a cluster's import watch starts from (`import_watch_start`)."""
+
+    # The cluster's `spec.importNamespaces` (None: absent, or no such cluster;
+    # docs/reference.md#scope-and-limits).
+    scope: list[str] | None
+    # The watch's start revision: the one it was asked for, else the current one.
+    revision: int
+    # The keys the cluster is left out of at `revision` (docs/reference.md#cluster-selection).
+    excluded: set[Key]
+
+
+# What an import watch starts from, in ONE statement (`import_watch_start`): a UNION ALL
+# of the cluster's import scope (part 0), the revision counter (1), the cluster's rows of
+# the exclusions table (2) and, when the watch names its start revision, the cluster's
+# markers after it (3). One statement reads one snapshot on both databases, so the table
+# and the markers are read together: a flip is in both or in neither, and the markers
+# correct the table back to the start revision either way. A watch from now starts at
+# the counter read in that same snapshot, after which no marker has committed yet.
+_PART_SCOPE, _PART_REVISION, _PART_EXCLUDED, _PART_MARKER = range(4)
+
+
+def _no(kind: Any) -> Any:
+    return cast(null(), kind)
+
+
+def _watch_start_query(*, markers: bool) -> Any:
+    # NULLs cast to the plain types: PostgreSQL takes no COLLATE inside a CAST, and a
+    # NULL of the default collation unites with the columns' "C" without a conflict.
+    text, key, kind, number = Text(), String(), String(), BigInteger()
+    parts = [
+        select(
+            literal_column(str(_PART_SCOPE), Integer).label("part"),
+            clusters.c.import_namespaces.label("scope"),
+            _no(key).label("namespace"),
+            _no(key).label("name"),
+            _no(kind).label("type"),
+            _no(number).label("revision"),
+        ).where(clusters.c.name == bindparam("cluster")),
+        select(
+            literal_column(str(_PART_REVISION), Integer),
+            _no(text),
+            _no(key),
+            _no(key),
+            _no(kind),
+            revision_table.c.value,
+        ).where(revision_table.c.id == REVISION_ROW_ID),
+        select(
+            literal_column(str(_PART_EXCLUDED), Integer),
+            _no(text),
+            import_exclusions.c.namespace,
+            import_exclusions.c.name,
+            _no(kind),
+            _no(number),
+        ).where(import_exclusions.c.cluster_id == bindparam("cluster")),
+    ]
+    if markers:
+        parts.append(
+            select(
+                literal_column(str(_PART_MARKER), Integer),
+                _no(text),
+                changes.c.namespace,
+                changes.c.name,
+                changes.c.type,
+                changes.c.revision,
+            ).where(
+                changes.c.cluster_id == bindparam("cluster"),
+                changes.c.kind == constants.KIND_IMPORT,
+                changes.c.revision > bindparam("after"),
+            )
+        )
+    return union_all(*parts)
+
+
+_WATCH_FROM_NOW = _watch_start_query(markers=False)
+_WATCH_FROM_REVISION = _watch_start_query(markers=True)
+
+
+async def import_watch_start(
+    ctx: StoreContext, cluster: str, revision: int | None
+) -> ImportWatchStart:
+    """What the import watch of `cluster` from `revision` (None: from now) starts from,
+    read in ONE statement (`_watch_start_query`): every agent holds an import watch and
+    re-opens it when its timeout ends or its replica is lost (docs/reference.md#fleet-scale),
+    and each read transaction costs a replica a pool checkout, its ping and its end, and
+    each statement its execution, besides what the database does."""
+    parameters: dict[str, Any] = {"cluster": cluster}
+    if revision is None:
+        statement = _WATCH_FROM_NOW
+    else:
+        statement, parameters["after"] = _WATCH_FROM_REVISION, revision
+    scope_text: str | None = None
+    counter = 0
+    now: set[Key] = set()
+    markers: list[tuple[int, Key, str]] = []
+    async with ctx.read() as conn:
+        for part, scope_row, ns, name, kind, number in await conn.execute(statement, parameters):
+            if part == _PART_SCOPE:
+                scope_text = scope_row
+            elif part == _PART_REVISION:
+                counter = int(number)
+            elif part == _PART_EXCLUDED:
+                now.add((ns, name))
+            else:
+                markers.append((int(number), (ns, name), kind))
+    start = counter if revision is None else revision
+    markers.sort()
+    return ImportWatchStart(
+        scope=scope_patterns(scope_text),
+        revision=start,
+        excluded=_corrected(now, [(key, kind) for _, key, kind in markers]),
+    )

@@ -12,12 +12,24 @@ ServiceExport's annotation); the winner's is the ServiceImport's.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 
 from tests.hub.test_api_endpointslices import slice_body, slice_path
-from tests.hub.test_api_support import READER, Hub, at, running_hub, watch_events
+from tests.hub.test_api_support import (
+    ADMIN,
+    READER,
+    Hub,
+    at,
+    bearer,
+    running_hub,
+    serving,
+    watch_events,
+)
 
 REGION = "region.topology.mcsync.io"
 EU = {"matchProperties": {REGION: "eu"}}
@@ -65,6 +77,7 @@ async def _watched(hub: Hub, cluster: str, start: str) -> list[tuple[str, str, s
 
 
 IMPORT, SLICE = "ServiceImport", "EndpointSliceExport"
+DEADLINE = 20.0
 
 
 async def test_import_clusters_keeps_a_key_out_and_gives_it_back(hub: Hub) -> None:
@@ -146,3 +159,67 @@ async def test_a_cluster_registered_later_is_judged_before_it_reports(hub: Hub) 
     assert await _listed(hub, "late") == []
     assert (await hub.put("east", members["east"], created=at(0))).status_code == 200
     assert await _listed(hub, "late") == [(IMPORT, "web")]
+
+
+async def test_a_scoped_watch_starts_from_its_scope_and_its_exclusions(hub: Hub) -> None:
+    """An import watch starts from its cluster's import scope and from the keys it is left
+    out of at its start revision, whether it names that revision (the exclusions now,
+    corrected by the markers since) or starts from now (the exclusions now): both read
+    with the scope in one statement (`importselection.import_watch_start`)."""
+    members = await hub.register("east")
+    answer = await hub.client.post(
+        "/api/v1/clusters",
+        json={"metadata": {"name": "west"}, "spec": {"importNamespaces": ["demo"]}},
+        headers=ADMIN,
+    )
+    assert answer.status_code == 201, answer.text
+    members["west"] = bearer(answer.json()["token"])
+    await _props(hub, members, "east", "eu")
+    await _props(hub, members, "west", "us")
+    # demo/web: eu only, west is left out; demo/api: everyone; other/web: not west's scope.
+    for namespace, name, spec in (("demo", "web", {"importClusters": EU}), ("demo", "api", {}),
+                                  ("other", "web", {})):
+        put = await hub.put("east", members["east"], created=at(0), namespace=namespace,
+                            name=name, **spec)
+        assert put.status_code == 201, put.text
+    start = await _revision(hub)
+    expected = [
+        ("ADDED", SLICE, "api-abcde"),  # the one change of its scope it is not left out of
+        ("ADDED", IMPORT, "web"), ("ADDED", SLICE, "web-abcde"),  # let in
+    ]
+    seen: list[tuple[str, str, str]] = []
+    async with (
+        serving(hub.app) as url,
+        httpx.AsyncClient(base_url=url, timeout=DEADLINE) as client,
+        client.stream(
+            "GET", "/api/v1/clusters/west/imports?watch=true&timeoutSeconds=30",
+            headers=members["west"],
+        ) as stream,
+    ):
+        assert stream.status_code == 200
+        for namespace, service, name in (("demo", "web", "web-abcde"),
+                                         ("other", "web", "web-abcde"),
+                                         ("demo", "api", "api-abcde")):
+            put = await hub.client.put(
+                slice_path("east", namespace, name),
+                json=slice_body(name, namespace=namespace, service=service),
+                headers=members["east"],
+            )
+            assert put.status_code == 201, put.text
+        await _props(hub, members, "west", "eu")
+        async with asyncio.timeout(DEADLINE):
+            async for line in stream.aiter_lines():
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event["type"] == "BOOKMARK":
+                    continue
+                assert event["object"]["metadata"]["namespace"] == "demo", event
+                seen.append(
+                    (event["type"], event["object"]["kind"], event["object"]["metadata"]["name"])
+                )
+                if len(seen) == len(expected):
+                    break
+    assert seen == expected
+    # From `start`, west is let in now: the marker since says it was left out then.
+    assert await _watched(hub, "west", start) == expected

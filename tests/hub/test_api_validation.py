@@ -508,6 +508,7 @@ async def test_watch_from_a_future_revision_is_504_naming_the_current_one(hub: H
     for path, headers in (
         ("/api/v1/clusters/east/serviceexports", east),
         ("/api/v1/serviceexports", ADMIN),
+        ("/api/v1/clusters/east/imports", east),
     ):
         for revision in (2**63 - 1, current + 1):
             answer = await hub.client.get(
@@ -526,6 +527,40 @@ async def test_watch_from_a_future_revision_is_504_naming_the_current_one(hub: H
             f"{path}?watch=true&timeoutSeconds=1&resourceVersion={current}", headers=headers
         )
         assert at_current.status_code == 200, at_current.text
+
+
+@pytest.mark.reliability
+async def test_a_replica_that_has_not_heard_of_a_revision_asks_the_database(hub: Hub) -> None:
+    """A watch's resourceVersion at or below what a replica has seen committed is let
+    through without a read of the counter; one above it may still have been committed by
+    another replica, so that one is judged against the database: a watch from another
+    replica's newest revision opens, and one past it is refused naming that revision, not
+    the newest one this replica has heard of. (On SQLite a second replica hears nothing
+    of the first one's commits; on PostgreSQL it may have heard already.)"""
+    async with running_hub(hub.settings.database_url) as other:
+        heard = other.store.feed.known_revision()
+        east, _ = await _seeded(hub)  # committed on `hub` after `other` started
+        current = int((await hub.client.get("/api/v1/serviceexports", headers=ADMIN)).json()[
+            "metadata"]["resourceVersion"])
+        assert current > heard
+        for path, headers in (
+            ("/api/v1/clusters/east/serviceexports", east),
+            ("/api/v1/serviceexports", ADMIN),
+            ("/api/v1/clusters/east/imports", east),
+        ):
+            query = f"{path}?watch=true&timeoutSeconds=1&resourceVersion="
+            ahead = await other.client.get(f"{query}{current + 1}", headers=headers)
+            assert ahead.status_code == 504, ahead.text
+            assert ahead.json()["message"] == (
+                f"Too large resource version: {current + 1}, current: {current}"
+            )
+            at_newest = await other.client.get(f"{query}{current}", headers=headers)
+            assert at_newest.status_code == 200, at_newest.text
+            # Every revision up to the newest, on either replica, is a watch's start.
+            for replica in (hub, other):
+                for revision in (0, heard, current):
+                    opened = await replica.client.get(f"{query}{revision}", headers=headers)
+                    assert opened.status_code == 200, (revision, opened.text)
 
 
 @pytest.mark.reliability

@@ -50,6 +50,7 @@ from hub.api.params import (
 from hub.api.status import ApiError, documented
 from hub.api.sync import apply_sync
 from hub.api.watch import WATCH_RESPONSE, ExportFeedSource, open_watch
+from hub.api.watchpath import fast_watch
 from hub.api.wire import wire
 from hub.logs import fields
 from hub.store import Store
@@ -309,12 +310,21 @@ async def patch_export(
     return wire(patched)
 
 
-@router.get(
-    COLLECTION,
-    response_model=InternalServiceExportList,
-    summary="List one cluster's exports, or watch them (watch=true)",
-    responses={200: WATCH_RESPONSE, **documented(401, 403, 410, 422, 429, 503, 504)},
-)
+async def list_cluster_exports_fast(request: StrictJsonRequest) -> Response | None:
+    """An agent's export watch open, entirely in order, without FastAPI's dependency
+    solving (`hub.api.watchpath`); None for anything else, which `list_cluster_exports`
+    answers."""
+    fast = await fast_watch(request)
+    if fast is None:
+        return None
+    return await open_watch(
+        source=ExportFeedSource(fast.store.feed, fast.cluster),
+        ctx=fast.ctx,
+        options=fast.options,
+        principal=fast.principal,
+    )
+
+
 async def list_cluster_exports(
     cluster: ClusterPath,
     access: MemberOrReaderAccess,
@@ -331,6 +341,20 @@ async def list_cluster_exports(
             principal=access,
         )
     return await _list(store, cluster_id=cluster, options=options)
+
+
+# Registered without the decorator only to give it its own route class: an agent's watch
+# open in order is answered by `list_cluster_exports_fast`, anything else by
+# `list_cluster_exports` (`hub.api.fastpath`).
+router.add_api_route(
+    COLLECTION,
+    list_cluster_exports,
+    methods=["GET"],
+    response_model=InternalServiceExportList,
+    summary="List one cluster's exports, or watch them (watch=true)",
+    responses={200: WATCH_RESPONSE, **documented(401, 403, 410, 422, 429, 503, 504)},
+    route_class_override=fast_path_route(list_cluster_exports_fast),
+)
 
 
 async def sync_cluster_exports(

@@ -10,15 +10,15 @@ EndpointSliceExports of its key, cut to the ports their source clusters serve.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 
-from hub.api.auth import MemberOrReaderAccess, ReaderAccess
-from hub.api.deps import ContextDep, StoreDep
+from hub.api.auth import MemberOrReaderAccess, Principal, ReaderAccess
+from hub.api.deps import ContextDep, HubContext, StoreDep
+from hub.api.fastpath import fast_path_route
 from hub.api.importscope import ScopedImportFeedSource
 from hub.api.importselection import SelectedImportFeedSource, SelectionState
+from hub.api.jsonbody import StrictJsonRequest
 from hub.api.params import (
     ClusterPath,
     ConflictQuery,
@@ -28,13 +28,16 @@ from hub.api.params import (
     NamespacePath,
     NamespaceQuery,
     SearchQuery,
+    WatchOptions,
     WatchOptionsDep,
     list_meta,
     read_page,
 )
 from hub.api.status import documented
 from hub.api.watch import WATCH_RESPONSE, ImportFeedSource, WatchSource, open_watch
+from hub.api.watchpath import fast_watch
 from hub.api.wire import wire
+from hub.store import Store
 from shared.constants import API_PREFIX
 from shared.importreach import where_imported
 from shared.models import (
@@ -128,13 +131,39 @@ async def list_importers(
     return JSONResponse(to_wire(ImporterList(items=importers)))
 
 
-@router.get(
-    "/clusters/{cluster}/imports",
-    response_model=ClusterImportList,
-    summary="Everything a cluster must import (every ServiceImport and EndpointSliceExport), "
-    "or watch it (watch=true)",
-    responses={200: WATCH_RESPONSE, **documented(401, 403, 410, 422, 429, 503, 504)},
-)
+async def _watch_cluster_imports(
+    cluster: str, access: Principal, watch: WatchOptions, store: Store, ctx: HubContext
+) -> Response:
+    """The import watch of `cluster` (`list_cluster_imports` with `watch=true`)."""
+    # One read for what the watch starts from: its scope (docs/reference.md#scope-and-limits:
+    # None, every namespace), the current revision (its start when none was given) and,
+    # docs/reference.md#cluster-selection, the keys whose import-clusters leaves this
+    # cluster out at its start revision.
+    begin = await store.import_feed.watch_start(cluster, watch.resource_version)
+    fleet = ImportFeedSource(store.import_feed)
+    scoped: WatchSource = (
+        fleet if begin.scope is None else ScopedImportFeedSource(fleet, tuple(begin.scope))
+    )
+    source = SelectedImportFeedSource(
+        scoped, SelectionState(cluster=cluster, excluded=begin.excluded, judged=begin.revision)
+    )
+    return await open_watch(
+        source=source, ctx=ctx, options=watch, principal=access, current=begin.revision
+    )
+
+
+async def list_cluster_imports_fast(request: StrictJsonRequest) -> Response | None:
+    """An agent's import watch open, entirely in order, without FastAPI's dependency
+    solving (`hub.api.watchpath`); None for anything else, which `list_cluster_imports`
+    answers."""
+    fast = await fast_watch(request)
+    if fast is None:
+        return None
+    return await _watch_cluster_imports(
+        fast.cluster, fast.principal, fast.options, fast.store, fast.ctx
+    )
+
+
 async def list_cluster_imports(
     cluster: ClusterPath,
     access: MemberOrReaderAccess,
@@ -151,24 +180,10 @@ async def list_cluster_imports(
     revision order, pushed as it commits on any replica (`hub.api.watch`); an object's
     `kind` says which it is. A cluster with `spec.importNamespaces` sees only those
     namespaces (docs/reference.md#scope-and-limits)."""
+    if watch.watch:
+        return await _watch_cluster_imports(cluster, access, watch, store, ctx)
     # docs/reference.md#scope-and-limits: None, every namespace
     scope = await store.clusters.import_scope(cluster)
-    if watch.watch:
-        fleet = ImportFeedSource(store.import_feed)
-        scoped: WatchSource = (
-            fleet if scope is None else ScopedImportFeedSource(fleet, tuple(scope))
-        )
-        # docs/reference.md#cluster-selection: without the keys whose import-clusters
-        # leaves this cluster out, judged from the watch's start revision on.
-        start = watch.resource_version
-        if start is None:
-            start = await fleet.current_revision()
-            watch = replace(watch, resource_version=start)
-        excluded = await store.import_feed.excluded_at(cluster, start)
-        source = SelectedImportFeedSource(
-            scoped, SelectionState(cluster=cluster, excluded=excluded, judged=start)
-        )
-        return await open_watch(source=source, ctx=ctx, options=watch, principal=access)
     page = await read_page(
         store.import_feed.list_imports(
             limit=limit, continue_token=continue_, namespaces=scope, cluster=cluster
@@ -179,3 +194,18 @@ async def list_cluster_imports(
         items=page.items,
     )
     return wire(answer)
+
+
+# Registered without the decorator only to give it its own route class: an agent's watch
+# open in order is answered by `list_cluster_imports_fast`, anything else by
+# `list_cluster_imports` (`hub.api.fastpath`).
+router.add_api_route(
+    "/clusters/{cluster}/imports",
+    list_cluster_imports,
+    methods=["GET"],
+    response_model=ClusterImportList,
+    summary="Everything a cluster must import (every ServiceImport and EndpointSliceExport), "
+    "or watch it (watch=true)",
+    responses={200: WATCH_RESPONSE, **documented(401, 403, 410, 422, 429, 503, 504)},
+    route_class_override=fast_path_route(list_cluster_imports_fast),
+)
