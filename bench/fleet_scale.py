@@ -274,12 +274,17 @@ async def run_fleet(args: Any, database_url: str, directory: Path) -> dict[str, 
         async def all_open() -> bool:
             return await simulators.total("watches_open") == 2 * args.clusters
 
-        result["watches_open_seconds"] = await poll_until(all_open, seconds=300)
+        result["watches_open_seconds"] = await poll_until(
+            all_open, seconds=args.converge_timeout if args.hold else 300
+        )
         sampler = Sampler(admin.stale, database_url, ttl=args.ttl)
         sampler.start()
         cpu0 = [cpu_seconds(h.pid) for h in hubs]
         simulator0 = await simulators.total("cpu_seconds")
-        progress(f"{await simulators.total('watches_open')} watches open; exporting")
+        progress(
+            f"{await simulators.total('watches_open')} watches open; "
+            + ("holding" if args.hold else "exporting")
+        )
         t0 = time.perf_counter()
 
         async def report() -> None:
@@ -298,28 +303,16 @@ async def run_fleet(args: Any, database_url: str, directory: Path) -> dict[str, 
                 )
 
         reporter = asyncio.create_task(report())
-        acknowledged = max(await simulators.call("export_all"))
-        progress(f"exports acknowledged in {acknowledged:.1f}s; waiting for every importer")
-
-        async def all_converged() -> bool:
-            return await simulators.total("converged") == args.clusters
-
-        converged = await poll_until(all_converged, seconds=args.converge_timeout)
-        total = time.perf_counter() - t0
-        reporter.cancel()
-        result["exports"] = args.clusters * SERVICES
-        result["slices"] = args.clusters * SERVICES
-        result["exports_acknowledged_seconds"] = round(acknowledged, 1)
-        result["converged_seconds"] = round(total, 1) if converged is not None else None
-        result["converged_clusters"] = await simulators.total("converged")
-        result["deliveries_expected"] = await simulators.total("deliveries_expected")
-        result["replicas_during_convergence"] = replica_usage(hubs, cpu0)
-        # The simulators' CPU says whether the answer times they measure include their own
-        # event loops' lag (near a core each: they do).
-        result["simulator_cpu_seconds_during_convergence"] = round(
-            await simulators.total("cpu_seconds") - simulator0, 2
-        )
-        progress(f"converged in {total:.1f}s ({result['converged_clusters']}/{args.clusters})")
+        if args.hold:
+            # Registered, beating and watching, nothing exported: what the tier pays to
+            # hold the fleet, measured in the steady state below.
+            result["watches_open"] = await simulators.total("watches_open")
+            reporter.cancel()
+            result["exports"] = result["slices"] = 0
+            result["converged_seconds"] = None
+        else:
+            await converge(simulators, hubs, args, result, cpu0, simulator0, t0)
+            reporter.cancel()
         before = await simulators.call("status")
         cpu1 = [cpu_seconds(h.pid) for h in hubs]
         steady_from = time.monotonic()
@@ -336,8 +329,9 @@ async def run_fleet(args: Any, database_url: str, directory: Path) -> dict[str, 
             "new_connections_per_request": round(grew("connections") / max(1, grew("requests")), 4),
             "replicas": replica_usage(hubs, cpu1),
         }
-        result["endpoint_change"] = await endpoint_changes(simulators, args.changes)
-        progress(f"endpoint change: {result['endpoint_change']['change_to_every_importer']}")
+        if not args.hold:
+            result["endpoint_change"] = await endpoint_changes(simulators, args.changes)
+            progress(f"endpoint change: {result['endpoint_change']['change_to_every_importer']}")
         if args.restart and len(hubs) > 1:
             result["restart"] = await restart(simulators, hubs, admin, args)
         beats = await simulators.call("heartbeats")
@@ -366,6 +360,40 @@ async def run_fleet(args: Any, database_url: str, directory: Path) -> dict[str, 
         for hub in hubs:
             hub.stop()
     return result
+
+
+async def converge(
+    simulators: Simulators,
+    hubs: Sequence[HubProcess],
+    args: Any,
+    result: dict[str, Any],
+    cpu0: Sequence[float],
+    simulator0: float,
+    t0: float,
+) -> None:
+    """Every agent exports its Services and slices; until every importer holds every slice
+    of its scope (module docstring)."""
+    acknowledged = max(await simulators.call("export_all"))
+    progress(f"exports acknowledged in {acknowledged:.1f}s; waiting for every importer")
+
+    async def all_converged() -> bool:
+        return await simulators.total("converged") == args.clusters
+
+    converged = await poll_until(all_converged, seconds=args.converge_timeout)
+    total = time.perf_counter() - t0
+    result["exports"] = args.clusters * SERVICES
+    result["slices"] = args.clusters * SERVICES
+    result["exports_acknowledged_seconds"] = round(acknowledged, 1)
+    result["converged_seconds"] = round(total, 1) if converged is not None else None
+    result["converged_clusters"] = await simulators.total("converged")
+    result["deliveries_expected"] = await simulators.total("deliveries_expected")
+    result["replicas_during_convergence"] = replica_usage(hubs, cpu0)
+    # The simulators' CPU says whether the answer times they measure include their own
+    # event loops' lag (near a core each: they do).
+    result["simulator_cpu_seconds_during_convergence"] = round(
+        await simulators.total("cpu_seconds") - simulator0, 2
+    )
+    progress(f"converged in {total:.1f}s ({result['converged_clusters']}/{args.clusters})")
 
 
 async def endpoint_changes(simulators: Simulators, count: int) -> dict[str, Any]:
@@ -684,11 +712,14 @@ def target(result: dict[str, Any]) -> dict[str, Any]:
         checks["sweep_cpu_ms"] = sweep["sweep_nothing_stale"]["cpu_ms_median"] <= 20
     fleet = result.get("fleet")
     if fleet:
-        checks["converged"] = fleet["converged_seconds"] is not None
-        checks["endpoint_change_p99"] = (
-            fleet["endpoint_change"]["change_to_every_importer"]["p99_ms"] < 2000
-            and fleet["endpoint_change"]["missing"] == 0
-        )
+        if "endpoint_change" in fleet:  # not with --hold: nothing exported
+            checks["converged"] = fleet["converged_seconds"] is not None
+            checks["endpoint_change_p99"] = (
+                fleet["endpoint_change"]["change_to_every_importer"]["p99_ms"] < 2000
+                and fleet["endpoint_change"]["missing"] == 0
+            )
+        else:
+            checks["all_watches_open"] = fleet["watches_open"] == 2 * fleet["clusters"]
         checks["rss_per_replica"] = all(r["peak_rss_mib"] < 2048 for r in fleet["replicas"])
         checks["heartbeat_answer_p99"] = fleet["heartbeat_answer"]["p99_ms"] < 100
         checks["never_stale"] = fleet["stale_max"] == 0 and fleet["stale_at_end"] == 0
@@ -740,6 +771,11 @@ def main() -> None:
     parser.add_argument("--steady-seconds", type=float, default=30.0)
     parser.add_argument("--converge-timeout", type=float, default=600.0)
     parser.add_argument("--restart", action="store_true")
+    parser.add_argument(
+        "--hold",
+        action="store_true",
+        help="register, beat and watch, export nothing: what holding the fleet costs",
+    )
     parser.add_argument("--units", action="store_true")
     parser.add_argument("--unit-clusters", type=int, default=1000)
     parser.add_argument("--unit-requests", type=int, default=3000)
