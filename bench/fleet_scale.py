@@ -26,7 +26,9 @@ endpoint changes (a slice PUT carrying `spec.sourceObservedTime`, as the agent s
 from that stamp to the change arriving on every importing cluster's watch — the hub's share
 of `mcs_endpointslice_sync_latency_seconds` (an agent adds its own Kubernetes write); the
 heartbeat answer time; each replica's peak RSS and CPU; new TCP connections per request;
-and whether any cluster was ever Stale (the clusters list, polled).
+whether any cluster was ever Stale (the clusters list, polled); and, over `--steady-seconds`
+after convergence, what holding the fleet costs the tier, per cluster and second (its beats,
+its watches' BOOKMARKs and re-opens: the figure docs/install.md sizes a tier by).
 
 **Replica restart** (`--restart`): `kill -9` of one replica in steady state. Its agents'
 watches break and resume on the other replica after the back-off: the reconnect rate
@@ -323,11 +325,21 @@ async def run_fleet(args: Any, database_url: str, directory: Path) -> dict[str, 
         def grew(key: str) -> int:
             return sum(a[key] for a in after) - sum(b[key] for b in before)
 
+        steady_replicas = replica_usage(hubs, cpu1)
         result["steady"] = {
             "seconds": args.steady_seconds,
             "heartbeats": grew("heartbeats"),
             "new_connections_per_request": round(grew("connections") / max(1, grew("requests")), 4),
-            "replicas": replica_usage(hubs, cpu1),
+            "replicas": steady_replicas,
+            # What holding one cluster costs the tier (its beats, its two watches' BOOKMARKs
+            # and re-opens), the per-cluster figure docs/install.md sizes a tier by.
+            "hub_cpu_us_per_cluster_second": round(
+                sum(r["cpu_seconds"] for r in steady_replicas)
+                / max(args.steady_seconds, 1e-9)
+                / max(args.clusters, 1)
+                * 1e6,
+                1,
+            ),
         }
         if not args.hold:
             result["endpoint_change"] = await endpoint_changes(simulators, args.changes)
