@@ -315,6 +315,14 @@ def test_every_request_of_the_agent_is_allowed_by_the_chart(
         wait_for(lambda: mirrored_addresses(east) == ["10.0.0.2"], what="the change mirrored")
         east.state.delete("endpointslices", NS, MIRRORED)  # a user's deletion is repaired
         wait_for(lambda: mirrored_addresses(east) == ["10.0.0.2"], what="the slice repaired")
+        # The source slice goes: the agent deletes its mirror itself. (When the whole import
+        # goes below, the garbage collector may reach the mirror before the agent does, so
+        # that step alone would not always show the agent's delete.)
+        east.state.delete("endpointslices", NS, "web-abc")
+        wait_for(
+            lambda: east.state.get("endpointslices", NS, MIRRORED) is None,
+            what="the mirror of the deleted source slice deleted",
+        )
     east.state.delete("serviceexports", NS, "web")
     wait_for(lambda: not hub_process.exports("east"), what="the export withdrawn")
     if importing:
