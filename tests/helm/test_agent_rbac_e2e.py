@@ -320,7 +320,7 @@ def test_every_request_of_the_agent_is_allowed_by_the_chart(
         # that step alone would not always show the agent's delete.)
         east.state.delete("endpointslices", NS, "web-abc")
         wait_for(
-            lambda: east.state.get("endpointslices", NS, MIRRORED) is None,
+            lambda: mirrored_addresses(east) is None,
             what="the mirror of the deleted source slice deleted",
         )
     east.state.delete("serviceexports", NS, "web")
